@@ -1,0 +1,20 @@
+"""Guides, SVI (`fit`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints."""
+
+from inference.checkpoint import load, save
+from inference.fit import NonFiniteLossError, fit
+from inference.mean_field import MeanField, mean_field
+from inference.nuts import nuts
+from inference.posterior import Posterior
+from inference.registry import GUIDES, make_guide, register_guide
+
+
+
+def to_arviz(posterior, data=None, **kwargs):
+    """ArviZ InferenceData of a Posterior (see `inference.arviz.to_arviz`; imported lazily: ArviZ is slow to import)."""
+    from inference.arviz import to_arviz as convert
+
+    return convert(posterior, data, **kwargs)
+
+
+__all__ = ["fit", "nuts", "NonFiniteLossError", "mean_field", "MeanField", "Posterior", "to_arviz",
+           "save", "load", "GUIDES", "make_guide", "register_guide"]

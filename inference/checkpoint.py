@@ -1,0 +1,105 @@
+"""`save` / `load` of a Posterior: arrays in ``arrays.npz`` (exact float round trip) and the config that
+rebuilds the model and guide in ``posterior.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from inference.posterior import Posterior
+
+FORMAT = 1
+
+
+def save(posterior: Posterior, path: str) -> str:
+    """Write `posterior` to the directory `path` (created). Returns the path.
+
+    Stored: kind, feature shape, site shapes, the model/guide/entry config, guide params or MCMC
+    samples, losses and sample stats, info.
+    """
+    os.makedirs(path, exist_ok=True)
+    arrays = {}
+    for group, values in (("params", posterior.params), ("samples", posterior.samples),
+                          ("sample_stats", posterior.sample_stats)):
+        for k, v in (values or {}).items():
+            arrays[f"{group}::{k}"] = np.asarray(v)
+    if posterior.losses is not None:
+        arrays["losses"] = np.asarray(posterior.losses)
+    np.savez(os.path.join(path, "arrays.npz"), **arrays)
+    meta = {
+        "format": FORMAT,
+        "kind": posterior.kind,
+        "feature_shape": list(posterior.feature_shape),
+        "site_shapes": {k: list(v) for k, v in posterior.model.site_shapes(posterior.feature_shape).items()},
+        "model": posterior.model.spec,
+        "guide": getattr(posterior.guide, "config", None) if posterior.guide is not None else None,
+        "config": posterior.config,
+        "info": {k: v for k, v in posterior.info.items() if isinstance(v, (int, float, str, bool))},
+    }
+    with open(os.path.join(path, "posterior.json"), "w") as f:
+        json.dump(meta, f, indent=2, default=_json_default)
+    return path
+
+
+def load(path: str, model=None) -> Posterior:
+    """Read a Posterior written by `save`.
+
+    `model`: the BNN to attach; if None it is rebuilt from the stored zoo entry (``config["entry"]``).
+    A model whose sites differ from the stored ones raises ValueError naming the first mismatch.
+    """
+    meta_path = os.path.join(path, "posterior.json")
+    if not os.path.exists(meta_path):
+        raise FileNotFoundError(f"path: no checkpoint at {path!r} (expected {meta_path})")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"path: checkpoint format {meta.get('format')} is not {FORMAT}")
+    config = meta["config"]
+    if model is None:
+        entry_spec = config.get("entry")
+        if not entry_spec:
+            raise ValueError("model: this checkpoint does not name a zoo entry; pass the model it was trained with")
+        import zoo
+
+        model = zoo.get(**entry_spec).model
+    feature_shape = tuple(meta["feature_shape"])
+    stored = {k: tuple(v) for k, v in meta["site_shapes"].items()}
+    current = dict(model.site_shapes(feature_shape))
+    if stored != current:
+        diff = sorted(set(stored.items()) ^ set(current.items()))
+        raise ValueError(f"model: the checkpoint was saved from another model; first differing site {diff[0]}")
+    with np.load(os.path.join(path, "arrays.npz")) as z:
+        groups: dict = {"params": {}, "samples": {}, "sample_stats": {}}
+        losses = None
+        for key in z.files:
+            if key == "losses":
+                losses = z[key]
+            else:
+                group, name = key.split("::", 1)
+                groups[group][name] = z[key]
+    guide = None
+    if meta["kind"] == "svi":
+        from inference.registry import make_guide
+
+        guide_cfg = dict(meta["guide"] or {})
+        name = guide_cfg.pop("name", None)
+        if name is None:
+            raise ValueError("path: the checkpoint has no guide config to rebuild its guide from")
+        guide = make_guide(name, model, **guide_cfg)
+        guide.setup(np.zeros((1,) + feature_shape, np.float32))
+    return Posterior(model=model, kind=meta["kind"], guide=guide,
+                     params=groups["params"] or None, samples=groups["samples"] or None,
+                     sample_stats=groups["sample_stats"] or None, losses=losses,
+                     feature_shape=feature_shape, config=config, info=meta.get("info", {}))
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, (tuple, set)):
+        return list(o)
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")

@@ -1,0 +1,144 @@
+"""`Posterior`: one type for SVI (guide parameters) and MCMC (draws) results.
+
+Everything downstream (predict, to_arviz, evals.score, save/load) takes a Posterior and never asks
+which kind it is beyond `draws`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclass
+class Posterior:
+    """A posterior over a BNN's latent sites.
+
+    Attributes:
+      model: the `models.BNN` it belongs to.
+      kind: "svi" (``guide`` + ``params``) or "mcmc" (``samples``).
+      guide, params: the AutoGuide and its constrained parameters {name: array} (SVI).
+      samples: {site: (chains, draws, *site_shape)} (MCMC).
+      losses: (steps,) SVI losses; sample_stats: {name: (chains, draws)} MCMC diagnostics (divergences, ...).
+      feature_shape: the input shape the model was built for (x.shape[1:]).
+      config: JSON-able description (zoo entry, guide, training settings) that checkpoints store.
+      info: timings and counters.
+    """
+
+    model: object
+    kind: str
+    guide: object = None
+    params: dict | None = None
+    samples: dict | None = None
+    losses: np.ndarray | None = None
+    sample_stats: dict | None = None
+    feature_shape: tuple = ()
+    config: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kind not in ("svi", "mcmc"):
+            raise ValueError(f"kind: expected 'svi' or 'mcmc', got {self.kind!r}")
+        if self.kind == "svi" and (self.guide is None or self.params is None):
+            raise ValueError("an SVI Posterior needs both guide and params")
+        if self.kind == "mcmc" and self.samples is None:
+            raise ValueError("an MCMC Posterior needs samples")
+        self._jitted = {}
+
+    # ----- draws ------------------------------------------------------------------------------
+    @property
+    def site_names(self) -> list:
+        return list(self.model.site_shapes(self.feature_shape))
+
+    @property
+    def num_chains(self) -> int:
+        return next(iter(self.samples.values())).shape[0] if self.kind == "mcmc" else 1
+
+    def draws(self, num_samples: int | None = None, seed: int = 0) -> dict:
+        """{site: (S, *site_shape)} draws of every latent site.
+
+        SVI: S = num_samples fresh draws from the guide (default 100). MCMC: all chains x draws
+        flattened chain-major, or `num_samples` of them evenly spaced when given.
+        """
+        if self.kind == "svi":
+            num_samples = 100 if num_samples is None else int(num_samples)
+            return self._svi_draws(jax.random.PRNGKey(seed), num_samples)
+        flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.samples.items()}
+        total = next(iter(flat.values())).shape[0]
+        if num_samples is not None and num_samples < total:
+            pick = np.linspace(0, total - 1, num_samples).round().astype(int)
+            flat = {k: v[pick] for k, v in flat.items()}
+        return flat
+
+    def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
+        """{site: (chains, draws, *shape)}: MCMC samples as stored, SVI draws as one chain."""
+        if self.kind == "mcmc":
+            return dict(self.samples)
+        return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
+
+    def _svi_draws(self, key, num_samples):
+        fn = self._jitted.get(("draws", num_samples))
+        if fn is None:
+            names = self.site_names
+            shape = (1,) + tuple(self.feature_shape)
+
+            def sample(key, params):
+                out = self.guide.sample_posterior(key, params, jnp.zeros(shape), sample_shape=(num_samples,))
+                return {k: out[k] for k in names}
+
+            fn = self._jitted[("draws", num_samples)] = jax.jit(sample)
+        return fn(key, self.params)
+
+    def median(self) -> dict:
+        """{site: array}: the guide's median (SVI) or the per-entry median of the draws (MCMC)."""
+        if self.kind == "svi":
+            med = self.guide.median(self.params)
+            return {k: med[k] for k in self.site_names}
+        return {k: jnp.median(v, axis=0) for k, v in self.draws().items()}
+
+    # ----- predictions ------------------------------------------------------------------------
+    def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50) -> np.ndarray:
+        """Predictive probabilities per draw: (S, N, C) (classification) or means (S, N, ...) (regression).
+
+        Draws are made and pushed through the network `chunk_size` at a time (one compile per
+        shape), so memory stays at one chunk of weights however large S is. MCMC uses `num_samples`
+        evenly spaced draws, or all of them if fewer exist.
+        """
+        return self._per_draw(self.model.predictive, x, None, num_samples, seed, chunk_size)
+
+    def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = 50) -> np.ndarray:
+        """Pointwise log p(y_n | x_n, w_s): (S, N)."""
+        return self._per_draw(self.model.log_likelihood, x, y, num_samples, seed, chunk_size)
+
+    def _per_draw(self, fn, x, y, num_samples, seed, chunk_size):
+        from inference.data_args import check_model_data
+
+        x = np.asarray(x, np.float32)
+        check_model_data(self.model, x, y, arg="x", feature_shape=self.feature_shape)
+        args = (x,) if y is None else (x, y)
+        key = ("apply", fn.__name__, y is None)
+        apply = self._jitted.get(key)
+        if apply is None:
+            in_axes = (0,) + (None,) * len(args)
+            apply = self._jitted[key] = jax.jit(jax.vmap(fn, in_axes=in_axes))
+        out = []
+        if self.kind == "svi":
+            total = int(num_samples)
+            base = jax.random.PRNGKey(seed)
+            for i, start in enumerate(range(0, total, chunk_size)):
+                draws = self._svi_draws(jax.random.fold_in(base, i), chunk_size)
+                out.append(np.asarray(apply(draws, *args))[: total - start])
+        else:
+            draws = self.draws(num_samples)
+            total = next(iter(draws.values())).shape[0]
+            for start in range(0, total, chunk_size):
+                chunk = {k: v[start:start + chunk_size] for k, v in draws.items()}
+                n = next(iter(chunk.values())).shape[0]
+                if n < chunk_size:  # pad to one compiled shape
+                    chunk = {k: jnp.concatenate([v, jnp.repeat(v[-1:], chunk_size - n, 0)]) for k, v in chunk.items()}
+                out.append(np.asarray(apply(chunk, *args))[:n])
+        return np.concatenate(out, axis=0)

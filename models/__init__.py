@@ -1,0 +1,6 @@
+"""Haiku architectures and how they become NumPyro models (priors, likelihoods, the bridge)."""
+
+from models import likelihoods, priors
+from models.bridge import BNN, bnn, flatten_params, unflatten_params
+
+__all__ = ["BNN", "bnn", "flatten_params", "unflatten_params", "priors", "likelihoods"]

@@ -1,0 +1,177 @@
+"""The Haiku -> NumPyro bridge: every Haiku parameter tensor becomes one NumPyro sample site.
+
+NumPyro dropped its Haiku bridge in 0.20.1; this is the project's own, kept thin so that the
+architectures could move to another module library without touching the guides.
+
+Site names are the Haiku module path plus the parameter name, e.g. ``"mlp/~/linear_0/w"``. Shapes come
+from ``jax.eval_shape`` of the Haiku initialiser (no compile, no FLOPs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Callable
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+from numpyro.distributions import biject_to
+
+from models import likelihoods as likelihoods_lib
+from models import priors as priors_lib
+
+
+def flatten_params(tree) -> dict:
+    """Haiku params {module: {name: array}} -> {"module/name": array} (insertion order kept)."""
+    return {f"{module}/{name}": value for module, leaves in tree.items() for name, value in leaves.items()}
+
+
+def unflatten_params(flat: dict) -> dict:
+    """{"module/name": array} -> Haiku params {module: {name: array}}; other keys are ignored."""
+    tree: dict = {}
+    for site, value in flat.items():
+        module, _, name = site.rpartition("/")
+        if module and not site.startswith("likelihood/"):
+            tree.setdefault(module, {})[name] = value
+    return tree
+
+
+class BNN:
+    """A Bayesian neural network: a Haiku network, a prior per weight tensor and a likelihood.
+
+    Calling it is a NumPyro model::
+
+        model(x, y=None, n_data=None)
+
+    x: (B, *feature_shape) inputs; y: (B,) labels or None (then "y" is sampled); n_data: the size of the
+    full data set when (x, y) is a minibatch, so that the log-likelihood is scaled by n_data / B (the
+    unbiased minibatch ELBO). Sites: one per Haiku parameter, plus the likelihood's own (e.g. a learned noise).
+
+    Args:
+      network_fn: ``x -> output`` building Haiku modules (transformed here with ``hk.transform``).
+      prior: a prior callable (see `models.priors`), chosen per site.
+      likelihood: see `models.likelihoods`.
+      name: a label used in reports.
+    """
+
+    def __init__(self, network_fn: Callable, prior, likelihood, name: str = "bnn"):
+        self.network_fn = network_fn
+        self.transformed = hk.without_apply_rng(hk.transform(network_fn))
+        self.prior = prior
+        self.likelihood = likelihood
+        self.name = name
+        self._sites_cache: dict = {}
+        self._jit_init = jax.jit(self.transformed.init)
+
+    # ----- structure -------------------------------------------------------------------------
+    def site_shapes(self, x_or_feature_shape) -> "OrderedDict[str, tuple]":
+        """{site name: shape} for inputs of the given feature shape (or an example batch x)."""
+        feature_shape = _feature_shape(x_or_feature_shape)
+        if feature_shape not in self._sites_cache:
+            example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
+            shapes = jax.eval_shape(self.transformed.init, jax.random.PRNGKey(0), example)
+            sites = OrderedDict((k, tuple(v.shape)) for k, v in flatten_params(shapes).items())
+            for name, (shape, _) in self.likelihood.latent_sites().items():
+                sites[name] = tuple(shape)
+            self._sites_cache[feature_shape] = sites
+        return self._sites_cache[feature_shape]
+
+    def site_priors(self, x_or_feature_shape) -> "OrderedDict[str, object]":
+        """{site name: prior distribution with event dims} in model order."""
+        lik_sites = self.likelihood.latent_sites()
+        out = OrderedDict()
+        for name, shape in self.site_shapes(x_or_feature_shape).items():
+            if name in lik_sites:
+                d = lik_sites[name][1]
+                out[name] = d.to_event(len(shape)) if shape else d
+            else:
+                d = self.prior(name, shape)
+                if tuple(d.batch_shape) != tuple(shape):
+                    raise ValueError(
+                        f"prior: for site {name!r} expected a distribution of batch shape {shape}, "
+                        f"got {tuple(d.batch_shape)}"
+                    )
+                out[name] = d.to_event(len(shape)) if shape else d
+        return out
+
+    def num_weights(self, x_or_feature_shape) -> int:
+        """Total number of scalar latent values (weights, biases and likelihood parameters)."""
+        return int(sum(math.prod(s) for s in self.site_shapes(x_or_feature_shape).values()))
+
+    def init_values(self, rng_key, x_or_feature_shape) -> dict:
+        """Haiku's own initial values {site: array}; likelihood sites start at their prior median."""
+        feature_shape = _feature_shape(x_or_feature_shape)
+        params = flatten_params(self._jit_init(rng_key, jnp.zeros((1,) + feature_shape, jnp.float32)))
+        for name, (shape, d) in self.likelihood.latent_sites().items():
+            params[name] = jnp.broadcast_to(d.icdf(0.5) if hasattr(d, "icdf") else d.mean, shape)
+        return params
+
+    def prototype_sites(self, x_or_feature_shape, init_values: dict) -> "OrderedDict[str, dict]":
+        """NumPyro-style trace entries for every latent site, built without running the model.
+
+        Guides use these in place of ``initialize_model`` (which costs seconds of eager compiles).
+        """
+        trace = OrderedDict()
+        for name, fn in self.site_priors(x_or_feature_shape).items():
+            trace[name] = {
+                "type": "sample", "name": name, "fn": fn, "args": (), "kwargs": {},
+                "value": init_values[name], "scale": None, "is_observed": False,
+                "intermediates": [], "cond_indep_stack": [], "infer": {},
+            }
+        return trace
+
+    # ----- computation -----------------------------------------------------------------------
+    def apply(self, params: dict, x):
+        """Network output for one set of weights: params {site: array}, x (B, ...) -> (B, out)."""
+        return self.transformed.apply(unflatten_params(params), x)
+
+    def log_likelihood(self, params: dict, x, y):
+        """Pointwise log p(y | x, params): (B,)."""
+        return self.likelihood.log_prob(self.apply(params, x), y, params)
+
+    def predictive(self, params: dict, x):
+        """Class probabilities (B, C) (classification) or predictive mean (regression) for one draw."""
+        return self.likelihood.predictive(self.apply(params, x), params)
+
+    def __call__(self, x, y=None, n_data=None):
+        params = {name: numpyro.sample(name, fn) for name, fn in self.site_priors(x).items()}
+        output = self.apply(params, x)
+        scale = None if n_data is None else n_data / x.shape[0]
+        return self.likelihood.sample(output, y, params, scale)
+
+    # ----- checkpoints -----------------------------------------------------------------------
+    @property
+    def spec(self) -> dict:
+        return {
+            "name": self.name,
+            "prior": getattr(self.prior, "spec", None),
+            "likelihood": getattr(self.likelihood, "spec", None),
+        }
+
+
+def bnn(network_fn: Callable, prior=None, likelihood=None, name: str = "bnn") -> BNN:
+    """Build a `BNN` NumPyro model from a Haiku network function.
+
+    Defaults: a unit Normal prior on every tensor and a categorical likelihood.
+    """
+    return BNN(network_fn, prior or priors_lib.normal(1.0), likelihood or likelihoods_lib.categorical(), name)
+
+
+def unconstrain(site_priors: dict, values: dict) -> dict:
+    """Map constrained site values to the unconstrained space of each site's support."""
+    return {k: biject_to(site_priors[k].support).inv(v) for k, v in values.items()}
+
+
+def constrain(site_priors: dict, values: dict) -> dict:
+    """Map unconstrained values to each site's support (sites not in `site_priors` pass through)."""
+    return {k: biject_to(site_priors[k].support)(v) if k in site_priors else v for k, v in values.items()}
+
+
+def _feature_shape(x_or_feature_shape) -> tuple:
+    if isinstance(x_or_feature_shape, tuple):
+        return tuple(int(d) for d in x_or_feature_shape)
+    shape = np.shape(x_or_feature_shape)
+    return tuple(int(d) for d in shape[1:])

@@ -1,0 +1,105 @@
+"""Likelihoods: how a network's output explains the labels.
+
+A likelihood has
+  * ``latent_sites()`` -> {site name: (shape, prior distribution)} for its own parameters (e.g. a learned noise),
+  * ``sample(output, y, params, scale)``: registers the observed site ``"y"`` inside a NumPyro model,
+  * ``log_prob(output, y, params)`` -> (N,) pointwise log-likelihood,
+  * ``predictive(output, params)`` -> class probabilities (N, C) or the predictive mean (N, ...).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from numpyro import handlers
+
+
+class Categorical:
+    """y ~ Categorical(softmax(output)); output (N, C) logits, y int (N,)."""
+
+    classification = True
+    spec = {"kind": "categorical"}
+
+    def latent_sites(self):
+        return {}
+
+    def distribution(self, output, params):
+        return dist.Categorical(logits=output)
+
+    def sample(self, output, y, params, scale=None):
+        with numpyro.plate("data", output.shape[0]), handlers.scale(scale=1.0 if scale is None else scale):
+            return numpyro.sample("y", self.distribution(output, params), obs=y)
+
+    def log_prob(self, output, y, params):
+        return jnp.take_along_axis(jax.nn.log_softmax(output, -1), y[:, None].astype(jnp.int32), -1)[:, 0]
+
+    def predictive(self, output, params):
+        return jax.nn.softmax(output, -1)
+
+
+class Normal:
+    """y ~ Normal(output, noise); output (N, D) or (N, 1) for y of shape (N,).
+
+    ``noise=None`` learns the noise as the latent site ``"likelihood/noise"`` with a HalfNormal(noise_prior_scale) prior.
+    """
+
+    classification = False
+
+    def __init__(self, noise: float | None = 0.1, noise_prior_scale: float = 1.0):
+        if noise is not None and not noise > 0:
+            raise ValueError(f"noise: expected a positive number or None (learned), got {noise!r}")
+        self.noise = noise
+        self.noise_prior_scale = noise_prior_scale
+        self.spec = {"kind": "normal", "noise": noise, "noise_prior_scale": noise_prior_scale}
+
+    def latent_sites(self):
+        if self.noise is not None:
+            return {}
+        return {"likelihood/noise": ((), dist.HalfNormal(self.noise_prior_scale))}
+
+    def _sigma(self, params):
+        return self.noise if self.noise is not None else params["likelihood/noise"]
+
+    @staticmethod
+    def _mean(output, y_ndim):
+        return output[..., 0] if (y_ndim == 1 and output.shape[-1] == 1) else output
+
+    def distribution(self, output, params, y_ndim=1):
+        return dist.Normal(self._mean(output, y_ndim), self._sigma(params))
+
+    def sample(self, output, y, params, scale=None):
+        y_ndim = 1 if y is None else y.ndim
+        d = self.distribution(output, params, y_ndim)
+        d = d if d.batch_shape[1:] == () else d.to_event(len(d.batch_shape) - 1)
+        with numpyro.plate("data", output.shape[0]), handlers.scale(scale=1.0 if scale is None else scale):
+            return numpyro.sample("y", d, obs=y)
+
+    def log_prob(self, output, y, params):
+        lp = self.distribution(output, params, y.ndim).log_prob(y)
+        return lp.reshape(lp.shape[0], -1).sum(-1)
+
+    def predictive(self, output, params):
+        return self._mean(output, 1)
+
+
+def categorical() -> Categorical:
+    """Classification likelihood over logits."""
+    return Categorical()
+
+
+def normal(noise: float | None = 0.1, noise_prior_scale: float = 1.0) -> Normal:
+    """Regression likelihood with fixed (`noise`) or learned (`noise=None`) observation noise."""
+    return Normal(noise, noise_prior_scale)
+
+
+def from_spec(spec):
+    """Rebuild a likelihood from its ``.spec`` dict."""
+    spec = dict(spec)
+    kind = spec.pop("kind")
+    if kind == "categorical":
+        return categorical()
+    if kind == "normal":
+        return normal(**spec)
+    raise ValueError(f"likelihood: unknown kind {kind!r}; expected 'categorical' or 'normal'")

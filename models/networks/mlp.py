@@ -1,0 +1,69 @@
+"""Multilayer perceptrons and the deep linear network (Haiku)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS = {
+    "relu": jax.nn.relu,
+    "tanh": jnp.tanh,
+    "leaky_relu": jax.nn.leaky_relu,
+    "gelu": jax.nn.gelu,
+    "linear": lambda z: z,
+}
+
+
+def activation_fn(name: str):
+    """The activation called `name` (one of ACTIVATIONS)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation: unknown name {name!r}; expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def mlp(hidden: Sequence[int], out: int, activation: str = "relu", with_bias: bool = True, name: str = "mlp"):
+    """A network function x (B, D) -> (B, out): Linear layers of widths `hidden`, then `out`.
+
+    Sites (via the bridge): ``{name}/~/linear_{i}/w`` (fan_in, fan_out) and ``.../b`` (fan_out,).
+    """
+    hidden = tuple(int(h) for h in hidden)
+    if any(h <= 0 for h in hidden) or out <= 0:
+        raise ValueError(f"hidden/out: expected positive widths, got hidden={hidden}, out={out}")
+    act = activation_fn(activation)
+
+    def network(x):
+        x = x.reshape(x.shape[0], -1)
+        return hk.nets.MLP(hidden + (out,), activation=act, with_bias=with_bias, name=name)(x)
+
+    return network
+
+
+def deep_linear(depth: int, width: int, out: int, name: str = "deep_linear"):
+    """A deep linear network x -> x W_1 W_2 ... W_L (no biases, no activation; Liberty-or-Depth section 2).
+
+    Layer widths: `width` for the L-1 hidden layers, `out` for the last. The product matrix
+    W_1 ... W_L (D, out) is `product_matrix(params)`.
+    """
+    if depth < 1:
+        raise ValueError(f"depth: expected at least 1 layer, got {depth}")
+    return mlp((width,) * (depth - 1), out, activation="linear", with_bias=False, name=name)
+
+
+def product_matrix(params: dict, name: str = "deep_linear"):
+    """The product W_1 W_2 ... W_L of a deep linear network's weight sites {site: (..., m, n)}.
+
+    Leading (sample) axes broadcast: draws (S, m, n) per layer give (S, D, out).
+    """
+    layers = sorted(
+        (k for k in params if k.startswith(f"{name}/~/linear_") and k.endswith("/w")),
+        key=lambda k: int(k.split("linear_")[1].split("/")[0]),
+    )
+    if not layers:
+        raise ValueError(f"params: no weight sites named {name}/~/linear_i/w")
+    out = params[layers[0]]
+    for k in layers[1:]:
+        out = jnp.matmul(out, params[k])
+    return out

@@ -1,0 +1,50 @@
+"""Shared, session-scoped fixtures: JAX compiles are the cost of this suite, so models and fits are
+built once and shared (tiny networks, few steps and draws)."""
+
+import numpyro
+
+numpyro.set_host_device_count(2)  # before JAX starts: lets NUTS run its 2 chains in parallel
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+import optax  # noqa: E402
+import pytest  # noqa: E402
+
+import inference  # noqa: E402
+import zoo  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def digits_entry():
+    return zoo.get("mlp", data="digits", hidden=(64, 64))
+
+
+@pytest.fixture(scope="session")
+def digits_mean_field(digits_entry):
+    """The spine's acceptance fit: mean-field SVI, digits MLP 64-64 (about 10 s on 2 cores)."""
+    e = digits_entry
+    return inference.fit(e.model, inference.mean_field(e.model), e.train, steps=3000, batch_size=128,
+                         kl_warmup=600, optimizer=optax.adam(1e-3), progress=False, seed=0,
+                         config={"entry": e.config})
+
+
+@pytest.fixture(scope="session")
+def moons_entry():
+    return zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": 600, "noise": 0.1})
+
+
+@pytest.fixture(scope="session")
+def moons_svi(moons_entry):
+    e = moons_entry
+    return inference.fit(e.model, inference.mean_field(e.model), e.train, steps=1500, batch_size=64,
+                         kl_warmup=300, optimizer=optax.adam(3e-3), progress=False, seed=0,
+                         config={"entry": e.config})
+
+
+@pytest.fixture(scope="session")
+def moons_nuts(moons_entry, moons_svi):
+    return inference.nuts(moons_entry.model, moons_entry.train, init=moons_svi, num_chains=2,
+                          num_warmup=200, num_samples=200, seed=0, progress=False,
+                          config={"entry": moons_entry.config})

@@ -1,0 +1,109 @@
+import jax
+import numpy as np
+import optax
+import pytest
+
+import inference
+import zoo
+from inference.elbo import elbo_terms
+from inference.fit import constrain_params, guide_param_init, minibatch_indices
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return zoo.get("mlp", data="two_moons", hidden=(8,), data_kwargs={"n": 200})
+
+
+def _fit(entry, **kw):
+    kw = {"steps": 60, "batch_size": 32, "progress": False, "chunk_size": 25, **kw}
+    return inference.fit(entry.model, inference.mean_field(entry.model), entry.train, **kw)
+
+
+def test_the_update_traces_once_per_fit_and_seeds_repeat(tiny):
+    a = _fit(tiny, seed=3)  # 60 steps in chunks of 25: the padded last chunk must not retrace
+    b = _fit(tiny, seed=3)
+    c = _fit(tiny, seed=4)
+    assert a.info["traces"] == 1
+    assert a.losses.shape == (60,)
+    np.testing.assert_array_equal(a.losses, b.losses)
+    assert not np.array_equal(a.losses, c.losses)
+
+
+def test_acceptance_digits_mean_field(digits_mean_field, digits_entry):
+    import evals
+
+    row = evals.score(digits_mean_field, digits_entry.test, num_samples=100, verbose=False).iloc[0]
+    assert row.accuracy >= 0.95
+    assert row.ece <= 0.05
+    assert digits_mean_field.info["traces"] == 1
+
+
+def test_kl_term_is_the_closed_form_normal_kl(tiny):
+    post = _fit(tiny, steps=10)
+    x, y = tiny.train.x[:16], tiny.train.y[:16]
+    _, kl = elbo_terms(jax.random.PRNGKey(0), post.params, tiny.model, post.guide, x, y, 200)
+    want = 0.0
+    for site in tiny.model.site_shapes(x):
+        m, s = post.params[f"{site}_auto_loc"], post.params[f"{site}_auto_scale"]
+        want += np.sum(np.log(1.0 / s) + (s**2 + m**2) / 2.0 - 0.5)  # KL(N(m, s) || N(0, 1))
+    np.testing.assert_allclose(kl, want, rtol=1e-5)
+
+
+def test_kl_warmup_scales_only_the_kl(tiny):
+    """With warm-up the first step's loss is -log_lik + beta_0 * KL, beta_0 = 1 / kl_warmup."""
+    post0 = _fit(tiny, steps=1, seed=5)
+    warm = _fit(tiny, steps=1, seed=5, kl_warmup=1000)
+    key = jax.random.fold_in(jax.random.split(jax.random.PRNGKey(5))[1], 0)
+    idx = minibatch_indices(len(tiny.train), 32, 1, 5)[0]
+
+    params_u, constraints = guide_param_init(post0.guide, jax.random.split(jax.random.PRNGKey(5))[0],
+                                             tiny.train.x[:32], tiny.train.y[:32], len(tiny.train))
+    ll, kl = elbo_terms(key, constrain_params(params_u, constraints), tiny.model, post0.guide,
+                        tiny.train.x[idx], tiny.train.y[idx], len(tiny.train))
+    np.testing.assert_allclose(post0.losses[0], -(ll - kl), rtol=1e-5)
+    np.testing.assert_allclose(warm.losses[0], -(ll - kl / 1000), rtol=1e-5)
+
+
+def test_nan_loss_stops_with_last_finite_state(tiny):
+    with pytest.raises(inference.NonFiniteLossError) as info:
+        _fit(tiny, steps=200, optimizer=optax.sgd(1e9))
+    err = info.value
+    assert err.step >= 1
+    assert np.all(np.isfinite(err.posterior.losses)) and len(err.posterior.losses) == err.step
+    assert all(np.all(np.isfinite(v)) for v in err.posterior.params.values())
+    assert "NaN/inf at step" in str(err)
+
+
+def test_bad_input_names_the_argument(tiny, digits_entry):
+    x = tiny.train.x.copy()
+    x[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"data\.x.*NaN"):
+        inference.fit(tiny.model, inference.mean_field(tiny.model), (x, tiny.train.y), steps=2, progress=False)
+    y = tiny.train.y.copy()
+    y[0] = 7
+    with pytest.raises(ValueError, match=r"labels in \[0, 2\)"):
+        inference.fit(tiny.model, inference.mean_field(tiny.model), (tiny.train.x, y), steps=2, progress=False)
+    with pytest.raises(ValueError, match="steps"):
+        _fit(tiny, steps=0)
+    with pytest.raises(ValueError, match="name: unknown zoo entry 'nope'"):
+        zoo.get("nope")
+    with pytest.raises(ValueError, match="data: unknown data set 'mnist2'"):
+        zoo.get("mlp", data="mnist2")
+    with pytest.raises(ValueError, match="guide: unknown name 'magic'"):
+        inference.make_guide("magic", tiny.model)
+    with pytest.raises(ValueError, match="activation"):
+        zoo.get("mlp", activation="swishy")
+
+
+def test_user_arrays_are_validated():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 4)).astype(np.float32)
+    y = rng.integers(0, 3, 30)
+    entry = zoo.get("mlp", data=(x[:20], y[:20], x[20:], y[20:]), hidden=(4,))
+    assert entry.train.num_classes == 3 and entry.test.x.shape == (10, 4)
+    with pytest.raises(ValueError, match="x_test features"):
+        zoo.get("mlp", data=(x[:20], y[:20], x[20:, :3], y[20:]))
+    bad = x.copy()
+    bad[0, 0] = np.inf
+    with pytest.raises(ValueError, match="x of 'train'.*NaN/inf"):
+        zoo.get("mlp", data=(bad[:20], y[:20], x[20:], y[20:]))

@@ -1,0 +1,82 @@
+import arviz as az
+import numpy as np
+import pytest
+
+import evals
+import inference
+import zoo
+from inference import diagnostics
+
+
+def test_nuts_on_the_same_model_object(moons_entry, moons_svi, moons_nuts):
+    assert moons_nuts.model is moons_svi.model is moons_entry.model
+    w = moons_nuts.samples["mlp/~/linear_0/w"]
+    assert w.shape == (2, 200, 2, 16)
+    assert moons_nuts.sample_stats["diverging"].shape == (2, 200)
+    assert moons_nuts.info["divergences"] == int(moons_nuts.sample_stats["diverging"].sum())
+    row = evals.score(moons_nuts, moons_entry.test, num_samples=400, verbose=False).iloc[0]
+    assert row.accuracy >= 0.95
+    assert diagnostics.max_rhat(moons_nuts, moons_entry.test.x[:20]) < 1.05
+
+
+def test_arviz_groups_match_between_svi_and_nuts(moons_entry, moons_svi, moons_nuts):
+    a = inference.to_arviz(moons_svi, moons_entry.test, num_samples=400)
+    b = inference.to_arviz(moons_nuts, moons_entry.test)
+    assert set(a.posterior.data_vars) == set(b.posterior.data_vars) == set(moons_entry.model.site_shapes((2,)))
+    for var in a.posterior.data_vars:
+        assert a.posterior[var].dims == b.posterior[var].dims
+    assert a.log_likelihood["y"].shape == (1, 400, len(moons_entry.test))
+    assert b.log_likelihood["y"].shape == (2, 200, len(moons_entry.test))
+    assert "diverging" in b.sample_stats
+    assert set(b.posterior_predictive["y"].values.ravel()) <= {0, 1}
+    table = az.compare({"svi": a, "nuts": b})
+    assert set(table.index) == {"svi", "nuts"}
+    # log_likelihood agrees with the model's pointwise log-density for one draw
+    draw = {k: np.asarray(v[0, 0]) for k, v in moons_nuts.samples.items()}
+    want = moons_entry.model.log_likelihood(draw, moons_entry.test.x, moons_entry.test.y)
+    np.testing.assert_allclose(b.log_likelihood["y"].values[0, 0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_svi_posterior_supports_autoguide_api(moons_svi, moons_entry):
+    g, p = moons_svi.guide, moons_svi.params
+    med = g.median(p)
+    q = g.quantiles(p, [0.25, 0.5, 0.75])
+    np.testing.assert_allclose(q["mlp/~/linear_0/w"][1], med["mlp/~/linear_0/w"], rtol=1e-6, atol=1e-6)
+    assert np.all(q["mlp/~/linear_0/w"][0] < q["mlp/~/linear_0/w"][2])
+    from numpyro.infer import Predictive
+    import jax
+
+    pred = Predictive(moons_entry.model, guide=g, params=p, num_samples=7)(jax.random.PRNGKey(0), moons_entry.test.x)
+    assert pred["y"].shape == (7, len(moons_entry.test))
+
+
+def test_predict_is_chunked_and_consistent(moons_svi, moons_entry):
+    x = moons_entry.test.x[:10]
+    a = moons_svi.predict(x, num_samples=120, seed=2, chunk_size=50)
+    b = moons_svi.predict(x, num_samples=120, seed=2, chunk_size=50)
+    assert a.shape == (120, 10, 2)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a.sum(-1), 1.0, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"x.*feature shape \(2,\)"):
+        moons_svi.predict(np.zeros((3, 5), np.float32))
+
+
+@pytest.mark.parametrize("which", ["svi", "nuts"])
+def test_checkpoints_round_trip_exactly(which, moons_svi, moons_nuts, moons_entry, tmp_path):
+    post = moons_svi if which == "svi" else moons_nuts
+    inference.save(post, tmp_path / which)
+    back = inference.load(tmp_path / which)  # rebuilds the model from the stored zoo entry
+    stored = post.params if which == "svi" else post.samples
+    loaded = back.params if which == "svi" else back.samples
+    assert set(stored) == set(loaded)
+    for k in stored:
+        np.testing.assert_array_equal(np.asarray(stored[k]), loaded[k])
+    x = moons_entry.test.x[:5]
+    np.testing.assert_array_equal(post.predict(x, 30, seed=1), back.predict(x, 30, seed=1))
+    if which == "svi":
+        np.testing.assert_array_equal(post.losses, back.losses)
+    other = zoo.get("mlp", data="two_moons", hidden=(8,), data_kwargs={"n": 100}).model
+    with pytest.raises(ValueError, match="model: the checkpoint was saved from another model"):
+        inference.load(tmp_path / which, model=other)
+    with pytest.raises(FileNotFoundError, match="path: no checkpoint"):
+        inference.load(tmp_path / "missing")

@@ -1,0 +1,53 @@
+import numpy as np
+import pytest
+
+import zoo
+from zoo.cli import main
+from zoo.data import digits, regression_1d, two_moons
+
+
+def test_embedded_data_shapes_and_seeded_split():
+    tr, te = digits()
+    assert tr.x.shape == (1348, 64) and te.x.shape == (449, 64) and tr.x.dtype == np.float32
+    assert tr.y.dtype == np.int32 and set(np.unique(tr.y)) == set(range(10))
+    np.testing.assert_allclose(tr.x.mean(0), 0, atol=1e-5)
+    tr2, _ = digits()
+    np.testing.assert_array_equal(tr.x, tr2.x)
+    m_tr, m_te = two_moons(n=1000, noise=0.1)
+    assert m_tr.x.shape == (800, 2) and m_te.x.shape == (200, 2) and m_tr.num_classes == 2
+    r_tr, _ = regression_1d(n=100)
+    assert r_tr.num_classes is None and r_tr.y.dtype == np.float32 and np.all(np.abs(r_tr.x) > 0.5)
+    with pytest.raises(ValueError, match="noise"):
+        two_moons(noise=-1)
+
+
+def test_catalogue_lists_entries_with_weight_counts():
+    rows = {r["name"]: r for r in zoo.list()}
+    assert rows["mlp"]["weights"] == 64 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10
+    assert rows["deep_linear"]["weights"] == 64 * 32 + 32 * 32 + 32 * 10
+    assert "mean_field" in rows["mlp"]["guides"]
+
+
+def test_entry_config_rebuilds_the_entry():
+    e = zoo.get("mlp", data="two_moons", hidden=(8, 4), data_kwargs={"n": 100})
+    again = zoo.get(**e.config)
+    assert dict(again.model.site_shapes((2,))) == dict(e.model.site_shapes((2,)))
+    np.testing.assert_array_equal(again.train.x, e.train.x)
+
+
+def test_regression_entry_uses_a_normal_likelihood():
+    e = zoo.get("mlp", data="regression_1d", hidden=(8,))
+    assert not e.model.likelihood.classification
+
+
+def test_cli_list_fit_score(tmp_path, capsys):
+    assert main(["list"]) == 0
+    assert "deep_linear" in capsys.readouterr().out
+    out = tmp_path / "fit"
+    assert main(["fit", "mlp", "--data", "two_moons", "--n", "200", "--hidden", "8", "--steps", "40",
+                 "--batch-size", "32", "--quiet", "--out", str(out)]) == 0
+    assert "accuracy" in capsys.readouterr().out
+    assert main(["score", str(out), "--samples", "10"]) == 0
+    assert "nll" in capsys.readouterr().out
+    assert main(["fit", "nope", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown zoo entry 'nope'" in capsys.readouterr().err

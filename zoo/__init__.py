@@ -1,0 +1,7 @@
+"""The catalogue of ready-made Bayesian neural networks: ``zoo.get(name, data=...)``, ``zoo.list()``."""
+
+from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
+from zoo.registry import Entry, get, names, register
+from zoo.registry import list_entries as list  # noqa: A001
+
+__all__ = ["Entry", "get", "list", "names", "register"]

@@ -1,0 +1,155 @@
+"""The `zoo` command line: list, fit, nuts, score, run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _ints(text):
+    try:
+        return tuple(int(t) for t in text.split(",") if t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,64, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="zoo", description="bnn-zoo: Bayesian neural networks as NumPyro models")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="the catalogue: entries, default data, weight counts, guides")
+
+    def entry_args(sp):
+        sp.add_argument("entry", help="catalogue entry, e.g. mlp")
+        sp.add_argument("--data", default=None, help="data set name (digits, two_moons, regression_1d)")
+        sp.add_argument("--hidden", type=_ints, default=None, help="hidden widths, e.g. 64,64")
+        sp.add_argument("--depth", type=int, default=None, help="depth (deep_linear)")
+        sp.add_argument("--prior-scale", type=float, default=None)
+        sp.add_argument("--n", type=int, default=None, help="number of points (two_moons, regression_1d)")
+        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument("--out", required=True, help="folder to save the posterior in")
+        sp.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    f = sub.add_parser("fit", help="SVI with a guide; saves the posterior and prints its scores")
+    entry_args(f)
+    f.add_argument("--guide", default="mean_field")
+    f.add_argument("--steps", type=int, default=3000)
+    f.add_argument("--batch-size", type=int, default=128)
+    f.add_argument("--lr", type=float, default=1e-3)
+    f.add_argument("--kl-warmup", type=int, default=0)
+    f.add_argument("--particles", type=int, default=1)
+
+    n = sub.add_parser("nuts", help="NUTS on the same model; --init starts the chains from an SVI posterior")
+    entry_args(n)
+    n.add_argument("--init", default=None, help="folder of a saved SVI posterior (zoo fit --out)")
+    n.add_argument("--chains", type=int, default=2)
+    n.add_argument("--warmup", type=int, default=500)
+    n.add_argument("--samples", type=int, default=500)
+
+    s = sub.add_parser("score", help="score a saved posterior on its entry's test set")
+    s.add_argument("path")
+    s.add_argument("--samples", type=int, default=100)
+
+    r = sub.add_parser("run", help="the main job on embedded data (no download)")
+    r.add_argument("--out", default="zoo-results")
+    r.add_argument("--quick", action="store_true", help="a smoke-test sized run")
+    r.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    import numpyro
+
+    numpyro.set_host_device_count(max(2, os.cpu_count() or 1))  # before JAX starts: parallel NUTS chains
+    try:
+        return COMMANDS[args.command](args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"zoo {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _entry(args):
+    import zoo
+
+    kwargs = {}
+    if args.hidden is not None:
+        kwargs["hidden"] = args.hidden
+    if args.depth is not None:
+        kwargs["depth"] = args.depth
+    if args.prior_scale is not None:
+        kwargs["prior_scale"] = args.prior_scale
+    data_kwargs = {"n": args.n} if args.n is not None else None
+    return zoo.get(args.entry, data=args.data, data_kwargs=data_kwargs, **kwargs)
+
+
+def cmd_list(args):
+    import zoo
+
+    rows = zoo.list()
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'entry':<{width}}  {'data':<10} {'weights':>8}  guides / description")
+    for r in rows:
+        print(f"{r['name']:<{width}}  {r['data']:<10} {r['weights']:>8}  {r['guides']} / {r['description']}")
+    return 0
+
+
+def cmd_fit(args):
+    import optax
+
+    import evals
+    import inference
+
+    entry = _entry(args)
+    guide = inference.make_guide(args.guide, entry.model)
+    post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
+                         optimizer=optax.adam(args.lr), kl_warmup=args.kl_warmup, num_particles=args.particles,
+                         seed=args.seed, progress=not args.quiet, config={"entry": entry.config})
+    inference.save(post, args.out)
+    evals.score(post, entry.test)
+    print(f"saved to {args.out} (first step after {post.info['first_step_s']:.1f} s, fit {post.info['fit_s']:.1f} s)")
+    return 0
+
+
+def cmd_nuts(args):
+    import evals
+    import inference
+    from inference import diagnostics
+
+    entry = _entry(args)
+    init = inference.load(args.init, model=entry.model) if args.init else None
+    post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
+                          num_samples=args.samples, seed=args.seed, progress=not args.quiet,
+                          config={"entry": entry.config})
+    inference.save(post, args.out)
+    evals.score(post, entry.test)
+    print(f"divergences: {post.info['divergences']}, NUTS {post.info['nuts_s']:.1f} s")
+    if args.chains > 1:
+        print(f"max R-hat of predictive probabilities (20 test points): {diagnostics.max_rhat(post, entry.test.x[:20]):.4f}")
+    print(f"saved to {args.out}")
+    return 0
+
+
+def cmd_score(args):
+    import evals
+    import inference
+    import zoo
+
+    post = inference.load(args.path)
+    entry = zoo.get(**post.config["entry"])
+    evals.score(post, entry.test, num_samples=args.samples)
+    return 0
+
+
+def cmd_run(args):
+    from zoo.run import main_job
+
+    main_job(args.out, quick=args.quick, seed=args.seed)
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "run": cmd_run}
+
+if __name__ == "__main__":
+    sys.exit(main())

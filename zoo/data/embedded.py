@@ -1,0 +1,88 @@
+"""Data sets that ship with the install (no network): digits, two-moons, 1-D regression.
+
+Each returns a (train, test) pair of `Dataset`s with a fixed, seeded split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zoo.data.dataset import Dataset
+
+
+def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True):
+    """scikit-learn's 8x8 digits (1797 images, 10 classes), split with a fixed seed.
+
+    Returns:
+      (train, test): x float32 (N, 64), y int32 (N,). With `standardise`, features are centred and
+      scaled by the training set's per-pixel mean and sd (constant pixels keep sd 1). The raw
+      pixels in [0, 1] stay reachable through `digits_images`.
+    """
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x = x.astype(np.float32) / 16.0
+    train_idx, test_idx = _split(len(x), test_fraction, seed)
+    xtr, xte = x[train_idx], x[test_idx]
+    if standardise:
+        mu, sd = digits_standardiser(xtr)
+        xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
+    return (
+        Dataset(xtr, y[train_idx], 10, "digits", image_shape=(8, 8, 1)),
+        Dataset(xte, y[test_idx], 10, "digits", image_shape=(8, 8, 1)),
+    )
+
+
+def digits_standardiser(x_train: np.ndarray):
+    """Per-feature mean (64,) and sd (64,) of raw [0, 1] digits pixels; zero sds become 1."""
+    mu = x_train.mean(0)
+    sd = x_train.std(0)
+    return mu.astype(np.float32), np.where(sd > 0, sd, 1.0).astype(np.float32)
+
+
+def two_moons(n: int = 10_000, noise: float = 0.1, test_fraction: float = 0.2, seed: int = 0):
+    """scikit-learn's two interleaving half-moons (the Liberty-or-Depth paper: noise 0.1, 10,000 points).
+
+    Returns:
+      (train, test): x float32 (N, 2), y int32 (N,) in {0, 1}.
+    """
+    from sklearn.datasets import make_moons
+
+    if n < 10:
+        raise ValueError(f"n: expected at least 10 points, got {n}")
+    if noise < 0:
+        raise ValueError(f"noise: expected a non-negative noise level, got {noise}")
+    x, y = make_moons(n_samples=n, noise=noise, random_state=seed)
+    train_idx, test_idx = _split(n, test_fraction, seed)
+    return (
+        Dataset(x[train_idx], y[train_idx], 2, "two_moons"),
+        Dataset(x[test_idx], y[test_idx], 2, "two_moons"),
+    )
+
+
+def regression_1d(n: int = 500, noise: float = 0.1, test_fraction: float = 0.2, seed: int = 0):
+    """A 1-D synthetic regression set y = sin(3x) + x/2 + noise, x ~ U(-2, 2), with a gap in (-0.5, 0.5).
+
+    Returns:
+      (train, test): x float32 (N, 1), y float32 (N,).
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2.0, 2.0, size=4 * n)
+    x = x[np.abs(x) > 0.5][:n]
+    y = np.sin(3 * x) + 0.5 * x + noise * rng.normal(size=x.shape)
+    train_idx, test_idx = _split(len(x), test_fraction, seed)
+    return (
+        Dataset(x[train_idx, None], y[train_idx], None, "regression_1d"),
+        Dataset(x[test_idx, None], y[test_idx], None, "regression_1d"),
+    )
+
+
+def _split(n: int, test_fraction: float, seed: int):
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction: expected a number in (0, 1), got {test_fraction}")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = int(round(n * test_fraction))
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+EMBEDDED = {"digits": digits, "two_moons": two_moons, "regression_1d": regression_1d}
