@@ -4,6 +4,7 @@ from inference.checkpoint import load, save
 from inference.fit import NonFiniteLossError, fit
 from inference.mean_field import MeanField, mean_field
 from inference.nuts import nuts
+from inference.point_estimate import PointEstimate, point_estimate
 from inference.posterior import Posterior
 from inference.registry import GUIDES, make_guide, register_guide
 
@@ -16,5 +17,5 @@ def to_arviz(posterior, data=None, **kwargs):
     return convert(posterior, data, **kwargs)
 
 
-__all__ = ["fit", "nuts", "NonFiniteLossError", "mean_field", "MeanField", "Posterior", "to_arviz",
+__all__ = ["fit", "nuts", "NonFiniteLossError", "mean_field", "MeanField", "point_estimate", "PointEstimate", "Posterior", "to_arviz",
            "save", "load", "GUIDES", "make_guide", "register_guide"]

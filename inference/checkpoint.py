@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from inference.posterior import Posterior
+from models.bridge import flatten_params, unflatten_params
 
 FORMAT = 1
 
@@ -27,6 +28,8 @@ def save(posterior: Posterior, path: str) -> str:
             arrays[f"{group}::{k}"] = np.asarray(v)
     if posterior.losses is not None:
         arrays["losses"] = np.asarray(posterior.losses)
+    for k, v in flatten_params(posterior.state or {}).items():
+        arrays[f"state::{k}"] = np.asarray(v)
     np.savez(os.path.join(path, "arrays.npz"), **arrays)
     meta = {
         "format": FORMAT,
@@ -71,7 +74,7 @@ def load(path: str, model=None) -> Posterior:
         diff = sorted(set(stored.items()) ^ set(current.items()))
         raise ValueError(f"model: the checkpoint was saved from another model; first differing site {diff[0]}")
     with np.load(os.path.join(path, "arrays.npz")) as z:
-        groups: dict = {"params": {}, "samples": {}, "sample_stats": {}}
+        groups: dict = {"params": {}, "samples": {}, "sample_stats": {}, "state": {}}
         losses = None
         for key in z.files:
             if key == "losses":
@@ -92,7 +95,8 @@ def load(path: str, model=None) -> Posterior:
     return Posterior(model=model, kind=meta["kind"], guide=guide,
                      params=groups["params"] or None, samples=groups["samples"] or None,
                      sample_stats=groups["sample_stats"] or None, losses=losses,
-                     feature_shape=feature_shape, config=config, info=meta.get("info", {}))
+                     feature_shape=feature_shape, state=unflatten_params(groups["state"]) or None,
+                     config=config, info=meta.get("info", {}))
 
 
 def _json_default(o):

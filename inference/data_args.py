@@ -39,5 +39,5 @@ def check_model_data(model, x, y, num_classes=None, *, arg="data", feature_shape
 def output_dim(model, feature_shape) -> int:
     """The network's output width for inputs of `feature_shape` (by jax.eval_shape, no compile)."""
     x = jax.ShapeDtypeStruct((1,) + tuple(feature_shape), jnp.float32)
-    tree = jax.eval_shape(model.transformed.init, jax.random.PRNGKey(0), x)
-    return int(jax.eval_shape(model.transformed.apply, tree, x).shape[-1])
+    tree, state = jax.eval_shape(model.init_fn, jax.random.PRNGKey(0), x)
+    return int(jax.eval_shape(model.transformed.apply, tree, state, x)[0].shape[-1])

@@ -17,16 +17,18 @@ from numpyro import handlers
 from numpyro.distributions.kl import kl_divergence
 
 
-def elbo_terms(rng_key, params, model, guide, *args, **kwargs):
+def elbo_terms(rng_key, params, model, guide, *args, mutable=None, **kwargs):
     """One-particle estimate of (expected log-likelihood, KL) for constrained guide `params`.
 
+    mutable: {site: value} of the model's ``numpyro.mutable`` sites (e.g. batch-norm state) to run with.
     Returns:
-      (log_lik, kl): scalars; log_lik is already scaled to the full data set by the model's scale handler.
+      (log_lik, kl, new_mutable): scalars (log_lik is already scaled to the full data set by the model's
+      scale handler) and the mutable sites' values after the model ran.
     """
     guide_key, model_key = jax.random.split(rng_key)
     seeded_guide = handlers.seed(handlers.substitute(guide, data=params), guide_key)
     guide_trace = handlers.trace(seeded_guide).get_trace(*args, **kwargs)
-    seeded_model = handlers.seed(handlers.substitute(model, data=params), model_key)
+    seeded_model = handlers.seed(handlers.substitute(model, data={**params, **(mutable or {})}), model_key)
     model_trace = handlers.trace(handlers.replay(seeded_model, guide_trace)).get_trace(*args, **kwargs)
 
     log_lik = 0.0
@@ -57,15 +59,22 @@ def elbo_terms(rng_key, params, model, guide, *args, **kwargs):
         if site["type"] == "sample" and name not in covered and not site["is_observed"]:
             scale = 1.0 if site["scale"] is None else site["scale"]
             kl = kl + scale * jnp.sum(site["fn"].log_prob(site["value"]))
-    return log_lik, kl
+    new_mutable = {name: site["value"] for name, site in model_trace.items() if site["type"] == "mutable"}
+    return log_lik, kl, new_mutable
 
 
-def annealed_elbo_loss(rng_key, params, model, guide, beta, num_particles, *args, **kwargs):
-    """-(log_lik - beta * KL), averaged over `num_particles` independent draws (vmapped). Scalar."""
+def annealed_elbo_loss(rng_key, params, model, guide, beta, num_particles, *args, mutable=None, **kwargs):
+    """(-(log_lik - beta * KL) averaged over `num_particles` independent draws (vmapped), new mutable state).
+
+    The new mutable state (batch-norm statistics) is the first particle's, with its gradient stopped.
+    """
     def one(key):
-        log_lik, kl = elbo_terms(key, params, model, guide, *args, **kwargs)
-        return -(log_lik - beta * kl)
+        log_lik, kl, new_mutable = elbo_terms(key, params, model, guide, *args, mutable=mutable, **kwargs)
+        return -(log_lik - beta * kl), new_mutable
 
     if num_particles == 1:
-        return one(rng_key)
-    return jnp.mean(jax.vmap(one)(jax.random.split(rng_key, num_particles)))
+        loss, new_mutable = one(rng_key)
+    else:
+        losses, mutables = jax.vmap(one)(jax.random.split(rng_key, num_particles))
+        loss, new_mutable = jnp.mean(losses), jax.tree.map(lambda v: v[0], mutables)
+    return loss, jax.lax.stop_gradient(new_mutable)

@@ -24,6 +24,7 @@ from numpyro.distributions import biject_to
 from inference.data_args import as_arrays, check_model_data
 from inference.elbo import annealed_elbo_loss
 from inference.posterior import Posterior
+from models.bridge import STATE_SITE
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -36,30 +37,36 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class SVIState(NamedTuple):
-    """params: unconstrained guide parameters; opt_state: the optimiser's; stopped: a non-finite step was seen."""
+    """params: unconstrained guide parameters; opt_state: the optimiser's; mutable: the model's mutable
+    sites (batch-norm state); stopped: a non-finite step was seen."""
 
     params: dict
     opt_state: object
+    mutable: dict
     stopped: jnp.ndarray
 
 
 def guide_param_init(guide, rng_key, x, y, n_data):
-    """Initial guide parameters: (unconstrained params {name: array}, constraints {name: constraint})."""
+    """Initial guide parameters and model state: (unconstrained params {name: array},
+    constraints {name: constraint}, mutable {site: value} of the model's mutable sites)."""
     guide.setup(x)
     constraints = {}
 
     def init(key, xb, yb):
-        tr = handlers.trace(handlers.seed(guide, key)).get_trace(xb, yb, n_data)
+        guide_trace = handlers.trace(handlers.seed(guide, key)).get_trace(xb, yb, n_data)
         out = {}
-        for name, site in tr.items():
+        for name, site in guide_trace.items():
             if site["type"] == "param":
                 c = site["kwargs"].get("constraint")
                 constraints[name] = c
                 out[name] = biject_to(c).inv(site["value"]) if c is not None else site["value"]
-        return out
+        model = handlers.replay(handlers.seed(guide.model, key), guide_trace)
+        mutable = {k: s["value"] for k, s in handlers.trace(model).get_trace(xb, yb, n_data).items()
+                   if s["type"] == "mutable"}
+        return out, mutable
 
-    params = jax.jit(init)(rng_key, x, y)
-    return params, constraints
+    params, mutable = jax.jit(init)(rng_key, x, y)
+    return params, constraints, mutable
 
 
 def constrain_params(params_u: dict, constraints: dict) -> dict:
@@ -76,9 +83,9 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
     leaves the state unchanged and sets ``stopped``; nothing updates after that.
     """
 
-    def loss_fn(params_u, key, xb, yb, beta):
+    def loss_fn(params_u, mutable, key, xb, yb, beta):
         params = constrain_params(params_u, constraints)
-        return annealed_elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data)
+        return annealed_elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data, mutable=mutable)
 
     def one_step(carry, inputs):
         state, key, x, y, kl_warmup = carry
@@ -86,16 +93,17 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
         if trace_counter is not None:
             trace_counter[0] += 1
         beta = jnp.where(kl_warmup > 0, jnp.minimum(1.0, (t + 1.0) / jnp.maximum(kl_warmup, 1.0)), 1.0)
-        loss, grads = jax.value_and_grad(loss_fn)(state.params, jax.random.fold_in(key, t), x[idx], y[idx], beta)
+        (loss, mutable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params, state.mutable, jax.random.fold_in(key, t), x[idx], y[idx], beta)
         ok = jnp.isfinite(loss) & jnp.isfinite(optax.tree.norm(grads)) & ~state.stopped & (t >= 0)
 
         def update(_):
             updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-            return SVIState(optax.apply_updates(state.params, updates), opt_state, state.stopped)
+            return SVIState(optax.apply_updates(state.params, updates), opt_state, mutable, state.stopped)
 
         def keep(_):
             # not ok: padding (t < 0) leaves `stopped` as it is; a non-finite step (or any after it) stops.
-            return SVIState(state.params, state.opt_state, state.stopped | (t >= 0))
+            return SVIState(state.params, state.opt_state, state.mutable, state.stopped | (t >= 0))
 
         new_state = jax.lax.cond(ok, update, keep, None)
         return (new_state, key, x, y, kl_warmup), jnp.where(t >= 0, loss, jnp.nan)
@@ -155,13 +163,13 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     key = jax.random.PRNGKey(seed)
     init_key, run_key = jax.random.split(key)
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
-    params_u, constraints = guide_param_init(guide, init_key, x_dev[:batch_size], y_dev[:batch_size], n)
+    params_u, constraints, mutable = guide_param_init(guide, init_key, x_dev[:batch_size], y_dev[:batch_size], n)
     if init_params is not None:
         missing = set(params_u) - set(init_params)
         if missing:
             raise ValueError(f"init_params: missing guide parameters {sorted(missing)[:5]}")
         params_u = {k: jnp.asarray(init_params[k]) for k in params_u}
-    state = SVIState(params_u, optimizer.init(params_u), jnp.array(False))
+    state = SVIState(params_u, optimizer.init(params_u), mutable, jnp.array(False))
     traces = [0]
     chunk_len = min(chunk_size, steps)
     chunk_fn = jax.jit(make_chunk(model, guide, optimizer, constraints, n, num_particles, traces))
@@ -199,8 +207,10 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
 
 def _posterior(model, guide, state, constraints, losses, config, x, first_step_s, t0, traces):
     params = constrain_params(state.params, constraints)
+    network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
     return Posterior(
         model=model, kind="svi", guide=guide, params=jax.device_get(params),
+        state=jax.device_get(network_state),
         losses=np.concatenate(losses) if losses else np.zeros(0, np.float32),
         feature_shape=tuple(np.shape(x)[1:]), config=dict(config or {}),
         info={"first_step_s": first_step_s, "fit_s": time.perf_counter() - t0, "traces": traces[0]},

@@ -61,7 +61,11 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method=chain_method, progress_bar=progress)
     t0 = time.perf_counter()
-    mcmc.run(key, jnp.asarray(x), jnp.asarray(y), init_params=init_u,
+    # networks with state (batch norm) run in evaluation mode with the SVI posterior's state
+    state = None
+    if model.is_stateful(feature_shape):
+        state = init.state if init is not None and init.state is not None else model.initial_state(feature_shape)
+    mcmc.run(key, jnp.asarray(x), jnp.asarray(y), state=state, init_params=init_u,
              extra_fields=("diverging", "num_steps", "accept_prob", "energy"))
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items() if k in site_priors}
     seconds = time.perf_counter() - t0  # after the device->host copy: parallel chains run asynchronously
@@ -73,4 +77,4 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         "chain_method": chain_method,
     }
     return Posterior(model=model, kind="mcmc", samples=samples, sample_stats=stats,
-                     feature_shape=feature_shape, config=dict(config or {}), info=info)
+                     feature_shape=feature_shape, state=state, config=dict(config or {}), info=info)

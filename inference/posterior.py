@@ -24,6 +24,7 @@ class Posterior:
       guide, params: the AutoGuide and its constrained parameters {name: array} (SVI).
       samples: {site: (chains, draws, *site_shape)} (MCMC).
       losses: (steps,) SVI losses; sample_stats: {name: (chains, draws)} MCMC diagnostics (divergences, ...).
+      state: the network's Haiku state after training (batch-norm moving averages), or None.
       feature_shape: the input shape the model was built for (x.shape[1:]).
       config: JSON-able description (zoo entry, guide, training settings) that checkpoints store.
       info: timings and counters.
@@ -37,6 +38,7 @@ class Posterior:
     losses: np.ndarray | None = None
     sample_stats: dict | None = None
     feature_shape: tuple = ()
+    state: dict | None = None
     config: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
 
@@ -123,8 +125,9 @@ class Posterior:
         key = ("apply", fn.__name__, y is None)
         apply = self._jitted.get(key)
         if apply is None:
-            in_axes = (0,) + (None,) * len(args)
-            apply = self._jitted[key] = jax.jit(jax.vmap(fn, in_axes=in_axes))
+            in_axes = (0,) + (None,) * (len(args) + 1)
+            vmapped = jax.vmap(lambda params, state, *a: fn(params, *a, state=state), in_axes=in_axes)
+            apply = self._jitted[key] = jax.jit(lambda params, *a: vmapped(params, self.state, *a))
         out = []
         if self.kind == "svi":
             total = int(num_samples)

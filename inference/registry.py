@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from inference.mean_field import mean_field
+from inference.point_estimate import point_estimate
 
-GUIDES = {"mean_field": mean_field}
+GUIDES = {"mean_field": mean_field, "point_estimate": point_estimate}
 
 
 def register_guide(name: str, factory) -> None:

@@ -5,10 +5,16 @@ architectures could move to another module library without touching the guides.
 
 Site names are the Haiku module path plus the parameter name, e.g. ``"mlp/~/linear_0/w"``. Shapes come
 from ``jax.eval_shape`` of the Haiku initialiser (no compile, no FLOPs).
+
+Haiku *state* (batch-norm moving averages) is state, not a random variable: in training the model
+records it in the NumPyro ``mutable`` site ``"network_state"`` (``fit`` carries it from step to step
+and the Posterior keeps the last value); predictions and NUTS run the network in evaluation mode with a
+fixed state.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import OrderedDict
 from typing import Callable
@@ -18,10 +24,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
+from numpyro.primitives import mutable as numpyro_mutable
 from numpyro.distributions import biject_to
 
 from models import likelihoods as likelihoods_lib
 from models import priors as priors_lib
+
+STATE_SITE = "network_state"
 
 
 def flatten_params(tree) -> dict:
@@ -59,12 +68,20 @@ class BNN:
 
     def __init__(self, network_fn: Callable, prior, likelihood, name: str = "bnn"):
         self.network_fn = network_fn
-        self.transformed = hk.without_apply_rng(hk.transform(network_fn))
+        takes_flag = "is_training" in inspect.signature(network_fn).parameters
+
+        def with_flag(x, is_training=False):
+            return network_fn(x, is_training=is_training) if takes_flag else network_fn(x)
+
+        self.transformed = hk.without_apply_rng(hk.transform_with_state(with_flag))
+        # initialise in training mode: Haiku creates batch-norm state only there
+        self.init_fn = lambda rng, x: self.transformed.init(rng, x, is_training=True)
         self.prior = prior
         self.likelihood = likelihood
         self.name = name
         self._sites_cache: dict = {}
-        self._jit_init = jax.jit(self.transformed.init)
+        self._stateful: dict = {}
+        self._jit_init = jax.jit(self.init_fn)
 
     # ----- structure -------------------------------------------------------------------------
     def site_shapes(self, x_or_feature_shape) -> "OrderedDict[str, tuple]":
@@ -72,8 +89,9 @@ class BNN:
         feature_shape = _feature_shape(x_or_feature_shape)
         if feature_shape not in self._sites_cache:
             example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
-            shapes = jax.eval_shape(self.transformed.init, jax.random.PRNGKey(0), example)
+            shapes, state = jax.eval_shape(self.init_fn, jax.random.PRNGKey(0), example)
             sites = OrderedDict((k, tuple(v.shape)) for k, v in flatten_params(shapes).items())
+            self._stateful[feature_shape] = bool(jax.tree.leaves(state))
             for name, (shape, _) in self.likelihood.latent_sites().items():
                 sites[name] = tuple(shape)
             self._sites_cache[feature_shape] = sites
@@ -101,10 +119,21 @@ class BNN:
         """Total number of scalar latent values (weights, biases and likelihood parameters)."""
         return int(sum(math.prod(s) for s in self.site_shapes(x_or_feature_shape).values()))
 
+    def is_stateful(self, x_or_feature_shape) -> bool:
+        """Whether the network keeps Haiku state (e.g. batch-norm statistics) for these inputs."""
+        feature_shape = _feature_shape(x_or_feature_shape)
+        self.site_shapes(feature_shape)
+        return self._stateful[feature_shape]
+
+    def initial_state(self, x_or_feature_shape):
+        """Haiku's initial network state (a nested dict; empty for stateless networks)."""
+        feature_shape = _feature_shape(x_or_feature_shape)
+        return self._jit_init(jax.random.PRNGKey(0), jnp.zeros((1,) + feature_shape, jnp.float32))[1]
+
     def init_values(self, rng_key, x_or_feature_shape) -> dict:
         """Haiku's own initial values {site: array}; likelihood sites start at their prior median."""
         feature_shape = _feature_shape(x_or_feature_shape)
-        params = flatten_params(self._jit_init(rng_key, jnp.zeros((1,) + feature_shape, jnp.float32)))
+        params = flatten_params(self._jit_init(rng_key, jnp.zeros((1,) + feature_shape, jnp.float32))[0])
         for name, (shape, d) in self.likelihood.latent_sites().items():
             params[name] = jnp.broadcast_to(d.icdf(0.5) if hasattr(d, "icdf") else d.mean, shape)
         return params
@@ -124,21 +153,30 @@ class BNN:
         return trace
 
     # ----- computation -----------------------------------------------------------------------
-    def apply(self, params: dict, x):
-        """Network output for one set of weights: params {site: array}, x (B, ...) -> (B, out)."""
-        return self.transformed.apply(unflatten_params(params), x)
+    def apply(self, params: dict, x, state=None):
+        """Network output for one set of weights in evaluation mode: params {site: array},
+        x (B, ...) -> (B, out). `state`: the network state (default: Haiku's initial state)."""
+        if state is None:
+            state = self.initial_state(x) if self.is_stateful(x) else {}
+        return self.transformed.apply(unflatten_params(params), state, x, is_training=False)[0]
 
-    def log_likelihood(self, params: dict, x, y):
+    def log_likelihood(self, params: dict, x, y, state=None):
         """Pointwise log p(y | x, params): (B,)."""
-        return self.likelihood.log_prob(self.apply(params, x), y, params)
+        return self.likelihood.log_prob(self.apply(params, x, state), y, params)
 
-    def predictive(self, params: dict, x):
+    def predictive(self, params: dict, x, state=None):
         """Class probabilities (B, C) (classification) or predictive mean (regression) for one draw."""
-        return self.likelihood.predictive(self.apply(params, x), params)
+        return self.likelihood.predictive(self.apply(params, x, state), params)
 
-    def __call__(self, x, y=None, n_data=None):
+    def __call__(self, x, y=None, n_data=None, state=None):
         params = {name: numpyro.sample(name, fn) for name, fn in self.site_priors(x).items()}
-        output = self.apply(params, x)
+        if self.is_stateful(x) and state is None:
+            # training mode: batch statistics, moving averages updated in the mutable site
+            holder = numpyro_mutable(STATE_SITE, {"state": self.initial_state(x)})
+            output, holder["state"] = self.transformed.apply(unflatten_params(params), holder["state"], x,
+                                                             is_training=True)
+        else:
+            output = self.apply(params, x, state)
         scale = None if n_data is None else n_data / x.shape[0]
         return self.likelihood.sample(output, y, params, scale)
 

@@ -51,6 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path")
     s.add_argument("--samples", type=int, default=100)
 
+    c = sub.add_parser("corruptions", help="draw every corruption type x severity for one image (a PNG grid)")
+    c.add_argument("rest", nargs=argparse.REMAINDER, help="--data digits --index 0 --out FILE --seed 0")
+
+    rp = sub.add_parser("reproduce", help="reproduce a paper's experiments (quick setting by default)")
+    rp.add_argument("paper", choices=sorted(REPRODUCE), help="which paper")
+    rp.add_argument("--full", action="store_true", help="the paper's settings (hours on 2 CPU cores)")
+    rp.add_argument("--out", default=None, help="output folder (default zoo-results/<paper>)")
+    rp.add_argument("--seeds", type=_ints, default=None, help="seeds, e.g. 0,1,2")
+    rp.add_argument("--depths", type=_ints, default=None, help="depths, e.g. 1,2,3,4")
+
     r = sub.add_parser("run", help="the main job on embedded data (no download)")
     r.add_argument("--out", default="zoo-results")
     r.add_argument("--quick", action="store_true", help="a smoke-test sized run")
@@ -59,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["corruptions"]:  # its options belong to evals.corruption_grid
+        from evals.corruption_grid import main as grid_main
+
+        return grid_main(argv[1:]) or 0
     args = build_parser().parse_args(argv)
     import numpyro
 
@@ -142,6 +157,21 @@ def cmd_score(args):
     return 0
 
 
+def _reproduce_liberty_or_depth(out, full, overrides):
+    from evals.depth_sweep import reproduce_liberty_or_depth
+
+    reproduce_liberty_or_depth(out, "full" if full else "quick", **overrides)
+
+
+REPRODUCE = {"liberty-or-depth": _reproduce_liberty_or_depth}
+
+
+def cmd_reproduce(args):
+    overrides = {k: getattr(args, k) for k in ("seeds", "depths") if getattr(args, k) is not None}
+    REPRODUCE[args.paper](args.out or os.path.join("zoo-results", args.paper), args.full, overrides)
+    return 0
+
+
 def cmd_run(args):
     from zoo.run import main_job
 
@@ -149,7 +179,7 @@ def cmd_run(args):
     return 0
 
 
-COMMANDS = {"list": cmd_list, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "run": cmd_run}
+COMMANDS = {"list": cmd_list, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "run": cmd_run, "reproduce": cmd_reproduce}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,9 +1,12 @@
 """`zoo run`: the main job, on embedded data only (no download).
 
-1. Mean-field SVI on the digits MLP 64-64: scores, loss curve, reliability diagram.
+1. The digits MLP 64-64 under every guide of `DIGITS_GUIDES`: guide parameter counts, scores, loss
+   curves, reliability diagrams.
 2. Two-moons MLP 2-16-16-2: mean-field SVI, then NUTS on the same model object started from draws of
    the SVI posterior; scores, divergences, function-space R-hat, an ArviZ summary and `az.compare`.
-Writes results.{csv,json,md}, plots and the posteriors under the output folder.
+3. Digits-C: every digits posterior on the 19 corruption types x 5 severities (mCE relative to the
+   point estimate), the rank-1 paper's Table 2 layout, severity curves.
+Writes results.{csv,json,md}, ood_*.{csv,json,png}, plots and the posteriors under the output folder.
 """
 
 from __future__ import annotations
@@ -14,6 +17,12 @@ import time
 
 import numpy as np
 import pandas as pd
+
+# (label, guide registry name, guide kwargs) fitted on digits by `zoo run`.
+DIGITS_GUIDES = [
+    ("point_estimate", "point_estimate", {}),
+    ("mean_field", "mean_field", {}),
+]
 
 
 def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, progress: bool = True) -> pd.DataFrame:
@@ -38,21 +47,25 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
         "warmup": 50 if quick else 400,
         "samples": 50 if quick else 400,
         "draws": 20 if quick else 200,
+        "ood_draws": 5 if quick else 10,
     }
 
-    _say("1/2 digits MLP 64-64, mean-field SVI", progress)
+    _say(f"1/3 digits MLP 64-64 under {len(DIGITS_GUIDES)} guides", progress)
     digits = zoo.get("mlp", data="digits", hidden=(64, 64))
-    guide = inference.mean_field(digits.model)
-    post = inference.fit(digits.model, guide, digits.train, steps=settings["digits_steps"], batch_size=128,
-                         kl_warmup=settings["digits_steps"] // 5, seed=seed, progress=progress,
-                         config={"entry": digits.config})
-    rows.append(_row("digits", "mean_field", post, digits, settings["draws"], seed))
-    inference.save(post, os.path.join(out, "posteriors", "digits_mean_field"))
-    plots.loss_curve(post.losses, os.path.join(out, "loss_digits_mean_field.png"), "digits MLP, mean field")
-    plots.reliability_diagram({"mean field": post.predict(digits.test.x, settings["draws"]).mean(0)},
+    digits_posts = {}
+    for label, guide_name, guide_kwargs in DIGITS_GUIDES:
+        guide = inference.make_guide(guide_name, digits.model, **guide_kwargs)
+        post = inference.fit(digits.model, guide, digits.train, steps=settings["digits_steps"], batch_size=128,
+                             kl_warmup=settings["digits_steps"] // 5, seed=seed, progress=progress,
+                             config={"entry": digits.config})
+        digits_posts[label] = post
+        rows.append(_row("digits", label, post, digits, settings["draws"], seed))
+        inference.save(post, os.path.join(out, "posteriors", f"digits_{label}"))
+        plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
+    plots.reliability_diagram({k: p.predict(digits.test.x, settings["draws"]).mean(0) for k, p in digits_posts.items()},
                               digits.test.y, os.path.join(out, "reliability_digits.png"), title="digits MLP 64-64")
 
-    _say("2/2 two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from it", progress)
+    _say("2/3 two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from it", progress)
     moons = zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": 2000, "noise": 0.1})
     svi = inference.fit(moons.model, inference.mean_field(moons.model), moons.train, steps=settings["moons_steps"],
                         batch_size=128, kl_warmup=settings["moons_steps"] // 5, seed=seed, progress=progress,
@@ -84,6 +97,10 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
                           "NUTS": lambda g: mcmc.predict(g, settings["draws"]).mean(0)},
                          moons.test.x, moons.test.y, os.path.join(out, "predictive_map_moons.png"))
 
+    _say("3/3 digits-C: every digits posterior on 19 corruption types x 5 severities", progress)
+    ood_results, ood_summary = digits_c(digits_posts, out, num_samples=settings["ood_draws"], seed=seed,
+                                        verbose=False)
+
     table = pd.DataFrame(rows).set_index(["data", "posterior"])
     table.to_csv(os.path.join(out, "results.csv"))
     with open(os.path.join(out, "results.json"), "w") as f:
@@ -96,9 +113,30 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     print(comparison[["rank", "elpd_loo", "p_loo", "elpd_diff", "weight"]].to_string(float_format=lambda v: f"{v:.3f}"))
     print("\nFunction-space summary of NUTS, p(y=c|x) at 20 test points (first rows):")
     print(summary.head(6).to_string())
+    print("\nDigits-C (19 types x 5 severities; mCE relative to point_estimate):")
+    from evals import ood
+
+    print(ood.format_table(ood_summary))
     print(f"\nmax R-hat of predictive probabilities: {rhat:.4f}; divergences: {mcmc.info['divergences']}")
     print(f"wrote {out}/ in {time.perf_counter() - t_start:.0f} s")
     return table
+
+
+def digits_c(posteriors: dict, out: str | None, *, num_samples: int = 10, seed: int = 0, verbose: bool = True,
+             types=None, severities=(1, 2, 3, 4, 5)):
+    """Score digits posteriors {label: Posterior} on digits-C: raw [0, 1] test images corrupted with
+    every type x severity, standardised as the training set was. Returns (OODResults, summary table)."""
+    from evals import ood
+    from zoo.data import digits as digits_data
+    from zoo.data.embedded import digits_standardiser
+
+    raw_train, raw_test = digits_data(standardise=False)
+    mu, sd = digits_standardiser(raw_train.x)
+    weights = {k: int(sum(np.size(v) for v in p.params.values())) for k, p in posteriors.items() if p.kind == "svi"}
+    return ood.evaluate(posteriors, raw_test, out, reference="point_estimate", verbose=verbose,
+                        types=types, severities=severities, image_shape=(8, 8, 1),
+                        preprocess=lambda x: (x - mu) / sd, num_samples=num_samples, seed=seed,
+                        num_params=weights)
 
 
 def _row(data_name, label, posterior, entry, draws, seed):
@@ -108,6 +146,7 @@ def _row(data_name, label, posterior, entry, draws, seed):
     row.update({"data": data_name, "posterior": label, "weights": entry.num_weights()})
     if posterior.kind == "svi":
         row["seconds"] = posterior.info["fit_s"]
+        row["guide_params"] = int(sum(np.size(v) for v in posterior.params.values()))
     return row
 
 

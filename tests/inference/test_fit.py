@@ -41,7 +41,7 @@ def test_acceptance_digits_mean_field(digits_mean_field, digits_entry):
 def test_kl_term_is_the_closed_form_normal_kl(tiny):
     post = _fit(tiny, steps=10)
     x, y = tiny.train.x[:16], tiny.train.y[:16]
-    _, kl = elbo_terms(jax.random.PRNGKey(0), post.params, tiny.model, post.guide, x, y, 200)
+    _, kl, _ = elbo_terms(jax.random.PRNGKey(0), post.params, tiny.model, post.guide, x, y, 200)
     want = 0.0
     for site in tiny.model.site_shapes(x):
         m, s = post.params[f"{site}_auto_loc"], post.params[f"{site}_auto_scale"]
@@ -56,9 +56,9 @@ def test_kl_warmup_scales_only_the_kl(tiny):
     key = jax.random.fold_in(jax.random.split(jax.random.PRNGKey(5))[1], 0)
     idx = minibatch_indices(len(tiny.train), 32, 1, 5)[0]
 
-    params_u, constraints = guide_param_init(post0.guide, jax.random.split(jax.random.PRNGKey(5))[0],
+    params_u, constraints, _ = guide_param_init(post0.guide, jax.random.split(jax.random.PRNGKey(5))[0],
                                              tiny.train.x[:32], tiny.train.y[:32], len(tiny.train))
-    ll, kl = elbo_terms(key, constrain_params(params_u, constraints), tiny.model, post0.guide,
+    ll, kl, _ = elbo_terms(key, constrain_params(params_u, constraints), tiny.model, post0.guide,
                         tiny.train.x[idx], tiny.train.y[idx], len(tiny.train))
     np.testing.assert_allclose(post0.losses[0], -(ll - kl), rtol=1e-5)
     np.testing.assert_allclose(warm.losses[0], -(ll - kl / 1000), rtol=1e-5)

@@ -1,0 +1,82 @@
+"""Draw every corruption type x severity for one image: ``python -m evals.corruption_grid``.
+
+The grid has one row per corruption (19) and one column per severity 0 (the image) .. 5.
+"""
+
+import argparse
+
+import numpy as np
+
+from evals.corruptions import CORRUPTIONS, SEVERITIES, corrupt
+
+
+def plot_corruption_grid(image, path, seed=0, kinds=CORRUPTIONS):
+    """Save a len(kinds) x 6 grid of ``image`` corrupted by every kind at severities 0..5 to ``path``.
+
+    image: (H, W), (H, W, 1) or (H, W, 3) float in [0, 1]. path: PNG file name. Returns the
+    matplotlib Figure (already saved and closed).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    image = np.asarray(image, dtype=np.float32)
+    batch = (image[..., None] if image.ndim == 2 else image)[None]
+    fig, axes = plt.subplots(len(kinds), 1 + len(SEVERITIES), figsize=(1.3 * (1 + len(SEVERITIES)) + 1.5, 1.3 * len(kinds)), squeeze=False)
+    for row, kind in enumerate(kinds):
+        for col, severity in enumerate((0, *SEVERITIES)):
+            out = corrupt(batch, kind, severity, seed)[0]
+            ax = axes[row, col]
+            if out.shape[-1] == 1:
+                ax.imshow(out[..., 0], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+            else:
+                ax.imshow(out, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if row == 0:
+                ax.set_title(f"severity {severity}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel(kind, rotation=0, ha="right", va="center", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return fig
+
+
+def load_image(data, index):
+    """One image (H, W, C) in [0, 1] from ``data``: 'digits' (sklearn, 8x8x1, pixels / 16),
+    'sample' (sklearn's china.jpg box-averaged to 32x32x3), or any TFDS name (prepared locally;
+    its 'image' feature, scaled by 1/255)."""
+    if data == "digits":
+        from sklearn.datasets import load_digits
+
+        return (load_digits().images[index] / 16.0).astype(np.float32)[..., None]
+    if data == "sample":
+        from sklearn.datasets import load_sample_image
+
+        photo = load_sample_image("china.jpg")[:, 100:527] / 255.0
+        side = photo.shape[0]
+        rows = np.linspace(0, side, 33).astype(int)
+        return np.stack([[photo[a:b, c:d].mean(axis=(0, 1)) for c, d in zip(rows, rows[1:])] for a, b in zip(rows, rows[1:])]).astype(np.float32)
+    import tensorflow_datasets as tfds
+
+    record = tfds.data_source(data, split="test")[index]
+    image = np.asarray(record["image"], dtype=np.float32) / 255.0
+    return image[..., None] if image.ndim == 2 else image
+
+
+def main(argv=None):
+    """CLI: ``--data digits|sample|<tfds name> --index I --out grid.png --seed S``."""
+    parser = argparse.ArgumentParser(description="Draw every corruption type x severity for one image.")
+    parser.add_argument("--data", default="digits", help="digits, sample, or a prepared TFDS data set name")
+    parser.add_argument("--index", type=int, default=0, help="which test image")
+    parser.add_argument("--out", default="corruptions.png", help="PNG to write")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    plot_corruption_grid(load_image(args.data, args.index), args.out, seed=args.seed)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

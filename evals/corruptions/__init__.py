@@ -1,0 +1,149 @@
+"""Corrupted test sets: the 15 CIFAR-10-C benchmark corruptions and the 4 extras, 5 severities.
+
+``corrupt(images, kind, severity, seed)`` applies one corruption to NHWC images of any size, grey
+or colour; ``corrupted(test_set, ...)`` yields every (type, severity) set of a test set. Kind names
+are the CIFAR-10-C file names; TFDS's ``frosted_glass_blur`` and ``elastic`` are aliases.
+
+Parameters: the 32x32 table of ``/work/shared/reference/evals-facts.md``; how spatial ones carry
+over to 8x8 or 28x28 images is the rule of :mod:`evals.corruptions.scale` (run on a canvas blown
+up ``ceil(32 / side)`` times, lengths times ``canvas_side / 32``). Photometric ones carry over.
+
+Randomness: ``np.random.default_rng([seed, crc32(kind), chunk])`` per chunk of 1024 images, so the
+same seed gives the same set, kinds draw independent numbers, and the draws do not depend on the
+severity (severities of one seed are coupled: common random numbers).
+
+Severity and the mean absolute change |corrupt(x) - x| on a fixed image (tested in
+tests/evals/test_corruptions.py at 8, 28 and 32 px, grey and colour): it grows strictly from
+severity 1 to 5 for 12 kinds. For the other 7 the table's own parameters do not order it that way;
+what is tested instead:
+
+* saturate: (a, b) = (.3, 0), (.1, 0), (1.5, 0), (2, .1), (2.5, .2) desaturates at 1-2 and
+  oversaturates at 3-5; strictly growing within 1-2 and within 3-5. Identity on grey images.
+* frost: a x + b f with a falling (.9 -> .85 at 3 -> 4) while b stays .4 dims the image under the
+  same texture, so the change can shrink. The texture weight b / a, measured as the mean of
+  |out / a - x| over unclipped pixels, grows strictly.
+* elastic_transform: the global affine part shrinks (.08 -> .03 of the side) while the local
+  displacement grows; the change on smooth images falls. The rms displacement grows strictly.
+* motion_blur: 3 -> 4 is (6, 2) -> (8, 2): only the trail's length limit moves, at tap weights
+  below 1e-9; equal within 1e-6 there, strictly growing elsewhere.
+* glass_blur: the change comes from the pixel shuffles (1 round at 1-3, 2 at 4-5); more blur
+  within a round smooths part of it away. Tested: the mean over 4-5 exceeds the mean over 1-3.
+* snow: 2 -> 3 keeps the blend (.9) and trades small dense flakes for fewer larger ones; all
+  other steps grow strictly, and 3 > 1, 4 > 2.
+* spatter: water at 1-3, mud at 4-5 (different effects); strictly growing within each.
+"""
+
+import zlib
+
+import numpy as np
+
+from evals.corruptions.registry import (
+    ALIASES,
+    BENCHMARK_CORRUPTIONS,
+    CORRUPTIONS,
+    EXTRA_CORRUPTIONS,
+    REGISTRY,
+    resolve,
+    tfds_name,
+)
+from evals.corruptions.scale import canvas_factor, from_canvas, spatial_scale, to_canvas
+
+__all__ = [
+    "ALIASES",
+    "BENCHMARK_CORRUPTIONS",
+    "CORRUPTIONS",
+    "EXTRA_CORRUPTIONS",
+    "SEVERITIES",
+    "corrupt",
+    "corrupted",
+    "resolve",
+    "tfds_corrupted",
+    "tfds_name",
+]
+
+SEVERITIES = (1, 2, 3, 4, 5)
+CHUNK = 1024
+
+
+def _check_images(images):
+    if not isinstance(images, np.ndarray) or images.ndim != 4 or images.shape[-1] not in (1, 3):
+        shape = getattr(images, "shape", type(images).__name__)
+        raise ValueError(f"images: expected a NumPy array (N, H, W, C) with C 1 or 3, got {shape}")
+    if not np.issubdtype(images.dtype, np.floating):
+        raise ValueError(f"images: expected a float array in [0, 1], got dtype {images.dtype}")
+    if images.size and not (np.isfinite(images).all() and images.min() >= 0 and images.max() <= 1):
+        raise ValueError("images: values must be finite and in [0, 1]")
+
+
+def _check_severity(severity):
+    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or not 0 <= severity <= 5:
+        raise ValueError(f"severity: expected an int in 0..5, got {severity!r}")
+
+
+def corrupt(images, kind, severity, seed=0):
+    """Apply corruption ``kind`` at ``severity`` to ``images``.
+
+    images: (N, H, W, C) float array in [0, 1], C = 1 (grey) or 3 (RGB), any H, W.
+    kind: a name of ``CORRUPTIONS`` or an alias of ``ALIASES``. severity: 0 (identity) .. 5.
+    seed: int; the same seed gives the same output.
+    Returns an array of the same shape and dtype, clipped to [0, 1].
+    ValueError naming the argument for a bad ``images``, ``kind`` or ``severity``.
+    """
+    _check_images(images)
+    corruption = REGISTRY[resolve(kind)]
+    _check_severity(severity)
+    if severity == 0:
+        return images.copy()
+    param = corruption.params[severity - 1]
+    m = canvas_factor(min(images.shape[1:3])) if corruption.spatial else 1
+    scale = spatial_scale(m * min(images.shape[1:3]))
+    out = np.empty_like(images)
+    for start in range(0, len(images), CHUNK):
+        rng = np.random.default_rng([seed, zlib.crc32(corruption.name.encode()), start // CHUNK])
+        canvas = to_canvas(images[start : start + CHUNK], m)
+        result = from_canvas(corruption.fn(canvas, param, rng, scale), m)
+        out[start : start + CHUNK] = np.clip(result, 0, 1)
+    return out
+
+
+def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=None):
+    """Yield ``(type, severity, images, labels)`` for every type in ``types`` and severity.
+
+    test_set: any object with ``.x`` (N, H, W, C) float in [0, 1] (or (N, D) flat features with
+    ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on zoo.data.Dataset;
+    images then come back flat, (N, D)) and ``.y`` (N,) labels. Standardised features are not
+    images: corrupt the raw pixels and standardise in the predictor.
+    types: names or aliases (default: all 19 ``CORRUPTIONS``); yielded under canonical names.
+    severities: ints in 1..5 (0 gives the clean set). Same ``seed``, same sets.
+    """
+    x, y = np.asarray(test_set.x), np.asarray(test_set.y)
+    flat = x.ndim == 2
+    image_shape = image_shape if image_shape is not None else getattr(test_set, "image_shape", None)
+    if flat:
+        if image_shape is None or int(np.prod(image_shape)) != x.shape[1]:
+            raise ValueError(f"image_shape: flat features (N, {x.shape[1]}) need image_shape (H, W, C), got {image_shape}")
+        x = x.reshape((len(x), *image_shape))
+    names = [resolve(t) for t in (CORRUPTIONS if types is None else types)]
+    for severity in severities:
+        _check_severity(severity)
+    for name in names:
+        for severity in severities:
+            images = corrupt(x, name, severity, seed)
+            yield name, severity, images.reshape(len(images), -1) if flat else images, y
+
+
+def tfds_corrupted(types=None, severities=SEVERITIES, data_dir=None):
+    """The TFDS ``cifar10_corrupted`` test sets in the form of :func:`corrupted`: yields
+    ``(type, severity, images (N, 32, 32, 3) float32 in [0, 1], labels (N,))`` with canonical
+    type names, read through ``zoo.data.tfds_loaders.load_tfds`` (nothing downloads; a set that is
+    not prepared raises its DatasetNotPreparedError)."""
+    from zoo.data.tfds_loaders import load_tfds
+
+    names = [resolve(t) for t in (CORRUPTIONS if types is None else types)]
+    for severity in severities:
+        if severity not in SEVERITIES:
+            raise ValueError(f"severities: TFDS has severities 1..5, got {severity!r}")
+    for name in names:
+        for severity in severities:
+            data = load_tfds(f"cifar10_corrupted/{tfds_name(name)}_{severity}", "test", data_dir)
+            yield name, severity, data.x, data.y

@@ -1,0 +1,51 @@
+"""The depth sweep's pieces: Gaussian metrics, the summary and one tiny end-to-end run."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evals.depth_sweep import QUICK, gaussian_metrics, plot_depth_sweep, run_one, summarise
+from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
+
+
+def test_gaussian_metrics_separate_correlated_from_independent_draws():
+    rng = np.random.default_rng(0)
+    independent = rng.normal(size=(400, 6)) * np.array([1.0, 2.0, 0.5, 1.0, 3.0, 1.0])
+    mixing = np.eye(6) + 0.9 * np.tri(6, k=-1)
+    correlated = independent @ mixing.T
+    m_ind, m_cor = gaussian_metrics(independent), gaussian_metrics(correlated)
+    # with independent draws the KL is the estimator's own floor, the same size as its null
+    assert m_ind["kl_diag_full"] < 3 * m_ind["kl_null"] + 0.05
+    assert m_cor["kl_diag_full"] > 10 * m_ind["kl_diag_full"]
+    assert m_cor["w2_gaussian"] > 10 * m_ind["w2_gaussian"]
+    assert m_cor["ess_bulk_min"] > 250  # independent draws
+    assert m_cor["w2_extra_error"] == pytest.approx(m_cor["w2_diag"] - m_cor["w2_full"])
+
+
+def test_summary_gives_the_mean_and_standard_error_over_seeds():
+    runs = pd.DataFrame({
+        "activation": ["relu"] * 4, "depth": [1, 1, 2, 2], "width": [19, 19, 7, 7],
+        "num_weights": [97, 97, 93, 93], "seed": [0, 1, 0, 1], "kl_diag_full": [2.0, 4.0, 1.0, 1.0],
+    })
+    summary = summarise(runs, metrics=("kl_diag_full",))
+    assert summary["kl_diag_full_mean"].tolist() == [3.0, 1.0]
+    assert summary["kl_diag_full_se"].tolist() == pytest.approx([np.std([2, 4], ddof=1) / np.sqrt(2), 0.0])
+    assert summary["n"].tolist() == [2, 2]
+    fig = plot_depth_sweep(summary, metrics=("kl_diag_full",))
+    np.testing.assert_array_equal(fig.axes[0].lines[0].get_ydata(), [3.0, 1.0])
+
+
+def test_one_tiny_run_goes_through_svi_nuts_and_the_gaussian_fit():
+    from dataclasses import replace
+
+    tiny = replace(QUICK, n_data=100, weight_budget=40, svi_epochs=2, batch_size=32, num_warmup=20,
+                   num_samples=40, max_tree_depth=3)
+    row = run_one(tiny, depth=2, activation="relu", seed=0)
+    assert row["width"] == widest_mlp_under_budget(2, budget=40) == 3
+    assert row["num_weights"] == mlp_param_count(2, 3) == 29  # every NUTS site is in the Gaussian fit
+    assert np.isfinite(row["kl_diag_full"]) and row["kl_diag_full"] > 0
+    assert 0.0 <= row["nuts_accuracy"] <= 1.0

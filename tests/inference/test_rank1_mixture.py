@@ -1,0 +1,88 @@
+"""Rank-1 mixture guide and BatchEnsemble (rank-1 paper section 3, rank1-facts)."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import models
+from inference.elbo import elbo_terms
+from inference.rank1_mixture import batch_ensemble, rank1_mixture
+from models.networks.mlp import mlp
+from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
+
+K, D = 3, 4
+
+
+def _model(factor="normal"):
+    return models.bnn(rank1_mlp([5], 2, K), rank1_prior(factor), rank1_likelihood(models.likelihoods.categorical(), K))
+
+
+def _xy(n=6):
+    x = jax.random.normal(jax.random.PRNGKey(0), (n, D))
+    return x, (x[:, 0] > 0).astype(jnp.int32)
+
+
+def _init_params(guide, seed=0):
+    return guide.init_params(jax.random.PRNGKey(seed), _xy()[0])
+
+
+def _layer_count(m, n, per_factor):
+    return m * n + K * n + per_factor * K * (m + n)  # W, per-component bias, alpha and gamma
+
+
+def test_parameter_count_formula():
+    for guide, per_factor in ((rank1_mixture(_model()), 2), (batch_ensemble(_model()), 1)):
+        params = _init_params(guide)
+        expected = _layer_count(D, 5, per_factor) + _layer_count(5, 2, per_factor)
+        assert guide.num_params() == guide.num_params(params) == expected
+
+
+def test_initialisation_random_signs_dropout_scale_and_haiku_weights():
+    model = _model()
+    guide = rank1_mixture(model, dropout_rate=1e-3, sign_init=0.5)
+    params = _init_params(guide)
+    loc = np.asarray(params["rank1_mlp/rank1_dense_0/alpha_auto_loc"])
+    assert loc.shape == (K, D) and set(np.unique(loc).tolist()) <= {-1.0, 1.0}
+    np.testing.assert_allclose(params["rank1_mlp/rank1_dense_1/gamma_auto_scale"], math.sqrt(1e-3 / (1 - 1e-3)), rtol=1e-5)
+    haiku_w = model.init_values(jax.random.PRNGKey(0), (D,))["rank1_mlp/rank1_dense_0/w"]
+    np.testing.assert_allclose(params["rank1_mlp/rank1_dense_0/w_auto_loc"], haiku_w)
+    assert "rank1_mlp/rank1_dense_0/w_auto_scale" not in params  # W is a point estimate
+    assert not any(k.endswith("_scale") for k in _init_params(batch_ensemble(model)))
+
+
+def test_normal_kl_is_the_closed_form_sum_over_components_plus_l2():
+    model = _model()
+    guide = rank1_mixture(model)
+    params = _init_params(guide)
+    x, y = _xy()
+    kl_a = float(elbo_terms(jax.random.PRNGKey(1), params, model, guide, x, y, 6)[1])
+    kl_b = float(elbo_terms(jax.random.PRNGKey(2), params, model, guide, x, y, 6)[1])
+    expected = 0.0
+    for name in model.site_shapes((D,)):
+        loc = np.asarray(params[f"{name}_auto_loc"], np.float64)
+        if name.endswith(("alpha", "gamma")):  # KL(N(loc, s) || N(1, 0.1)) per entry, summed over components
+            s = np.asarray(params[f"{name}_auto_scale"], np.float64)
+            expected += np.sum(np.log(0.1 / s) + (s**2 + (loc - 1.0) ** 2) / (2 * 0.01) - 0.5)
+        else:  # Delta: -log N(w | 0, 1)
+            expected += np.sum(0.5 * loc**2 + 0.5 * np.log(2 * np.pi))
+    assert kl_a == pytest.approx(expected, rel=1e-5)
+    assert kl_a == kl_b
+
+
+def test_cauchy_kl_is_a_one_sample_estimate():
+    model = _model("cauchy")
+    guide = rank1_mixture(model, family="cauchy")
+    params = _init_params(guide)
+    x, y = _xy()
+    kls = [float(elbo_terms(jax.random.PRNGKey(s), params, model, guide, x, y, 6)[1]) for s in range(3)]
+    assert len(set(kls)) == 3 and all(np.isfinite(kls))
+
+
+def test_a_model_without_rank1_layers_is_refused():
+    guide = rank1_mixture(models.bnn(mlp([3], 2)))
+    with pytest.raises(ValueError, match="rank-1"):
+        _init_params(guide)
+    with pytest.raises(ValueError, match="family"):
+        rank1_mixture(_model(), family="laplace")

@@ -1,0 +1,136 @@
+"""Rank-1 layers: forward equals the materialised W o alpha_k gamma_kᵀ per component (rank-1 paper eq. 3)."""
+import math
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from numpyro.distributions import Categorical
+
+from models import bnn
+from models.likelihoods import categorical
+from models.rank1 import (
+    ComponentMixture,
+    Rank1Conv2D,
+    Rank1Dense,
+    random_sign_init,
+    rank1_likelihood,
+    rank1_mlp,
+    rank1_prior,
+    scale_from_dropout,
+    split_components,
+    tile_components,
+)
+
+K, N = 3, 4
+
+
+def _params_with_random_factors(params, key):
+    """Replace alpha, gamma, b by generic random values so the test does not rest on the ±1 init."""
+    out = {}
+    for module, leaves in params.items():
+        out[module] = dict(leaves)
+        for i, name in enumerate(("alpha", "gamma", "b")):
+            leaf = leaves[name]
+            out[module][name] = jax.random.normal(jax.random.fold_in(key, i), leaf.shape) * 1.5 + 0.3
+    return out
+
+
+def test_dense_forward_equals_materialised_weights_per_component():
+    net = hk.transform(lambda x: Rank1Dense(5, num_components=K)(x))
+    x = jax.random.normal(jax.random.PRNGKey(0), (N, 6))
+    xt = tile_components(x, K)
+    params = _params_with_random_factors(net.init(jax.random.PRNGKey(1), xt), jax.random.PRNGKey(2))
+    p = params["rank1_dense"]
+    assert {k: v.shape for k, v in p.items()} == {"w": (6, 5), "alpha": (K, 6), "gamma": (K, 5), "b": (K, 5)}
+    out = split_components(net.apply(params, None, xt), K)
+    for k in range(K):
+        weight_k = p["w"] * jnp.outer(p["alpha"][k], p["gamma"][k])
+        np.testing.assert_allclose(out[k], x @ weight_k + p["b"][k], rtol=1e-5, atol=1e-5)
+
+
+def test_conv_forward_equals_materialised_kernel_per_component():
+    net = hk.transform(lambda x: Rank1Conv2D(4, 3, num_components=K, stride=2, padding="VALID")(x))
+    x = jax.random.normal(jax.random.PRNGKey(0), (N, 7, 7, 2))
+    xt = tile_components(x, K)
+    params = _params_with_random_factors(net.init(jax.random.PRNGKey(1), xt), jax.random.PRNGKey(3))
+    p = params["rank1_conv2_d"]
+    out = split_components(net.apply(params, None, xt), K)
+    assert out.shape == (K, N, 3, 3, 4)
+    for k in range(K):
+        kernel_k = p["w"] * p["alpha"][k][:, None] * p["gamma"][k]
+        ref = jax.lax.conv_general_dilated(x, kernel_k, (2, 2), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        np.testing.assert_allclose(out[k], ref + p["b"][k], rtol=1e-4, atol=1e-5)
+
+
+def test_tiling_is_component_major_and_rejects_untiled_batches():
+    x = jnp.arange(8.0).reshape(4, 2)
+    xt = tile_components(x, 3)
+    np.testing.assert_array_equal(xt[4:8], x)
+    np.testing.assert_array_equal(split_components(xt, 3)[2], x)
+    with pytest.raises(ValueError, match="multiple of 3"):
+        split_components(jnp.ones((5, 2)), 3)
+
+
+def test_draws_are_clipped_to_ten():
+    net = hk.transform(lambda x: Rank1Dense(1, num_components=1, with_bias=False)(x))
+    params = {"rank1_dense": {"w": jnp.ones((1, 1)), "alpha": jnp.full((1, 1), 50.0), "gamma": jnp.full((1, 1), -30.0)}}
+    assert float(net.apply(params, None, jnp.ones((1, 1)))[0, 0]) == pytest.approx(-100.0)
+
+
+def test_random_sign_init_and_dropout_scale():
+    signs = random_sign_init(0.75)(jax.random.PRNGKey(0), (20000,))
+    assert set(np.unique(np.asarray(signs)).tolist()) == {-1.0, 1.0}
+    assert float(jnp.mean(signs > 0)) == pytest.approx(0.75, abs=0.015)
+    normal = random_sign_init(-0.5)(jax.random.PRNGKey(1), (20000,))
+    assert float(jnp.mean(normal)) == pytest.approx(1.0, abs=0.02)
+    assert float(jnp.std(normal)) == pytest.approx(0.5, abs=0.02)
+    assert scale_from_dropout(1e-3) == pytest.approx(math.sqrt(1e-3 / 0.999))
+    assert scale_from_dropout(0.2) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="dropout rate"):
+        scale_from_dropout(1.0)
+
+
+def _component_logits():
+    # 2 examples x 3 components x 2 classes, tiled component-major as a network would output them
+    logits_nkc = jnp.array([[[2.0, -1.0], [0.0, 0.5], [-3.0, 1.0]], [[0.3, 0.2], [1.0, -2.0], [4.0, 0.0]]])
+    return logits_nkc, jnp.moveaxis(logits_nkc, 1, 0).reshape(6, 2)
+
+
+def test_likelihood_average_and_log_mixture_objectives():
+    logits_nkc, output = _component_logits()
+    y = jnp.array([1, 0])
+    log_p = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits_nkc, -1)), np.asarray(y)[:, None, None], -1)[..., 0]
+    for objective in ("average", "mixture"):
+        lik = rank1_likelihood(categorical(), 3, objective)
+        train = lik.distribution(output, {}).log_prob(y)
+        expected = log_p.mean(1) if objective == "average" else np.log(np.exp(log_p).mean(1))
+        np.testing.assert_allclose(train, expected, rtol=1e-5)
+        np.testing.assert_allclose(lik.log_prob(output, y, {}), np.log(np.exp(log_p).mean(1)), rtol=1e-5)
+        np.testing.assert_allclose(lik.predictive(output, {}), jax.nn.softmax(logits_nkc, -1).mean(1), rtol=1e-6)
+    assert np.all(log_p.mean(1) < np.log(np.exp(log_p).mean(1)))  # Jensen: the log-mixture bound is tighter
+    with pytest.raises(ValueError, match="objective"):
+        rank1_likelihood(categorical(), 3, "max")
+
+
+def test_mixture_samples_come_from_a_uniformly_chosen_component():
+    # component k puts all mass on class k
+    logits = jnp.where(jnp.eye(3, dtype=bool), 0.0, -1e4)[None].repeat(2, 0)  # (n=2, K=3, C=3)
+    mix = ComponentMixture(Categorical(logits=logits))
+    draws = np.asarray(mix.sample(jax.random.PRNGKey(0), (3000,)))
+    assert draws.shape == (3000, 2)
+    np.testing.assert_allclose(np.bincount(draws.ravel(), minlength=3) / draws.size, 1 / 3, atol=0.02)
+
+
+def test_rank1_mlp_model_outputs_tiled_logits_and_averaged_probabilities():
+    model = bnn(rank1_mlp([4], 2, 3), rank1_prior(), rank1_likelihood(categorical(), 3))
+    x = jax.random.normal(jax.random.PRNGKey(0), (5, 6))
+    params = model.init_values(jax.random.PRNGKey(1), x)
+    assert params["rank1_mlp/rank1_dense_0/alpha"].shape == (3, 6)
+    out = model.apply(params, x)
+    assert out.shape == (15, 2)
+    np.testing.assert_allclose(model.predictive(params, x), jax.nn.softmax(split_components(out, 3), -1).mean(0), rtol=1e-6)
+    prior = model.site_priors(x)
+    assert float(prior["rank1_mlp/rank1_dense_0/alpha"].base_dist.base_dist.loc) == 1.0

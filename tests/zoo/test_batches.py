@@ -1,0 +1,38 @@
+"""Fixed-size shuffled minibatch indices."""
+
+import numpy as np
+import pytest
+
+from zoo.data.batches import minibatches
+
+
+def test_shapes_drop_last_and_no_repeats():
+    batches = minibatches(103, 10, seed=0)
+    assert batches.shape == (10, 10) and np.issubdtype(batches.dtype, np.integer)
+    flat = batches.ravel()
+    assert len(np.unique(flat)) == 100 and flat.min() >= 0 and flat.max() < 103
+
+
+def test_seeded_and_shuffled():
+    a, b = minibatches(50, 5, seed=1), minibatches(50, 5, seed=1)
+    np.testing.assert_array_equal(a, b)
+    c = minibatches(50, 5, seed=2)
+    assert not np.array_equal(a, c)
+    assert not np.array_equal(np.sort(a.ravel()), a.ravel())  # not in order
+
+
+def test_generator_gives_successive_epochs():
+    rng = np.random.default_rng(4)
+    first, second = minibatches(20, 5, rng), minibatches(20, 5, rng)
+    np.testing.assert_array_equal(first, minibatches(20, 5, 4))
+    assert not np.array_equal(first, second)
+
+
+def test_exact_division_uses_every_index():
+    assert sorted(minibatches(12, 4, seed=3).ravel()) == list(range(12))
+
+
+@pytest.mark.parametrize("n, batch_size", [(0, 1), (5, 0), (4, 5)])
+def test_bad_arguments(n, batch_size):
+    with pytest.raises(ValueError, match="batch_size|n"):
+        minibatches(n, batch_size, seed=0)

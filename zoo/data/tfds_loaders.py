@@ -1,0 +1,194 @@
+"""TFDS data sets through `tfds.data_source` (random access, no TensorFlow needed to read).
+
+Supported names, what comes back (a `Dataset`; x float32, y int32 labels):
+
+| name | x | y | validation split (papers) |
+|---|---|---|---|
+| mnist, fashion_mnist | (N, 28, 28, 1) in [-1, 1] (k-tied paper) | 10 classes | last 10,000 of train |
+| cifar10 | (N, 32, 32, 3) in [0, 1] | 10 classes | none (k-tied ResNet-18 trains on all 50,000) |
+| cifar100 | (N, 32, 32, 3) in [0, 1] | 100 (fine) classes | last 10,000 of train |
+| cifar10_corrupted/{type}_{1..5} | (N, 32, 32, 3) in [0, 1] | 10 classes | test split only |
+| imdb_reviews | (N, maxlen) token ids (integers 0 .. vocab_size-1) | 2 classes | last 5,000 of train |
+
+(Fashion-MNIST is in no paper; it follows MNIST.) Splits: "train" (the training split minus the
+validation examples), "validation", "train+validation" (the whole training split), "test".
+IMDB tokens: TFDS 4.9 ships only the `plain_text` config of imdb_reviews (the subword configs are
+gone), so reviews are tokenised here (`zoo.data.tokens`) with a vocabulary built from the "train"
+part; pass `vocabulary=imdb_vocabulary(...)` to reuse one across splits.
+
+Nothing is downloaded: a data set that is not prepared on this machine raises
+`DatasetNotPreparedError` saying how to prepare it elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from zoo.data import tokens as tokens_lib
+from zoo.data.dataset import Dataset
+
+CIFAR10_CORRUPTIONS = (
+    "brightness", "contrast", "defocus_blur", "elastic", "fog", "frost", "frosted_glass_blur",
+    "gaussian_blur", "gaussian_noise", "impulse_noise", "jpeg_compression", "motion_blur",
+    "pixelate", "saturate", "shot_noise", "snow", "spatter", "speckle_noise", "zoom_blur",
+)
+SEVERITIES = (1, 2, 3, 4, 5)
+SPLITS = ("train", "validation", "train+validation", "test")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    num_classes: int
+    num_validation: int
+    kind: str  # "pm1": uint8 -> [-1, 1]; "unit": uint8 -> [0, 1]; "text": token ids
+
+
+_SPECS = {
+    "mnist": _Spec(10, 10_000, "pm1"),
+    "fashion_mnist": _Spec(10, 10_000, "pm1"),
+    "cifar10": _Spec(10, 0, "unit"),
+    "cifar100": _Spec(100, 10_000, "unit"),
+    "cifar10_corrupted": _Spec(10, 0, "unit"),
+    "imdb_reviews": _Spec(2, 5_000, "text"),
+}
+
+
+class DatasetNotPreparedError(FileNotFoundError):
+    """A TFDS data set is not prepared (in a random-access format) in the data directory."""
+
+
+def tfds_names() -> list[str]:
+    """Every name `load_tfds` accepts: 5 plain names and the 95 cifar10_corrupted configs."""
+    corrupted = [f"cifar10_corrupted/{c}_{s}" for c in CIFAR10_CORRUPTIONS for s in SEVERITIES]
+    return [n for n in _SPECS if n != "cifar10_corrupted"] + corrupted
+
+
+def num_classes(name: str) -> int:
+    """Number of classes of a supported data set name."""
+    return _spec(name).num_classes
+
+
+def default_num_validation(name: str) -> int:
+    """The papers' validation size for `name` (examples taken from the end of the train split)."""
+    return _spec(name).num_validation
+
+
+def _spec(name: str) -> _Spec:
+    base, _, config = name.partition("/")
+    if base not in _SPECS or (base == "cifar10_corrupted") != bool(config):
+        raise ValueError(f"name: unknown TFDS data set {name!r}; expected one of "
+                         f"{[n for n in _SPECS if n != 'cifar10_corrupted']} or "
+                         "'cifar10_corrupted/<type>_<severity>'")
+    if config:
+        corruption, _, severity = config.rpartition("_")
+        if corruption not in CIFAR10_CORRUPTIONS or severity not in {str(s) for s in SEVERITIES}:
+            raise ValueError(f"name: unknown cifar10_corrupted config {config!r}; expected "
+                             f"<type>_<1..5> with type one of {list(CIFAR10_CORRUPTIONS)}")
+    return _SPECS[base]
+
+
+def _not_prepared_message(name: str, data_dir) -> str:
+    where = data_dir if data_dir is not None else "the default TFDS data directory " \
+        "(TFDS_DATA_DIR or ~/tensorflow_datasets)"
+    return (
+        f"TFDS data set {name!r} is not prepared in a random-access format under {where}, and "
+        "bnn-zoo never downloads data at run time. Prepare it on a machine with TensorFlow and "
+        "network access:\n"
+        "    pip install tensorflow tensorflow-datasets\n"
+        f"    tfds build {name} --file_format=array_record --data_dir=DIR\n"
+        "then copy DIR to this machine and pass data_dir=DIR (or set TFDS_DATA_DIR=DIR). A data "
+        "set prepared in the default TFRecord format cannot be read without TensorFlow: rebuild it "
+        "with --file_format=array_record."
+    )
+
+
+def _source(name: str, split: str, data_dir):
+    """The TFDS random-access source of one base split ("train" or "test")."""
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as err:
+        raise ImportError("load_tfds needs tensorflow-datasets: pip install 'bnn-zoo[tfds]'") from err
+    try:
+        return tfds.data_source(name, split=split, data_dir=data_dir, download=False)
+    except (NotImplementedError, FileNotFoundError, AssertionError) as err:
+        raise DatasetNotPreparedError(_not_prepared_message(name, data_dir)) from err
+
+
+def _index_range(name: str, split: str, n_train: int, num_validation: int) -> range:
+    """Rows of the TFDS train split that make up `split` (train / validation / train+validation)."""
+    if not 0 <= num_validation < n_train:
+        raise ValueError(f"num_validation: expected 0 <= num_validation < {n_train} (the size of "
+                         f"{name}'s train split); got {num_validation}")
+    if split == "validation" and num_validation == 0:
+        raise ValueError(f"split: {name} has no validation split here (num_validation=0); "
+                         "pass num_validation > 0 to carve one from the end of train")
+    cut = n_train - num_validation
+    return {"train": range(0, cut), "validation": range(cut, n_train),
+            "train+validation": range(0, n_train)}[split]
+
+
+def _records(name: str, split: str, data_dir, num_validation: int) -> list[Mapping]:
+    """Decoded TFDS examples (dicts) of one of SPLITS, in TFDS order."""
+    if split == "test":
+        source = _source(name, "test", data_dir)
+        rows = range(len(source))
+    else:
+        if name.startswith("cifar10_corrupted/"):
+            raise ValueError(f"split: {name} has only a 'test' split; got {split!r}")
+        source = _source(name, "train", data_dir)
+        rows = _index_range(name, split, len(source), num_validation)
+    return [source[i] for i in rows]
+
+
+def _images(records: list[Mapping], kind: str) -> np.ndarray:
+    """uint8 images -> float32 (N, H, W, C) in [-1, 1] ("pm1") or [0, 1] ("unit")."""
+    raw = np.stack([np.asarray(r["image"], dtype=np.uint8) for r in records]).astype(np.float32)
+    return raw / 127.5 - 1.0 if kind == "pm1" else raw / 255.0
+
+
+def imdb_vocabulary(data_dir=None, vocab_size: int = 20_000, num_validation: int = 5_000) -> dict:
+    """{word: id} built from the IMDB "train" part (train split minus its last `num_validation`)."""
+    records = _records("imdb_reviews", "train", data_dir, num_validation)
+    return tokens_lib.build_vocabulary((r["text"] for r in records), vocab_size)
+
+
+def load_tfds(name: str, split: str = "train", data_dir=None, *, num_validation: int | None = None,
+              vocab_size: int = 20_000, maxlen: int = 80,
+              vocabulary: Mapping[str, int] | None = None) -> Dataset:
+    """Load one split of a TFDS data set as a `Dataset` of host NumPy arrays (see the module table).
+
+    Args:
+      name: one of `tfds_names()`.
+      split: "train", "validation", "train+validation" or "test".
+      data_dir: TFDS data directory (None: TFDS_DATA_DIR or ~/tensorflow_datasets).
+      num_validation: examples taken from the end of the train split for "validation";
+        None uses the papers' size (`default_num_validation(name)`).
+      vocab_size, maxlen, vocabulary: IMDB only; token ids lie in [0, vocab_size), sequences have
+        length maxlen; `vocabulary` (from `imdb_vocabulary`) skips rebuilding it.
+
+    Returns:
+      Dataset(x, y, num_classes, name): images x float32 (N, H, W, C); IMDB x (N, maxlen) integer
+      token ids; y int32 (N,).
+
+    Raises:
+      ValueError for an unknown name or split or a bad num_validation; DatasetNotPreparedError when
+      the data set is not prepared under data_dir; ImportError without tensorflow-datasets.
+    """
+    spec = _spec(name)
+    if split not in SPLITS:
+        raise ValueError(f"split: expected one of {SPLITS}; got {split!r}")
+    n_val = spec.num_validation if num_validation is None else int(num_validation)
+    records = _records(name, split, data_dir, n_val)
+    if spec.kind == "text":
+        if vocabulary is None:
+            vocabulary = imdb_vocabulary(data_dir, vocab_size, n_val)
+        x = tokens_lib.encode((r["text"] for r in records), vocabulary, maxlen)
+        if x.size and x.max() >= vocab_size:
+            raise ValueError(f"vocabulary: ids must be < vocab_size={vocab_size}; got {x.max()}")
+    else:
+        x = _images(records, spec.kind)
+    y = np.asarray([r["label"] for r in records], dtype=np.int32)
+    return Dataset(x, y, spec.num_classes, name=name)
