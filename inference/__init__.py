@@ -2,10 +2,13 @@
 
 from inference.checkpoint import load, save
 from inference.fit import NonFiniteLossError, fit
+from inference.k_tied import KTiedNormal, k_tied
 from inference.mean_field import MeanField, mean_field
 from inference.nuts import nuts
 from inference.point_estimate import PointEstimate, point_estimate
 from inference.posterior import Posterior
+from inference.rank1_mixture import Rank1Mixture, batch_ensemble, rank1_mixture
+from inference.zero_mean import VarianceLayers, ZeroMean, predictions_by_procedure, variance_layers, zero_mean
 from inference.registry import GUIDES, make_guide, register_guide
 
 
@@ -17,5 +20,6 @@ def to_arviz(posterior, data=None, **kwargs):
     return convert(posterior, data, **kwargs)
 
 
-__all__ = ["fit", "nuts", "NonFiniteLossError", "mean_field", "MeanField", "point_estimate", "PointEstimate", "Posterior", "to_arviz",
+__all__ = ["k_tied", "KTiedNormal", "zero_mean", "ZeroMean", "variance_layers", "VarianceLayers",
+           "rank1_mixture", "batch_ensemble", "Rank1Mixture", "predictions_by_procedure", "fit", "nuts", "NonFiniteLossError", "mean_field", "MeanField", "point_estimate", "PointEstimate", "Posterior", "to_arviz",
            "save", "load", "GUIDES", "make_guide", "register_guide"]

@@ -24,7 +24,7 @@ from numpyro.distributions import biject_to
 from inference.data_args import as_arrays, check_model_data
 from inference.elbo import annealed_elbo_loss
 from inference.posterior import Posterior
-from models.bridge import STATE_SITE
+from models.bridge import BNN, STATE_SITE
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -48,25 +48,40 @@ class SVIState(NamedTuple):
 
 def guide_param_init(guide, rng_key, x, y, n_data):
     """Initial guide parameters and model state: (unconstrained params {name: array},
-    constraints {name: constraint}, mutable {site: value} of the model's mutable sites)."""
+    constraints {name: constraint}, mutable {site: value} of the model's mutable sites).
+
+    The guide runs once with zeros in place of its draws, so the compiled graph holds only the
+    parameter initialisers (no random draws, no network forward pass); a `BNN`'s batch-norm state
+    comes from the bridge.
+    """
     guide.setup(x)
     constraints = {}
 
+    def zeros_for_draws(site):
+        return jnp.zeros(site["fn"].shape()) if site["type"] == "sample" and not site["is_observed"] else None
+
     def init(key, xb, yb):
-        guide_trace = handlers.trace(handlers.seed(guide, key)).get_trace(xb, yb, n_data)
+        seeded = handlers.substitute(handlers.seed(guide, key), substitute_fn=zeros_for_draws)
         out = {}
-        for name, site in guide_trace.items():
+        for name, site in handlers.trace(seeded).get_trace(xb, yb, n_data).items():
             if site["type"] == "param":
                 c = site["kwargs"].get("constraint")
                 constraints[name] = c
                 out[name] = biject_to(c).inv(site["value"]) if c is not None else site["value"]
-        model = handlers.replay(handlers.seed(guide.model, key), guide_trace)
-        mutable = {k: s["value"] for k, s in handlers.trace(model).get_trace(xb, yb, n_data).items()
-                   if s["type"] == "mutable"}
-        return out, mutable
+        return out
 
-    params, mutable = jax.jit(init)(rng_key, x, y)
-    return params, constraints, mutable
+    params = jax.jit(init)(rng_key, x, y)
+    return params, constraints, initial_mutable(guide.model, guide, rng_key, x, y, n_data)
+
+
+def initial_mutable(model, guide, rng_key, x, y, n_data) -> dict:
+    """The model's mutable sites before training: a `BNN`'s network state from the bridge; other models
+    are traced once (replayed against the guide)."""
+    if isinstance(model, BNN):
+        return {STATE_SITE: {"state": model.initial_state(x)}} if model.is_stateful(x) else {}
+    guide_trace = handlers.trace(handlers.seed(guide, rng_key)).get_trace(x, y, n_data)
+    model_trace = handlers.trace(handlers.replay(handlers.seed(model, rng_key), guide_trace)).get_trace(x, y, n_data)
+    return {k: s["value"] for k, s in model_trace.items() if s["type"] == "mutable"}
 
 
 def constrain_params(params_u: dict, constraints: dict) -> dict:

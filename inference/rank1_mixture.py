@@ -20,13 +20,29 @@ from __future__ import annotations
 import fnmatch
 import math
 
+import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 
 from inference.per_site import PerSiteGuide
 from models.rank1 import RANK1_SITE_SUFFIXES, random_sign_init, scale_from_dropout
 
-FAMILIES = {"normal": dist.Normal, "cauchy": dist.Cauchy, "delta": None}
+class RatioCauchy(dist.Cauchy):
+    """Cauchy(loc, scale) drawn as loc + scale * z1 / z2, z1, z2 ~ N(0, 1) iid (a standard Cauchy ratio).
+
+    Same distribution, log density and reparameterisation as `numpyro.distributions.Cauchy`; only the
+    sampler differs: inside a jitted rank-1 SVI step on CPU, JAX's tan-based Cauchy draw measured
+    ~6x slower per step than a Normal guide, the ratio of normals ~1.3x (digits MLP 64-64, K = 4).
+    """
+
+    def sample(self, key, sample_shape=()):
+        """Draws of shape sample_shape + batch_shape."""
+        shape = tuple(sample_shape) + self.batch_shape
+        key_num, key_den = jax.random.split(key)
+        return self.loc + self.scale * jax.random.normal(key_num, shape) / jax.random.normal(key_den, shape)
+
+
+FAMILIES = {"normal": dist.Normal, "cauchy": RatioCauchy, "delta": None}
 DEFAULT_FACTOR_SITES = tuple(f"*/{s}" for s in RANK1_SITE_SUFFIXES)
 
 

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from inference.k_tied import k_tied
 from inference.mean_field import mean_field
 from inference.point_estimate import point_estimate
+from inference.rank1_mixture import rank1_mixture
+from inference.zero_mean import variance_layers, zero_mean
 
-GUIDES = {"mean_field": mean_field, "point_estimate": point_estimate}
+GUIDES = {
+    "mean_field": mean_field,
+    "point_estimate": point_estimate,
+    "k_tied": k_tied,
+    "zero_mean": zero_mean,
+    "variance_layers": variance_layers,
+    "rank1_mixture": rank1_mixture,  # family="delta" is BatchEnsemble (inference.batch_ensemble)
+}
 
 
 def register_guide(name: str, factory) -> None:

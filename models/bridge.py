@@ -81,6 +81,7 @@ class BNN:
         self.name = name
         self._sites_cache: dict = {}
         self._stateful: dict = {}
+        self._state_cache: dict = {}
         self._jit_init = jax.jit(self.init_fn)
 
     # ----- structure -------------------------------------------------------------------------
@@ -126,14 +127,23 @@ class BNN:
         return self._stateful[feature_shape]
 
     def initial_state(self, x_or_feature_shape):
-        """Haiku's initial network state (a nested dict; empty for stateless networks)."""
+        """Haiku's initial network state (a nested dict of host arrays; empty for stateless networks).
+
+        Computed once per input shape, eagerly even when first asked for inside a trace, so that the
+        initialiser is never inlined into a training step or a NUTS potential.
+        """
         feature_shape = _feature_shape(x_or_feature_shape)
-        return self._jit_init(jax.random.PRNGKey(0), jnp.zeros((1,) + feature_shape, jnp.float32))[1]
+        if feature_shape not in self._state_cache:
+            with jax.ensure_compile_time_eval():
+                state = self._jit_init(jax.random.PRNGKey(0), jnp.zeros((1,) + feature_shape, jnp.float32))[1]
+            self._state_cache[feature_shape] = jax.device_get(state)
+        return self._state_cache[feature_shape]
 
     def init_values(self, rng_key, x_or_feature_shape) -> dict:
         """Haiku's own initial values {site: array}; likelihood sites start at their prior median."""
         feature_shape = _feature_shape(x_or_feature_shape)
-        params = flatten_params(self._jit_init(rng_key, jnp.zeros((1,) + feature_shape, jnp.float32))[0])
+        with jax.ensure_compile_time_eval():
+            params = flatten_params(self._jit_init(rng_key, jnp.zeros((1,) + feature_shape, jnp.float32))[0])
         for name, (shape, d) in self.likelihood.latent_sites().items():
             params[name] = jnp.broadcast_to(d.icdf(0.5) if hasattr(d, "icdf") else d.mean, shape)
         return params

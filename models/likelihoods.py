@@ -102,4 +102,8 @@ def from_spec(spec):
         return categorical()
     if kind == "normal":
         return normal(**spec)
-    raise ValueError(f"likelihood: unknown kind {kind!r}; expected 'categorical' or 'normal'")
+    if kind == "rank1":
+        from models.rank1 import rank1_likelihood
+
+        return rank1_likelihood(from_spec(spec["base"]), spec["num_components"], spec["objective"])
+    raise ValueError(f"likelihood: unknown kind {kind!r}; expected 'categorical', 'normal' or 'rank1'")

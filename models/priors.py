@@ -75,7 +75,14 @@ def by_pattern(rules: Mapping[str, Prior], default: Prior | None = None) -> Prio
     return prior
 
 
-PRIORS = {"normal": normal, "he_normal": he_normal, "cauchy": cauchy}
+def log_uniform() -> Prior:
+    """The improper log-uniform prior p(w) ∝ 1/|w| (variance networks; see `models.variance`)."""
+    from models.variance import log_uniform_prior
+
+    return log_uniform_prior()
+
+
+PRIORS = {"normal": normal, "he_normal": he_normal, "cauchy": cauchy, "log_uniform": log_uniform}
 
 
 def from_spec(spec) -> Prior:

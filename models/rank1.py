@@ -110,17 +110,37 @@ def rank1_apply(x, alpha, gamma, bias, linear_map, clip=DRAW_CLIP):
     return out.reshape((x.shape[0],) + out.shape[2:])
 
 
-class _Rank1Factors(hk.Module):
-    """Shared parameter creation: alpha (K, c_in), gamma (K, c_out), optional bias b (K, c_out)."""
+FIXABLE = ("w", "b")
+"""Parameters a rank-1 layer can take as constants (W and the bias), e.g. for NUTS over r and s only."""
 
-    def __init__(self, num_components, with_bias, sign_init, clip, name):
+
+class _Rank1Factors(hk.Module):
+    """Shared parameter creation: alpha (K, c_in), gamma (K, c_out), optional bias b (K, c_out).
+
+    ``fixed``: {"w": array, "b": array} (either or both) used as constants instead of Haiku
+    parameters, so the bridge makes no sample site for them.
+    """
+
+    def __init__(self, num_components, with_bias, sign_init, clip, fixed, name):
         super().__init__(name=name)
         if num_components < 1:
             raise ValueError(f"num_components must be >= 1, got {num_components}")
+        unknown = sorted(set(fixed or {}) - set(FIXABLE))
+        if unknown:
+            raise ValueError(f"fixed: only {FIXABLE} can be fixed in a rank-1 layer, got {unknown}")
         self.num_components = num_components
         self.with_bias = with_bias
         self.sign_init = random_sign_init(sign_init)
         self.clip = clip
+        self.fixed = dict(fixed or {})
+
+    def _param(self, name, shape, dtype, init):
+        if name not in self.fixed:
+            return hk.get_parameter(name, list(shape), dtype, init=init)
+        value = jnp.asarray(self.fixed[name], dtype)
+        if value.shape != tuple(shape):
+            raise ValueError(f"fixed[{name!r}]: expected shape {tuple(shape)}, got {value.shape}")
+        return value
 
     def _factors(self, c_in, c_out, dtype):
         def factor_init(shape, dtype):
@@ -130,7 +150,7 @@ class _Rank1Factors(hk.Module):
         gamma = hk.get_parameter("gamma", [self.num_components, c_out], dtype, init=factor_init)
         bias = None
         if self.with_bias:
-            bias = hk.get_parameter("b", [self.num_components, c_out], dtype, init=jnp.zeros)
+            bias = self._param("b", (self.num_components, c_out), dtype, jnp.zeros)
         return alpha, gamma, bias
 
 
@@ -139,17 +159,19 @@ class Rank1Dense(_Rank1Factors):
 
     Parameters: ``w`` (c_in, output_size) with Haiku's Linear initialisation, ``alpha`` (K, c_in),
     ``gamma`` (K, output_size) initialised by ``random_sign_init(sign_init)``, ``b`` (K, output_size)
-    zeros. Rank-1 paper section 3 / eq. 3; rank1-facts ``DenseRank1``.
+    zeros. ``fixed``: constants for ``w`` / ``b`` (see `_Rank1Factors`). Rank-1 paper section 3 / eq. 3;
+    rank1-facts ``DenseRank1``.
     """
 
-    def __init__(self, output_size, num_components, with_bias=True, sign_init=0.5, clip=DRAW_CLIP, name=None):
-        super().__init__(num_components, with_bias, sign_init, clip, name)
+    def __init__(self, output_size, num_components, with_bias=True, sign_init=0.5, clip=DRAW_CLIP, fixed=None,
+                 name=None):
+        super().__init__(num_components, with_bias, sign_init, clip, fixed, name)
         self.output_size = output_size
 
     def __call__(self, x):
         c_in = x.shape[-1]
         w_init = hk.initializers.TruncatedNormal(stddev=1.0 / np.sqrt(c_in))
-        w = hk.get_parameter("w", [c_in, self.output_size], x.dtype, init=w_init)
+        w = self._param("w", (c_in, self.output_size), x.dtype, w_init)
         alpha, gamma, bias = self._factors(c_in, self.output_size, x.dtype)
         return rank1_apply(x, alpha, gamma, bias, lambda z: z @ w, self.clip)
 
@@ -163,9 +185,9 @@ class Rank1Conv2D(_Rank1Factors):
 
     def __init__(
         self, output_channels, kernel_shape, num_components, stride=1, padding="SAME", with_bias=True,
-        sign_init=0.5, clip=DRAW_CLIP, name=None,
+        sign_init=0.5, clip=DRAW_CLIP, fixed=None, name=None,
     ):
-        super().__init__(num_components, with_bias, sign_init, clip, name)
+        super().__init__(num_components, with_bias, sign_init, clip, fixed, name)
         self.output_channels = output_channels
         self.kernel_shape = (kernel_shape,) * 2 if isinstance(kernel_shape, int) else tuple(kernel_shape)
         self.stride = (stride,) * 2 if isinstance(stride, int) else tuple(stride)
@@ -177,7 +199,7 @@ class Rank1Conv2D(_Rank1Factors):
         c_in = x.shape[-1]
         fan_in = c_in * self.kernel_shape[0] * self.kernel_shape[1]
         w_init = hk.initializers.TruncatedNormal(stddev=1.0 / np.sqrt(fan_in))
-        w = hk.get_parameter("w", list(self.kernel_shape) + [c_in, self.output_channels], x.dtype, init=w_init)
+        w = self._param("w", tuple(self.kernel_shape) + (c_in, self.output_channels), x.dtype, w_init)
         alpha, gamma, bias = self._factors(c_in, self.output_channels, x.dtype)
 
         def conv(z):
@@ -311,11 +333,15 @@ class Rank1MLP(hk.Module):
     """Rank-1 MLP: x (n, ...) flattened, tiled K times, Rank1Dense layers -> (K n, out).
 
     Sites ``{name}/rank1_dense_{i}/{w, b, alpha, gamma}``; activations from
-    ``models.networks.mlp.ACTIVATIONS`` between layers.
+    ``models.networks.mlp.ACTIVATIONS`` between layers. ``fixed``: {site name: array} of W and bias
+    sites to hold constant (e.g. an SVI posterior's median), leaving only alpha and gamma random: the
+    model NUTS samples in the rank-1 paper's "r and s sampled, W fixed" setting.
     """
 
-    def __init__(self, hidden, out, num_components, activation="relu", sign_init=0.5, name="rank1_mlp"):
+    def __init__(self, hidden, out, num_components, activation="relu", sign_init=0.5, fixed=None,
+                 name="rank1_mlp"):
         super().__init__(name=name)
+        self.fixed = dict(fixed or {})
         self.widths = tuple(int(h) for h in hidden) + (int(out),)
         self.num_components = num_components
         self.act = activation_fn(activation)
@@ -324,16 +350,22 @@ class Rank1MLP(hk.Module):
     def __call__(self, x):
         h = tile_components(x.reshape(x.shape[0], -1), self.num_components)
         for i, width in enumerate(self.widths):
-            h = Rank1Dense(width, self.num_components, sign_init=self.sign_init, name=f"rank1_dense_{i}")(h)
+            layer = f"rank1_dense_{i}"
+            fixed = {p: self.fixed[f"{self.module_name}/{layer}/{p}"] for p in FIXABLE
+                     if f"{self.module_name}/{layer}/{p}" in self.fixed}
+            h = Rank1Dense(width, self.num_components, sign_init=self.sign_init, fixed=fixed, name=layer)(h)
             if i < len(self.widths) - 1:
                 h = self.act(h)
         return h
 
 
-def rank1_mlp(hidden, out, num_components, activation="relu", sign_init=0.5, name="rank1_mlp"):
-    """Network function for `models.bnn`: x (n, D) -> (K n, out) through a `Rank1MLP`."""
+def rank1_mlp(hidden, out, num_components, activation="relu", sign_init=0.5, fixed=None, name="rank1_mlp"):
+    """Network function for `models.bnn`: x (n, D) -> (K n, out) through a `Rank1MLP`.
+
+    ``fixed``: {site: array} of W / bias sites held constant (see `Rank1MLP`); other keys are ignored.
+    """
 
     def network(x):
-        return Rank1MLP(hidden, out, num_components, activation, sign_init, name)(x)
+        return Rank1MLP(hidden, out, num_components, activation, sign_init, fixed, name)(x)
 
     return network

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from models import likelihoods, priors
 from models.bridge import bnn
+from models.networks.budget_mlp import widest_mlp_under_budget
+from models.networks.layers import on_flat_images
+from models.networks.lenet5 import lenet5
+from models.networks.lenet_cnn import lenet_cnn
+from models.networks.lstm import lstm_classifier
 from models.networks.mlp import deep_linear, mlp
+from models.networks.resnet import resnet18
+from models.networks.vgg import vgg
+from models.networks.wide_resnet import wide_resnet
+from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
 from zoo.registry import register
 
 
-def _likelihood(train, noise):
+def _likelihood(train, noise=0.1):
     return likelihoods.categorical() if train.num_classes is not None else likelihoods.normal(noise)
 
 
@@ -16,7 +25,8 @@ def _out_dim(train):
     return train.num_classes if train.num_classes is not None else (1 if train.y.ndim == 1 else train.y.shape[1])
 
 
-@register("mlp", default_data="digits", description="multilayer perceptron (widths, activation as arguments)")
+@register("mlp", default_data="digits", description="multilayer perceptron (widths, activation as arguments)",
+          guides=("mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers"))
 def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=1.0, prior="normal", noise=0.1):
     """An MLP BNN: ``hidden`` widths, ``activation``, Normal(0, prior_scale) (or "he_normal"/"cauchy") priors."""
     return bnn(mlp(tuple(hidden), _out_dim(train), activation), _prior(prior, prior_scale),
@@ -39,3 +49,85 @@ def _prior(kind, scale):
     if kind == "cauchy":
         return priors.cauchy(scale)
     raise ValueError(f"prior: expected 'normal', 'he_normal' or 'cauchy', got {kind!r}")
+
+
+@register("moons_mlp", default_data="two_moons", guides=("mean_field", "point_estimate"),
+          description="ReLU MLP of a given depth, widest under a weight budget (Liberty or Depth, app. B)")
+def build_moons_mlp(train, depth=2, budget=1000, activation="relu", prior_scale=1.0, prior="normal"):
+    """Depth `depth` hidden layers of the largest equal width keeping all parameters under `budget`."""
+    (in_dim,), out = train.feature_shape, _out_dim(train)
+    width = widest_mlp_under_budget(depth, in_dim=in_dim, out_dim=out, budget=budget)
+    return bnn(mlp((width,) * depth, out, activation), _prior(prior, prior_scale), _likelihood(train, None),
+               name="moons_mlp")
+
+
+def _image_network(factory, train, **kwargs):
+    """An image network on `train`: flat rows with an image_shape (digits) are reshaped first, and
+    small images (< 16 px) use SAME padding."""
+    if train.image_shape is not None and len(train.feature_shape) == 1:
+        return on_flat_images(factory(**kwargs), train.image_shape)
+    return factory(**kwargs)
+
+
+def _small_image_kwargs(train, kwargs):
+    side = (train.image_shape or train.feature_shape)[0]
+    return {"padding": "SAME", **kwargs} if side < 16 else kwargs
+
+
+@register("lenet5", default_data="mnist", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
+          description="Caffe LeNet-5 (variance networks, MNIST); digits use SAME padding")
+def build_lenet5(train, prior_scale=1.0, prior="normal", **kwargs):
+    """LeNet-5: conv 20 5x5, pool, conv 50 5x5, pool, dense 500, dense classes."""
+    net = _image_network(lenet5, train, num_classes=_out_dim(train), **_small_image_kwargs(train, kwargs))
+    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="lenet5")
+
+
+@register("lenet_cnn", default_data="cifar100", guides=("mean_field", "point_estimate", "k_tied"),
+          description="k-tied paper's LeNet CNN: conv 32, conv 64 (3x3), dense 512, dense classes")
+def build_lenet_cnn(train, prior_scale=1.0, prior="normal", **kwargs):
+    """The k-tied paper's CNN (k-tied on its dense layers)."""
+    net = _image_network(lenet_cnn, train, num_classes=_out_dim(train), **kwargs)
+    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="lenet_cnn")
+
+
+@register("vgg", default_data="cifar10", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
+          description="VGG-like CIFAR network (variance networks); width_multiplier shrinks it")
+def build_vgg(train, prior_scale=1.0, prior="normal", **kwargs):
+    """VGG-like network with batch norm (state, not random variables)."""
+    net = _image_network(vgg, train, num_classes=_out_dim(train), **kwargs)
+    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="vgg")
+
+
+@register("resnet18", default_data="cifar10", guides=("mean_field", "point_estimate", "k_tied"),
+          description="ResNet-18 with a CIFAR stem; width_multiplier shrinks it")
+def build_resnet18(train, prior_scale=1.0, prior="normal", **kwargs):
+    """ResNet-18 (batch norm as state)."""
+    net = _image_network(resnet18, train, num_classes=_out_dim(train), **kwargs)
+    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="resnet18")
+
+
+@register("wide_resnet", default_data="cifar10", guides=("mean_field", "point_estimate"),
+          description="Wide ResNet depth-k (rank-1 paper: WRN-28-10; default 28-2)")
+def build_wide_resnet(train, prior_scale=1.0, prior="normal", **kwargs):
+    """Wide ResNet (batch norm as state)."""
+    net = _image_network(wide_resnet, train, num_classes=_out_dim(train), **kwargs)
+    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="wide_resnet")
+
+
+@register("lstm", default_data="imdb_reviews", guides=("mean_field", "point_estimate", "k_tied"),
+          description="IMDB LSTM classifier: embedding 128, LSTM 128, dense (k-tied paper)")
+def build_lstm(train, vocab_size=20_000, prior_scale=1.0, prior="normal", **kwargs):
+    """The k-tied paper's LSTM with a categorical output over the classes (2 logits for IMDB)."""
+    net = lstm_classifier(vocab_size=vocab_size, num_outputs=_out_dim(train), **kwargs)
+    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="lstm")
+
+
+@register("rank1_mlp", default_data="digits", guides=("rank1_mixture",),
+          description="rank-1 MLP: shared W with K per-component factors r, s (rank-1 BNN paper)")
+def build_rank1_mlp(train, hidden=(64, 64), num_components=4, activation="relu", factor="normal",
+                    objective="average", sign_init=0.5):
+    """((x o s_k) W) o r_k per layer, K components; Normal/Cauchy(1, 0.1) factor priors, Normal(0, 1) on W
+    (L2); `objective` "average" (per-component likelihood, the paper's default) or "mixture"."""
+    net = rank1_mlp(tuple(hidden), _out_dim(train), num_components, activation, sign_init)
+    return bnn(net, rank1_prior(factor), rank1_likelihood(_likelihood(train, None), num_components, objective),
+               name="rank1_mlp")

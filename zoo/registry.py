@@ -10,6 +10,20 @@ import numpy as np
 from zoo.data.dataset import Dataset
 from zoo.data.embedded import EMBEDDED
 
+# Input shape and classes of every named data set (None classes: regression), so that `zoo.list` can
+# count parameters without loading (or having prepared) the data.
+DATA_SHAPES = {
+    "digits": ((64,), 10),
+    "two_moons": ((2,), 2),
+    "regression_1d": ((1,), None),
+    "mnist": ((28, 28, 1), 10),
+    "fashion_mnist": ((28, 28, 1), 10),
+    "cifar10": ((32, 32, 3), 10),
+    "cifar100": ((32, 32, 3), 100),
+    "imdb_reviews": ((80,), 2),
+}
+TFDS_DATA = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews")
+
 
 @dataclass
 class Entry:
@@ -71,10 +85,13 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
 
     Args:
       name: an entry of `zoo.list()` (e.g. "mlp", "deep_linear").
-      data: the name of a shipped data set ("digits", "two_moons", "regression_1d"), or the user's own
-        arrays ``(x_train, y_train, x_test, y_test)``: integer labels mean classification, float labels
+      data: the name of a shipped data set ("digits", "two_moons", "regression_1d"), of a TFDS data set
+        prepared on this machine ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews":
+        train = the papers' training part, test = the test split), or the user's own arrays
+        ``(x_train, y_train, x_test, y_test)``: integer labels mean classification, float labels
         regression. Default: the entry's default data set.
-      data_kwargs: keyword arguments of the data set function (e.g. ``{"n": 2000, "noise": 0.1}``).
+      data_kwargs: keyword arguments of the data set function (e.g. ``{"n": 2000, "noise": 0.1}``;
+        TFDS: ``{"data_dir": ...}`` and the loader's options).
       **kwargs: the architecture's arguments (widths, depth, activation, prior_scale, ...).
     """
     s = spec(name)
@@ -90,8 +107,12 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
 def load_data(data, data_kwargs: dict):
     """(train, test, name) from a shipped data set's name or a user's 4-tuple of arrays (name None)."""
     if isinstance(data, str):
+        if data in TFDS_DATA:
+            from zoo.data.tfds_loaders import load_tfds
+
+            return load_tfds(data, "train", **data_kwargs), load_tfds(data, "test", **data_kwargs), data
         if data not in EMBEDDED:
-            raise ValueError(f"data: unknown data set {data!r}; expected one of {sorted(EMBEDDED)} "
+            raise ValueError(f"data: unknown data set {data!r}; expected one of {sorted(EMBEDDED) + list(TFDS_DATA)} "
                              "or a tuple (x_train, y_train, x_test, y_test)")
         train, test = EMBEDDED[data](**data_kwargs)
         return train, test, data
@@ -106,13 +127,23 @@ def load_data(data, data_kwargs: dict):
                      f"got {type(data).__name__}")
 
 
+def placeholder_data(data: str) -> Dataset:
+    """A one-row Dataset shaped like the named data set (for building a model without its data)."""
+    shape, num_classes = DATA_SHAPES[data]
+    y = np.zeros(1, np.int32) if num_classes is not None else np.zeros(1, np.float32)
+    return Dataset(np.zeros((1,) + shape, np.float32), y, num_classes, data,
+                   image_shape=(8, 8, 1) if data == "digits" else None)
+
+
 def list_entries() -> list:
-    """One dict per entry: name, description, default data, weight count on it, applicable guides."""
+    """One dict per entry: name, description, default data, weight count on it (counted from shapes,
+    nothing is loaded), applicable guides."""
     rows = []
     for n in names():
         s = _REGISTRY[n]
-        entry = get(n)
-        rows.append({"name": n, "data": s.default_data, "weights": entry.num_weights(),
+        train = placeholder_data(s.default_data)
+        model = s.build(train)
+        rows.append({"name": n, "data": s.default_data, "weights": model.num_weights(train.feature_shape),
                      "guides": ", ".join(s.guides), "description": s.description})
     return rows
 

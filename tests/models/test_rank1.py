@@ -134,3 +134,13 @@ def test_rank1_mlp_model_outputs_tiled_logits_and_averaged_probabilities():
     np.testing.assert_allclose(model.predictive(params, x), jax.nn.softmax(split_components(out, 3), -1).mean(0), rtol=1e-6)
     prior = model.site_priors(x)
     assert float(prior["rank1_mlp/rank1_dense_0/alpha"].base_dist.base_dist.loc) == 1.0
+
+
+def test_fixed_weights_must_be_w_or_b_with_the_right_shape():
+    x = jnp.ones((2, 3))
+    with pytest.raises(ValueError, match="only"):
+        hk.transform(lambda z: Rank1Dense(4, 2, fixed={"alpha": jnp.ones((2, 3))})(z)).init(jax.random.PRNGKey(0), x)
+    with pytest.raises(ValueError, match=r"expected shape \(3, 4\)"):
+        hk.transform(lambda z: Rank1Dense(4, 2, fixed={"w": jnp.ones((4, 3))})(z)).init(jax.random.PRNGKey(0), x)
+    params = hk.transform(lambda z: Rank1Dense(4, 2, fixed={"w": jnp.ones((3, 4))})(z)).init(jax.random.PRNGKey(0), x)
+    assert set(params["rank1_dense"]) == {"alpha", "gamma", "b"}

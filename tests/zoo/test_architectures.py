@@ -1,0 +1,45 @@
+"""Every architecture of the catalogue trains a few SVI steps and takes a few NUTS draws on tiny inputs,
+from the same model object (widths shrunk: compile time, not FLOPs, is the cost here)."""
+
+import numpy as np
+import pytest
+
+import inference
+import zoo
+
+RNG = np.random.default_rng(0)
+IMAGES = RNG.uniform(size=(12, 8, 8, 3)).astype(np.float32)
+LABELS = RNG.integers(0, 3, 12).astype(np.int32)
+TOKENS = RNG.integers(0, 50, (12, 6)).astype(np.float32)
+
+TINY = {
+    "lenet5": (IMAGES, {"channels": (2, 3), "hidden": 8}),
+    "lenet_cnn": (IMAGES, {"channels": (2, 3), "hidden": 8}),
+    "vgg": (IMAGES, {"widths": (2, 4), "depths": (1, 1), "hidden": 4}),
+    "resnet18": (IMAGES, {"width_multiplier": 1 / 32}),
+    "wide_resnet": (IMAGES, {"depth": 10, "k": 1}),
+    "lstm": (TOKENS, {"vocab_size": 50, "embed_dim": 4, "hidden": 4}),
+    "moons_mlp": (RNG.normal(size=(12, 2)).astype(np.float32), {"depth": 2, "budget": 60}),
+    "deep_linear": (RNG.normal(size=(12, 5)).astype(np.float32), {"depth": 3, "width": 4}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_architecture_trains_and_samples(name):
+    x, kwargs = TINY[name]
+    y = LABELS if name != "moons_mlp" else LABELS % 2
+    entry = zoo.get(name, data=(x[:8], y[:8], x[8:], y[8:]), **kwargs)
+    post = inference.fit(entry.model, inference.mean_field(entry.model), entry.train, steps=3, batch_size=4,
+                         progress=False)
+    assert np.all(np.isfinite(post.losses)) and post.losses.shape == (3,)
+    probs = post.predict(entry.test.x, num_samples=2)
+    assert probs.shape == (2, 4, entry.train.num_classes)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-4)
+    mcmc = inference.nuts(entry.model, entry.train, init=post, num_chains=2, num_warmup=2, num_samples=2,
+                          max_tree_depth=2, progress=False)
+    assert mcmc.model is post.model
+    assert next(iter(mcmc.samples.values())).shape[:2] == (2, 2)
+    assert mcmc.predict(entry.test.x, num_samples=4).shape == (4, 4, entry.train.num_classes)
+    if entry.model.is_stateful(entry.train.feature_shape):
+        assert post.state is not None  # batch-norm statistics travel as state, not as random variables
+        assert not any("mean_ema" in site or "var_ema" in site for site in entry.model.site_shapes(x[:1]))
