@@ -166,7 +166,7 @@ def predictions_by_procedure(posterior, x, num_samples: int = 100, seed: int = 0
     x = np.asarray(x, np.float32)
     members = posterior.predict(x, num_samples=num_samples, seed=seed)
     return {
-        "deterministic": np.asarray(posterior.model.predictive(posterior.median(), x)),
+        "deterministic": np.asarray(posterior.model.predictive(posterior.median(), x, state=posterior.state)),
         "stochastic": members[0],
         "ensemble": members.mean(axis=0),
     }

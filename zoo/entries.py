@@ -106,20 +106,29 @@ def build_resnet18(train, prior_scale=1.0, prior="normal", **kwargs):
     return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="resnet18")
 
 
-@register("wide_resnet", default_data="cifar10", guides=("mean_field", "point_estimate"),
-          description="Wide ResNet depth-k (rank-1 paper: WRN-28-10; default 28-2)")
-def build_wide_resnet(train, prior_scale=1.0, prior="normal", **kwargs):
-    """Wide ResNet (batch norm as state)."""
-    net = _image_network(wide_resnet, train, num_classes=_out_dim(train), **kwargs)
-    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="wide_resnet")
+@register("wide_resnet", default_data="cifar10", guides=("mean_field", "point_estimate", "rank1_mixture"),
+          description="Wide ResNet depth-k (rank-1 paper: WRN-28-10; default 28-2); num_components=K: rank-1")
+def build_wide_resnet(train, prior_scale=1.0, prior="normal", num_components=None, factor="normal", **kwargs):
+    """Wide ResNet (batch norm as state); with `num_components` K its convolutions are rank-1 layers."""
+    net = _image_network(wide_resnet, train, num_classes=_out_dim(train), num_components=num_components, **kwargs)
+    return bnn(net, *_prior_and_likelihood(train, prior, prior_scale, num_components, factor), name="wide_resnet")
 
 
-@register("lstm", default_data="imdb_reviews", guides=("mean_field", "point_estimate", "k_tied"),
-          description="IMDB LSTM classifier: embedding 128, LSTM 128, dense (k-tied paper)")
-def build_lstm(train, vocab_size=20_000, prior_scale=1.0, prior="normal", **kwargs):
-    """The k-tied paper's LSTM with a categorical output over the classes (2 logits for IMDB)."""
-    net = lstm_classifier(vocab_size=vocab_size, num_outputs=_out_dim(train), **kwargs)
-    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="lstm")
+@register("lstm", default_data="imdb_reviews", guides=("mean_field", "point_estimate", "k_tied", "rank1_mixture"),
+          description="IMDB LSTM classifier: embedding 128, LSTM 128, dense (k-tied paper); num_components=K: rank-1")
+def build_lstm(train, vocab_size=20_000, prior_scale=1.0, prior="normal", num_components=None, factor="normal",
+               **kwargs):
+    """The k-tied paper's LSTM with a categorical output over the classes (2 logits for IMDB); with
+    `num_components` K its kernel and recurrent kernel are rank-1 (the rank-1 paper's LSTM)."""
+    net = lstm_classifier(vocab_size=vocab_size, num_outputs=_out_dim(train), num_components=num_components, **kwargs)
+    return bnn(net, *_prior_and_likelihood(train, prior, prior_scale, num_components, factor), name="lstm")
+
+
+def _prior_and_likelihood(train, prior, prior_scale, num_components, factor):
+    """(prior, likelihood): plain, or the rank-1 ones (factor prior, per-component likelihood) for K components."""
+    if num_components is None:
+        return _prior(prior, prior_scale), _likelihood(train, None)
+    return rank1_prior(factor), rank1_likelihood(_likelihood(train, None), num_components)
 
 
 @register("rank1_mlp", default_data="digits", guides=("rank1_mixture",),

@@ -68,9 +68,10 @@ class ResNet(hk.Module):
 
 
 def resnet18(num_classes: int = 10, width_multiplier: float = 1.0,
-             num_components: int | None = None):
+             num_components: int | None = None, blocks: Sequence[int] = (2, 2, 2, 2)):
     """ResNet-18 (CIFAR stem). Returns `network_fn(x, is_training=False) -> logits`.
 
+    `blocks`: basic blocks per stage; (2, 2, 2, 2) is ResNet-18, (1, 1, 1, 1) the same code at depth 10.
     x: (N, 32, 32, 3) float32 on CIFAR; logits (N, num_classes), or (K N, num_classes) with rank-1
     layers (num_components=K). Batch-norm statistics are Haiku state: transform with
     `hk.transform_with_state`.
@@ -78,6 +79,6 @@ def resnet18(num_classes: int = 10, width_multiplier: float = 1.0,
     layers = Layers(num_components)
 
     def network_fn(x: jax.Array, is_training: bool = False) -> jax.Array:
-        return ResNet(num_classes, width_multiplier=width_multiplier, layers=layers)(x, is_training)
+        return ResNet(num_classes, blocks=blocks, width_multiplier=width_multiplier, layers=layers)(x, is_training)
 
     return network_fn

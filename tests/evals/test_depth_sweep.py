@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals.depth_sweep import QUICK, gaussian_metrics, plot_depth_sweep, run_one, summarise
+from evals.depth_sweep import QUICK, gaussian_metrics, plot_depth_sweep, run_one, shift_null, summarise
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
 
 
@@ -23,7 +23,45 @@ def test_gaussian_metrics_separate_correlated_from_independent_draws():
     assert m_cor["kl_diag_full"] > 10 * m_ind["kl_diag_full"]
     assert m_cor["w2_gaussian"] > 10 * m_ind["w2_gaussian"]
     assert m_cor["ess_bulk_min"] > 250  # independent draws
+    assert np.isnan(m_cor["rhat_max"])  # one chain: ArviZ's R-hat needs two
+    assert m_cor["num_draws"] == 400
+    assert m_ind["cov_min_eig"] == pytest.approx(np.linalg.eigvalsh(np.cov(independent.T))[0])
     assert m_cor["w2_extra_error"] == pytest.approx(m_cor["w2_diag"] - m_cor["w2_full"])
+    # with independent draws the shift null is the independent-draws null's size
+    assert m_ind["kl_null_shift"] < 3 * m_ind["kl_null"] + 0.05
+
+
+def _ar1_chains(rng, chains, length, dim, rho):
+    """(chains, length, dim) stationary AR(1) draws with unit marginal variance, independent coordinates."""
+    out = np.empty((chains, length, dim))
+    out[:, 0] = rng.standard_normal((chains, dim))
+    for t in range(1, length):
+        out[:, t] = rho * out[:, t - 1] + np.sqrt(1 - rho**2) * rng.standard_normal((chains, dim))
+    return out
+
+
+def test_shift_null_keeps_each_coordinate_and_gives_the_floor_of_slowly_mixing_chains():
+    rng = np.random.default_rng(1)
+    slow = _ar1_chains(rng, chains=2, length=500, dim=20, rho=0.97)  # ESS about 15 per chain
+    shifted = shift_null(slow, seed=3)
+    assert shifted.shape == slow.shape
+    np.testing.assert_array_equal(np.sort(shifted, axis=1), np.sort(slow, axis=1))  # same values per chain
+    assert not np.array_equal(shifted, slow)
+    m = gaussian_metrics(slow)
+    # slow independent chains look correlated: the independent-draws null is far too low a floor,
+    # the shift null (same autocorrelation) is of the size of the spurious KL
+    assert m["kl_diag_full"] > 3 * m["kl_null"]
+    assert m["kl_null_shift"] > 3 * m["kl_null"]
+    assert 0.4 < m["kl_diag_full"] / m["kl_null_shift"] < 2.5
+    assert m["ess_bulk_min"] < 100
+    # a true cross-correlation lifts the KL clear of the shift null
+    mixing = np.eye(20) + 0.9 * np.tri(20, k=-1)
+    m_cor = gaussian_metrics(slow @ mixing.T)
+    assert m_cor["kl_diag_full"] > 3 * m_cor["kl_null_shift"]
+    # R-hat: about 1 for two chains of independent draws, large for two chains in different places
+    fast = rng.standard_normal((2, 500, 20))
+    assert gaussian_metrics(fast)["rhat_max"] < 1.05
+    assert gaussian_metrics(fast + np.array([0.0, 3.0])[:, None, None])["rhat_max"] > 1.5
 
 
 def test_summary_gives_the_mean_and_standard_error_over_seeds():
@@ -44,8 +82,12 @@ def test_one_tiny_run_goes_through_svi_nuts_and_the_gaussian_fit():
 
     tiny = replace(QUICK, n_data=100, weight_budget=40, svi_epochs=2, batch_size=32, num_warmup=20,
                    num_samples=40, max_tree_depth=3)
+    assert tiny.num_chains == 2  # QUICK's parallel chains (tests/conftest.py sets 2 host devices)
     row = run_one(tiny, depth=2, activation="relu", seed=0)
     assert row["width"] == widest_mlp_under_budget(2, budget=40) == 3
     assert row["num_weights"] == mlp_param_count(2, 3) == 29  # every NUTS site is in the Gaussian fit
+    assert row["num_draws"] == 2 * 40  # both chains pooled
     assert np.isfinite(row["kl_diag_full"]) and row["kl_diag_full"] > 0
+    assert np.isfinite(row["rhat_max"]) and row["rhat_max"] >= 1.0
+    assert 0.0 < row["svi_mean_sd"] < row["nuts_mean_sd"]  # init_scale 1e-3 barely grows in 2 epochs
     assert 0.0 <= row["nuts_accuracy"] <= 1.0
