@@ -13,6 +13,7 @@ Models that are not a `BNN` fall back to NumPyro's path.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpyro
 from numpyro import handlers
 from numpyro.distributions import biject_to
@@ -69,6 +70,12 @@ class BNNGuide(AutoGuide):
     def latent_names(self) -> list:
         """Names of the model's latent sites, in model order."""
         return [k for k, s in self.prototype_trace.items() if s["type"] == "sample" and not s["is_observed"]]
+
+    def num_latent(self) -> int:
+        """Number of scalar latent values the guide covers (after `setup`)."""
+        import math
+
+        return int(sum(math.prod(jnp.shape(v)) for v in self._init_locs.values()))
 
     def num_params(self, params: dict | None = None) -> int:
         """Number of scalar variational parameters (counted from `params`, or from a fresh init)."""

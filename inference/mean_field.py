@@ -23,6 +23,10 @@ class MeanField(AutoNormal, BNNGuide):
         super().__init__(model, init_scale=init_scale, prefix=prefix)
         self.config = {"name": "mean_field", "init_scale": init_scale, "prefix": prefix}
 
+    def num_params_formula(self) -> int:
+        """2 per latent value (a location and a scale)."""
+        return 2 * self.num_latent()
+
 
 def mean_field(model, *, init_scale: float = 1e-3, prefix: str = "auto") -> MeanField:
     """The mean-field guide for `model` (a `models.BNN`); `init_scale` is the initial sigma of every weight."""

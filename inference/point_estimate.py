@@ -18,6 +18,10 @@ class PointEstimate(AutoDelta, BNNGuide):
         super().__init__(model, prefix=prefix)
         self.config = {"name": "point_estimate", "prefix": prefix}
 
+    def num_params_formula(self) -> int:
+        """1 per latent value."""
+        return self.num_latent()
+
 
 def point_estimate(model, *, prefix: str = "auto") -> PointEstimate:
     """The MAP / deterministic-network guide for `model` (the reference row of mCE tables)."""

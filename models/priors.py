@@ -17,13 +17,7 @@ Prior = Callable[[str, tuple], dist.Distribution]
 
 def normal(scale: float = 1.0, loc: float = 0.0) -> Prior:
     """Independent Normal(loc, scale) on every entry of the tensor."""
-    _check_positive("scale", scale)
-
-    def prior(name, shape):
-        return dist.Normal(loc, scale).expand(tuple(shape))
-
-    prior.spec = {"kind": "normal", "scale": scale, "loc": loc}
-    return prior
+    return _iid("normal", dist.Normal, scale, loc)
 
 
 def he_normal(gain: float = 2.0) -> Prior:
@@ -40,12 +34,17 @@ def he_normal(gain: float = 2.0) -> Prior:
 
 def cauchy(scale: float = 1.0, loc: float = 0.0) -> Prior:
     """Independent Cauchy(loc, scale) on every entry (heavy tails)."""
+    return _iid("cauchy", dist.Cauchy, scale, loc)
+
+
+def _iid(kind: str, family, scale: float, loc: float) -> Prior:
+    """family(loc, scale) on every entry, with its spec for checkpoints."""
     _check_positive("scale", scale)
 
     def prior(name, shape):
-        return dist.Cauchy(loc, scale).expand(tuple(shape))
+        return family(loc, scale).expand(tuple(shape))
 
-    prior.spec = {"kind": "cauchy", "scale": scale, "loc": loc}
+    prior.spec = {"kind": kind, "scale": scale, "loc": loc}
     return prior
 
 

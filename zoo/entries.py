@@ -33,7 +33,7 @@ def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=1.0, prior=
                _likelihood(train, noise), name="mlp")
 
 
-@register("deep_linear", default_data="digits",
+@register("deep_linear", default_data="digits", guides=("mean_field", "point_estimate"),
           description="deep linear network x W1...WL, product matrix exposed (Liberty or Depth)")
 def build_deep_linear(train, depth=3, width=32, prior_scale=1.0, prior="normal", noise=0.1):
     """A deep linear BNN of `depth` bias-free linear layers of `width` units."""
@@ -69,6 +69,12 @@ def _image_network(factory, train, **kwargs):
     return factory(**kwargs)
 
 
+def _image_bnn(factory, name, train, prior, prior_scale, kwargs):
+    """A BNN of the image network `factory(num_classes=..., **kwargs)` on `train` with a plain prior."""
+    net = _image_network(factory, train, num_classes=_out_dim(train), **kwargs)
+    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name=name)
+
+
 def _small_image_kwargs(train, kwargs):
     side = (train.image_shape or train.feature_shape)[0]
     return {"padding": "SAME", **kwargs} if side < 16 else kwargs
@@ -78,32 +84,28 @@ def _small_image_kwargs(train, kwargs):
           description="Caffe LeNet-5 (variance networks, MNIST); digits use SAME padding")
 def build_lenet5(train, prior_scale=1.0, prior="normal", **kwargs):
     """LeNet-5: conv 20 5x5, pool, conv 50 5x5, pool, dense 500, dense classes."""
-    net = _image_network(lenet5, train, num_classes=_out_dim(train), **_small_image_kwargs(train, kwargs))
-    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="lenet5")
+    return _image_bnn(lenet5, "lenet5", train, prior, prior_scale, _small_image_kwargs(train, kwargs))
 
 
 @register("lenet_cnn", default_data="cifar100", guides=("mean_field", "point_estimate", "k_tied"),
           description="k-tied paper's LeNet CNN: conv 32, conv 64 (3x3), dense 512, dense classes")
 def build_lenet_cnn(train, prior_scale=1.0, prior="normal", **kwargs):
     """The k-tied paper's CNN (k-tied on its dense layers)."""
-    net = _image_network(lenet_cnn, train, num_classes=_out_dim(train), **kwargs)
-    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="lenet_cnn")
+    return _image_bnn(lenet_cnn, "lenet_cnn", train, prior, prior_scale, kwargs)
 
 
 @register("vgg", default_data="cifar10", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
           description="VGG-like CIFAR network (variance networks); width_multiplier shrinks it")
 def build_vgg(train, prior_scale=1.0, prior="normal", **kwargs):
     """VGG-like network with batch norm (state, not random variables)."""
-    net = _image_network(vgg, train, num_classes=_out_dim(train), **kwargs)
-    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="vgg")
+    return _image_bnn(vgg, "vgg", train, prior, prior_scale, kwargs)
 
 
 @register("resnet18", default_data="cifar10", guides=("mean_field", "point_estimate", "k_tied"),
           description="ResNet-18 with a CIFAR stem; width_multiplier shrinks it")
 def build_resnet18(train, prior_scale=1.0, prior="normal", **kwargs):
     """ResNet-18 (batch norm as state)."""
-    net = _image_network(resnet18, train, num_classes=_out_dim(train), **kwargs)
-    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name="resnet18")
+    return _image_bnn(resnet18, "resnet18", train, prior, prior_scale, kwargs)
 
 
 @register("wide_resnet", default_data="cifar10", guides=("mean_field", "point_estimate", "rank1_mixture"),

@@ -10,8 +10,9 @@
   misses that by far (eigenvalues 0.035 ... 2.7, asserted below), so the check can fail.
 * The guides' draws (Posterior.draws -> sample_posterior) have the guide's mean and covariance within
   4 Monte Carlo standard errors: sd(mean_i) = sqrt(S_ii / n), sd(cov_ij) = sqrt((S_ii S_jj + S_ij²) / n).
-* Every guide runs through test_guide_api.py's check (fit, Predictive, sample_posterior, median,
-  quantiles, to_arviz, save/load, formula == counted parameters).
+* Every posterior API (fit, Predictive, sample_posterior, median, quantiles, Posterior.predict,
+  to_arviz, save/load) on the BLR fits, checked against the fitted Gaussian; the by-site guide
+  (zero-mean + k-tied + mean-field + Delta sites) through test_guide_api.py's check on a two-layer MLP.
 """
 
 import importlib.util
@@ -24,12 +25,14 @@ import optax
 import pytest
 from numpyro import handlers
 from numpyro.distributions import biject_to, constraints
+from numpyro.infer import Predictive
 
 import inference
 import models
+from inference import GUIDES, register_guide
 from inference.block_diagonal import block_diagonal
 from inference.by_site import by_site
-from inference.full_covariance import full_covariance, low_rank
+from inference.full_covariance import FullCovariance, LowRank, full_covariance, low_rank
 from models import bnn, likelihoods, priors
 from models.networks.lenet5 import lenet5
 from models.networks.mlp import mlp
@@ -84,7 +87,7 @@ def _order(guide):
 def _gaussian(post):
     """(mean (4,), covariance (4, 4)) of the fitted guide, in the order [w0, w1, w2, b]."""
     guide, p = post.guide, post.params
-    if isinstance(guide, inference.full_covariance.LowRank | inference.full_covariance.FullCovariance):
+    if isinstance(guide, (FullCovariance, LowRank)):
         q, perm = guide.get_posterior(p), _order(guide)
         return np.asarray(q.mean)[perm], np.asarray(q.covariance_matrix)[np.ix_(perm, perm)]
     mean = np.r_[p[f"{W}_auto_loc"], p[f"{B}_auto_loc"]]
@@ -140,7 +143,47 @@ def test_draws_follow_the_fitted_gaussian(blr_fits, name):
     assert np.all(np.abs(np.cov(draws.T) - q_cov) < tol)
 
 
-# ----- the shared posterior-API check ------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(BLR_GUIDES))
+def test_every_posterior_api_agrees_with_the_fitted_gaussian(blr, blr_fits, name, tmp_path):
+    """median = mean, quantiles = mean + z_q sd (marginals of the fitted Gaussian), Predictive's and
+    Posterior.predict's means of x @ w + b and to_arviz's mean log-likelihood (closed form
+    E_q log N(y | x @ w + b, noise²)) within 4 Monte Carlo standard errors, save/load exact."""
+    x, y, model, *_ = blr
+    post = blr_fits[name]
+    guide, params = post.guide, post.params
+    q_mean, q_cov = _gaussian(post)
+    sd = np.sqrt(np.diag(q_cov))
+    median = guide.median(params)
+    np.testing.assert_allclose(np.r_[median[W][:, 0], median[B]], q_mean, rtol=1e-6, atol=1e-7)
+    quant = guide.quantiles(params, [0.1, 0.9])
+    z = 1.2815515655446004  # Phi^-1(0.9)
+    for row, sign in ((0, -1), (1, 1)):
+        np.testing.assert_allclose(np.r_[quant[W][row, :, 0], quant[B][row]], q_mean + sign * z * sd, rtol=1e-5, atol=1e-6)
+
+    features = np.c_[x, np.ones(len(x))]
+    f_mean, f_var = features @ q_mean, np.einsum("ni,ij,nj->n", features, q_cov, features)
+    n = 2000
+    predictive = Predictive(model, guide=guide, params=params, num_samples=n, return_sites=["y"])
+    y_draws = jax.jit(lambda key: predictive(key, x)["y"])(jax.random.PRNGKey(4))
+    assert np.all(np.abs(np.asarray(y_draws).mean(0) - f_mean) < 4 * np.sqrt((f_var + NOISE**2) / n))
+    f_draws = post.predict(x, num_samples=n, seed=5).reshape(n, len(x))
+    assert np.all(np.abs(f_draws.mean(0) - f_mean) < 4 * np.sqrt(f_var / n))
+
+    idata = inference.to_arviz(post, (x, y), num_samples=200)
+    assert idata.posterior[W].shape == (1, 200, 3, 1)
+    ll = np.asarray(idata.log_likelihood["y"])[0]  # (200, N); E_q log N(y | f, noise²) in closed form:
+    expected = -0.5 * ((y - f_mean) ** 2 + f_var) / NOISE**2 - np.log(NOISE) - 0.5 * np.log(2 * np.pi)
+    assert np.all(np.abs(ll.mean(0) - expected) < 4 * ll.std(0) / np.sqrt(200) + 1e-6)
+
+    if guide.config["name"] not in GUIDES:
+        register_guide(guide.config["name"], FACTORIES[guide.config["name"]])
+    loaded = inference.load(inference.save(post, str(tmp_path / name)), model)
+    assert type(loaded.guide) is type(guide) and loaded.guide.config == guide.config
+    for key, value in loaded.median().items():
+        np.testing.assert_array_equal(value, median[key])
+
+
+# ----- by_site through the shared posterior-API check ------------------------------------------------------------------
 def _guide_api_module():
     path = os.path.join(os.path.dirname(__file__), "test_guide_api.py")
     spec = importlib.util.spec_from_file_location("_guide_api_for_covariance_guides", path)
@@ -149,22 +192,15 @@ def _guide_api_module():
     return module
 
 
-API_CASES = {
-    "full_covariance": lambda m: full_covariance(m),
-    "low_rank": lambda m: low_rank(m, rank=2),
-    "block_diagonal_layer": lambda m: block_diagonal(m, blocks="layer"),
-    "by_site": lambda m: by_site(m, {"*/linear_0/w": "zero_mean", "*/w": ("k_tied", {"rank": 1}),
-                                     "*/linear_1/b": "mean_field"}, default="point_estimate"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(API_CASES))
-def test_guide_serves_every_posterior_api(case, tmp_path, monkeypatch):
+def test_by_site_serves_every_posterior_api(tmp_path, monkeypatch):
+    """test_guide_api.py's check (fit, Predictive, sample_posterior, median, quantiles, to_arviz, save/load,
+    formula == counted) on zero-mean + k-tied + mean-field + Delta sites in one guide."""
     api = _guide_api_module()
-    monkeypatch.setitem(api.CASES, case, lambda: (api._plain_model(), API_CASES[case]))
-    for name, factory in FACTORIES.items():
-        monkeypatch.setitem(api.FACTORIES, name, factory)
-    api.test_guide_trains_and_serves_every_posterior_api(case, tmp_path)
+    make = lambda m: by_site(m, {"*/linear_0/w": "zero_mean", "*/w": ("k_tied", {"rank": 1}),  # noqa: E731
+                                 "*/linear_1/b": "mean_field"}, default="point_estimate")
+    monkeypatch.setitem(api.CASES, "by_site", lambda: (api._plain_model(), make))
+    monkeypatch.setitem(api.FACTORIES, "by_site", by_site)
+    api.test_guide_trains_and_serves_every_posterior_api("by_site", tmp_path)
 
 
 # ----- parameter counts and refusals -------------------------------------------------------------------
@@ -277,3 +313,20 @@ def test_by_site_refuses_uncovered_sites_and_unmatched_patterns():
     guide = by_site(model, {"*/linear_1/*": "mean_field", "*/w": ("k_tied", {"rank": 1})}).setup(x)
     assert [guide.family_of(n) for n in guide.site_shapes()] == ["point_estimate", "k_tied", "mean_field", "mean_field"]
     assert guide.num_params() == 2 + (128 + 64 + 2) + 2 * (20 + 10)
+
+
+def test_block_guide_pushes_constrained_sites_through_their_bijection():
+    """A learned noise (positive support): value = exp(z), the Delta carries log density -log|J| = -z
+    (so the ELBO's Delta-KL adds the Jacobian), draws are positive and the median is exp(loc)."""
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(None), name="blr")
+    x = np.zeros((4, 3), np.float32)
+    guide = block_diagonal(model, blocks="layer").setup(x)
+    assert guide.block_sites["likelihood"] == ["likelihood/noise"]
+    trace = handlers.trace(handlers.seed(guide, 0)).get_trace(x)
+    z = trace["_auto_likelihood_latent"]["value"][0]
+    noise = trace["likelihood/noise"]["fn"]
+    np.testing.assert_allclose([noise.v, noise.log_density], [np.exp(z), -z], rtol=1e-6)
+    params = {k: s["value"] for k, s in trace.items() if s["type"] == "param"}
+    draws = guide.sample_posterior(jax.random.PRNGKey(1), params, sample_shape=(100,))["likelihood/noise"]
+    assert draws.shape == (100,) and np.all(draws > 0)
+    np.testing.assert_allclose(guide.median(params)["likelihood/noise"], np.exp(params["likelihood_auto_loc"][0]), rtol=1e-6)
