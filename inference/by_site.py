@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
-import math
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +47,7 @@ class DeltaSites(PerSiteGuide):
 
     def num_params_formula(self) -> int:
         """One location per entry."""
-        return sum(math.prod(s) for s in self.site_shapes().values())
+        return self.num_latent()
 
 
 class NormalSites(PerSiteGuide):
@@ -65,7 +64,7 @@ class NormalSites(PerSiteGuide):
 
     def num_params_formula(self) -> int:
         """Two parameters per entry."""
-        return 2 * sum(math.prod(s) for s in self.site_shapes().values())
+        return 2 * self.num_latent()
 
 
 def normalize_spec(spec, arg: str) -> list:

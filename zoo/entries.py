@@ -27,10 +27,14 @@ def _out_dim(train):
 
 @register("mlp", default_data="digits", description="multilayer perceptron (widths, activation as arguments)",
           guides=("mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers"))
-def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=1.0, prior="normal", noise=0.1):
-    """An MLP BNN: ``hidden`` widths, ``activation``, Normal(0, prior_scale) (or "he_normal"/"cauchy") priors."""
-    return bnn(mlp(tuple(hidden), _out_dim(train), activation), _prior(prior, prior_scale),
-               _likelihood(train, noise), name="mlp")
+def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=1.0, prior="normal", noise=0.1,
+              log_uniform_sites=()):
+    """An MLP BNN: ``hidden`` widths, ``activation``, Normal(0, prior_scale) (or "he_normal"/"cauchy") priors;
+    sites matching a pattern of `log_uniform_sites` get the improper log-uniform prior of variance networks."""
+    base = _prior(prior, prior_scale)
+    if log_uniform_sites:
+        base = priors.by_pattern({p: priors.log_uniform() for p in log_uniform_sites}, default=base)
+    return bnn(mlp(tuple(hidden), _out_dim(train), activation), base, _likelihood(train, noise), name="mlp")
 
 
 @register("deep_linear", default_data="digits", guides=("mean_field", "point_estimate"),

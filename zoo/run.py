@@ -27,7 +27,9 @@ DIGITS_GUIDES = [
     ("1-tied", "mlp", _MLP, "k_tied", {"rank": 1}, {}),
     ("2-tied", "mlp", _MLP, "k_tied", {"rank": 2}, {}),
     ("3-tied", "mlp", _MLP, "k_tied", {"rank": 3}, {}),
-    ("zero_mean", "mlp", _MLP, "zero_mean", {"variance_sites": ["mlp/~/linear_1/w"]}, {}),
+    # variance networks: the zero-mean layer has the log-uniform prior, so its KL is a constant (app. C)
+    ("zero_mean", "mlp", {**_MLP, "log_uniform_sites": ["mlp/~/linear_1/w"]}, "zero_mean",
+     {"variance_sites": ["mlp/~/linear_1/w"]}, {"lr": 3e-3, "kl_warmup_fraction": 0.0}),
     ("rank1_normal", "rank1_mlp", {**_MLP, "factor": "normal"}, "rank1_mixture", {"family": "normal"}, _RANK1_FIT),
     ("rank1_cauchy", "rank1_mlp", {**_MLP, "factor": "cauchy"}, "rank1_mixture", {"family": "cauchy"}, _RANK1_FIT),
     ("batch_ensemble", "rank1_mlp", _MLP, "rank1_mixture", {"family": "delta"}, _RANK1_FIT),
