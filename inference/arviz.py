@@ -27,11 +27,12 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
         groups["sample_stats"] = {renamed.get(k, k): np.asarray(v) for k, v in stats.items()}
     if data is not None:
         x, y, _, _ = as_arrays(data)
-        flat_n = chains * draws
+        # the very draws of the posterior group, flattened chain-major
+        flat = {k: np.asarray(v).reshape((chains * draws,) + np.shape(v)[2:]) for k, v in by_chain.items()}
         if log_likelihood and y is not None:
-            ll = posterior.log_likelihood(x, y, num_samples=flat_n, seed=seed)
+            ll = posterior.log_likelihood(x, y, draws=flat)
             groups["log_likelihood"] = {"y": ll.reshape(chains, draws, -1)}
-        probs = posterior.predict(x, num_samples=flat_n, seed=seed)
+        probs = posterior.predict(x, draws=flat)
         labels = _sample_labels(probs, posterior, seed)
         groups["posterior_predictive"] = {"y": labels.reshape((chains, draws) + labels.shape[1:])}
         if y is not None:

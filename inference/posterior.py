@@ -103,20 +103,22 @@ class Posterior:
         return {k: jnp.median(v, axis=0) for k, v in self.draws().items()}
 
     # ----- predictions ------------------------------------------------------------------------
-    def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50) -> np.ndarray:
+    def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50, draws: dict | None = None) -> np.ndarray:
         """Predictive probabilities per draw: (S, N, C) (classification) or means (S, N, ...) (regression).
 
         Draws are made and pushed through the network `chunk_size` at a time (one compile per
         shape), so memory stays at one chunk of weights however large S is. MCMC uses `num_samples`
-        evenly spaced draws, or all of them if fewer exist.
+        evenly spaced draws, or all of them if fewer exist. `draws`: {site: (S, ...)} to use instead
+        (e.g. from `draws`, so that several quantities share the same weights).
         """
-        return self._per_draw(self.model.predictive, x, None, num_samples, seed, chunk_size)
+        return self._per_draw(self.model.predictive, x, None, num_samples, seed, chunk_size, draws)
 
-    def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = 50) -> np.ndarray:
-        """Pointwise log p(y_n | x_n, w_s): (S, N)."""
-        return self._per_draw(self.model.log_likelihood, x, y, num_samples, seed, chunk_size)
+    def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = 50,
+                       draws: dict | None = None) -> np.ndarray:
+        """Pointwise log p(y_n | x_n, w_s): (S, N); `draws` as in `predict`."""
+        return self._per_draw(self.model.log_likelihood, x, y, num_samples, seed, chunk_size, draws)
 
-    def _per_draw(self, fn, x, y, num_samples, seed, chunk_size):
+    def _per_draw(self, fn, x, y, num_samples, seed, chunk_size, draws=None):
         from inference.data_args import check_model_data
 
         x = np.asarray(x, np.float32)
@@ -129,14 +131,14 @@ class Posterior:
             vmapped = jax.vmap(lambda params, state, *a: fn(params, *a, state=state), in_axes=in_axes)
             apply = self._jitted[key] = jax.jit(lambda params, *a: vmapped(params, self.state, *a))
         out = []
-        if self.kind == "svi":
+        if self.kind == "svi" and draws is None:
             total = int(num_samples)
             base = jax.random.PRNGKey(seed)
             for i, start in enumerate(range(0, total, chunk_size)):
                 draws = self._svi_draws(jax.random.fold_in(base, i), chunk_size)
                 out.append(np.asarray(apply(draws, *args))[: total - start])
         else:
-            draws = self.draws(num_samples)
+            draws = self.draws(num_samples) if draws is None else draws
             total = next(iter(draws.values())).shape[0]
             for start in range(0, total, chunk_size):
                 chunk = {k: v[start:start + chunk_size] for k, v in draws.items()}

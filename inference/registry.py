@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from inference.block_diagonal import block_diagonal
+from inference.by_site import by_site
+from inference.full_covariance import full_covariance, low_rank
 from inference.k_tied import k_tied
 from inference.mean_field import mean_field
 from inference.point_estimate import point_estimate
@@ -15,6 +18,10 @@ GUIDES = {
     "zero_mean": zero_mean,
     "variance_layers": variance_layers,
     "rank1_mixture": rank1_mixture,  # family="delta" is BatchEnsemble (inference.batch_ensemble)
+    "full_covariance": full_covariance,
+    "low_rank": low_rank,
+    "block_diagonal": block_diagonal,
+    "by_site": by_site,
 }
 
 

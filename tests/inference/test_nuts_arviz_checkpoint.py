@@ -31,10 +31,12 @@ def test_arviz_groups_match_between_svi_and_nuts(moons_entry, moons_svi, moons_n
     assert set(b.posterior_predictive["y"].values.ravel()) <= {0, 1}
     table = az.compare({"svi": a, "nuts": b})
     assert set(table.index) == {"svi", "nuts"}
-    # log_likelihood agrees with the model's pointwise log-density for one draw
-    draw = {k: np.asarray(v[0, 0]) for k, v in moons_nuts.samples.items()}
-    want = moons_entry.model.log_likelihood(draw, moons_entry.test.x, moons_entry.test.y)
-    np.testing.assert_allclose(b.log_likelihood["y"].values[0, 0], want, rtol=1e-5, atol=1e-6)
+    # log_likelihood is the model's pointwise log-density of the very draws in the posterior group
+    for idata in (a, b):
+        for c, d in ((0, 0), (0, 7)):
+            draw = {k: idata.posterior[k].values[c, d] for k in idata.posterior.data_vars}
+            want = moons_entry.model.log_likelihood(draw, moons_entry.test.x, moons_entry.test.y)
+            np.testing.assert_allclose(idata.log_likelihood["y"].values[c, d], want, rtol=1e-5, atol=1e-5)
 
 
 def test_svi_posterior_supports_autoguide_api(moons_svi, moons_entry):
