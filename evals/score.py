@@ -11,7 +11,7 @@ from evals import metrics
 def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str | None = None,
           verbose: bool = True) -> pd.DataFrame:
     """Accuracy, ensemble NLL, ECE (15 bins), Brier, mean predictive entropy and mutual information
-    (classification) or RMSE and Gaussian-free NLL of the predictive mean (regression).
+    (classification) or the RMSE of the predictive mean (regression).
 
     Args:
       posterior: an `inference.Posterior` (or anything with ``predict(x, num_samples, seed) -> (S, N, C)``).

@@ -37,7 +37,12 @@ def check_model_data(model, x, y, num_classes=None, *, arg="data", feature_shape
 
 
 def output_dim(model, feature_shape) -> int:
-    """The network's output width for inputs of `feature_shape` (by jax.eval_shape, no compile)."""
-    x = jax.ShapeDtypeStruct((1,) + tuple(feature_shape), jnp.float32)
-    tree, state = jax.eval_shape(model.init_fn, jax.random.PRNGKey(0), x)
-    return int(jax.eval_shape(model.transformed.apply, tree, state, x)[0].shape[-1])
+    """The network's output width for inputs of `feature_shape` (by jax.eval_shape, no compile; cached on
+    the model per input shape, since tracing a large network takes seconds)."""
+    cache = model.__dict__.setdefault("_output_dim_cache", {})
+    key = tuple(int(d) for d in feature_shape)
+    if key not in cache:
+        x = jax.ShapeDtypeStruct((1,) + key, jnp.float32)
+        tree, state = jax.eval_shape(model.init_fn, jax.random.PRNGKey(0), x)
+        cache[key] = int(jax.eval_shape(model.transformed.apply, tree, state, x)[0].shape[-1])
+    return cache[key]

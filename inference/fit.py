@@ -24,6 +24,7 @@ from numpyro.distributions import biject_to
 from inference.data_args import as_arrays, check_model_data
 from inference.elbo import annealed_elbo_loss
 from inference.posterior import Posterior
+from zoo.data.batches import minibatches
 from models.bridge import BNN, STATE_SITE
 
 
@@ -131,12 +132,11 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
 
 
 def minibatch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndarray:
-    """(steps, batch_size) int32 indices: epochs of seeded permutations, the last partial batch dropped."""
-    per_epoch = n // batch_size
+    """(steps, batch_size) int32 indices: successive epochs of `zoo.data.batches.minibatches` drawn from one
+    seeded generator (each epoch a fresh permutation, the last partial batch dropped)."""
     rng = np.random.default_rng(seed)
-    epochs = math.ceil(steps / per_epoch)
-    rows = [rng.permutation(n)[: per_epoch * batch_size].reshape(per_epoch, batch_size) for _ in range(epochs)]
-    return np.concatenate(rows)[:steps].astype(np.int32)
+    epochs = math.ceil(steps / (n // batch_size))
+    return np.concatenate([minibatches(n, batch_size, rng) for _ in range(epochs)])[:steps].astype(np.int32)
 
 
 def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimizer=None,
