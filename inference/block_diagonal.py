@@ -64,7 +64,7 @@ class BlockDiagonal(FormulaCount, BNNGuide):
             key = name if self.blocks == "site" else name.rpartition("/")[0] or name
             groups.setdefault(key, []).append(name)
         self.block_sites = groups
-        for block, sites in groups.items():
+        for block in groups:
             check_covariance_size(self.block_size(block), self.max_latent_dim, f"block {block!r} (full covariance)")
 
     # ----- layout -------------------------------------------------------------------------------

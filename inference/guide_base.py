@@ -3,7 +3,7 @@
 NumPyro's ``AutoGuide._setup_prototype`` runs ``initialize_model``, which in a fresh process costs
 ~12 s of small eager compiles (reference/numpyro-facts.md). A `BNN` knows its sites, shapes and
 priors without running anything, so `BNNGuide` builds the same prototype trace from that table in
-milliseconds and starts every location at Haiku's own initialisation (or at ``init_loc_fn``).
+milliseconds and starts every location at Haiku's own initialisation.
 
 Subclass order matters: ``class MyGuide(AutoNormal, BNNGuide)`` puts `BNNGuide._setup_prototype`
 where ``AutoGuide._setup_prototype`` was, so AutoNormal's own setup (event dims, ...) runs on top.
@@ -11,6 +11,8 @@ Models that are not a `BNN` fall back to NumPyro's path.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -40,13 +42,6 @@ class BNNGuide(AutoGuide):
             rng_key = jax.random.PRNGKey(0)
         site_priors = self.model.site_priors(x)
         init = self.model.init_values(rng_key, x)
-        if self.init_loc_fn is not None and getattr(self, "_use_init_loc_fn", False):
-            with handlers.seed(rng_seed=rng_key):
-                init = {
-                    k: self.init_loc_fn({"type": "sample", "name": k, "fn": d, "value": None,
-                                         "is_observed": False, "infer": {}, "kwargs": {}, "args": ()})
-                    for k, d in site_priors.items()
-                }
         self.prototype_trace = self.model.prototype_sites(x, init)
         self._init_locs = {k: biject_to(d.support).inv(init[k]) for k, d in site_priors.items()}
         supports = {k: d.support for k, d in site_priors.items()}
@@ -73,14 +68,10 @@ class BNNGuide(AutoGuide):
 
     def num_latent(self) -> int:
         """Number of scalar latent values the guide covers (after `setup`)."""
-        import math
-
         return int(sum(math.prod(jnp.shape(v)) for v in self._init_locs.values()))
 
     def num_params(self, params: dict | None = None) -> int:
-        """Number of scalar variational parameters (counted from `params`, or from a fresh init)."""
-        import math
-
+        """Number of scalar variational parameters, counted from `params` (Posterior.params)."""
         if params is None:
             raise ValueError("params: pass the guide parameters (Posterior.params) to count them")
         return int(sum(math.prod(v.shape) for v in jax.tree.leaves(params)))

@@ -7,7 +7,6 @@ which kind it is beyond `draws`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 
 import jax
 import jax.numpy as jnp

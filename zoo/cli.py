@@ -10,8 +10,8 @@ import sys
 def _ints(text):
     try:
         return tuple(int(t) for t in text.split(",") if t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,64, got {text!r}")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,64, got {text!r}") from err
 
 
 def build_parser() -> argparse.ArgumentParser:
