@@ -25,6 +25,7 @@ from numpyro.distributions.util import sum_rightmost
 
 from inference.full_covariance import (DEFAULT_MAX_LATENT_DIM, FormulaCount, check_covariance_size,
                                        check_max_latent_dim)
+from inference.gaussian_kl import row_variances
 from inference.guide_base import BNNGuide
 from inference.per_site import _is_real
 
@@ -137,6 +138,15 @@ class BlockDiagonal(FormulaCount, BNNGuide):
             loc, tril = self._block_params(block, params)
             latent.update(self._unpack(block, dist.Normal(loc, jnp.linalg.norm(tril, axis=-1)).icdf(q)))
         return self._postprocess_fn(latent)
+
+    def site_moments(self, params: dict) -> dict:
+        """{site: (mean, variance)} of the unconstrained site values, each of the site's shape (after `setup`)."""
+        out = {}
+        for block in self.block_sites:
+            loc, tril = self._block_params(block, params)
+            means, variances = self._unpack(block, loc), self._unpack(block, row_variances(tril))
+            out.update({site: (means[site], variances[site]) for site in means})
+        return out
 
     def num_params_formula(self) -> int:
         """sum over blocks of n_b + n_b(n_b+1)/2, after `setup`."""

@@ -24,8 +24,8 @@ from numpyro.distributions import biject_to
 from inference.data_args import as_arrays, check_model_data
 from inference.elbo import annealed_elbo_loss
 from inference.posterior import Posterior
-from zoo.data.batches import minibatches
 from models.bridge import BNN, STATE_SITE
+from zoo.data.batches import minibatches
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -91,12 +91,13 @@ def constrain_params(params_u: dict, constraints: dict) -> dict:
 
 
 def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trace_counter=None):
-    """A jittable ``chunk(state, key, x, y, idx, steps, kl_warmup) -> (state, losses)``.
+    """A jittable ``chunk(state, key, x, y, idx, steps, kl_warmup) -> (state, (losses, updated))``.
 
     idx: (C, B) int32 minibatch indices; steps: (C,) int32 global step numbers (-1 = padding, no update);
     kl_warmup: scalar, beta_t = min(1, (t + 1) / kl_warmup) (1 when kl_warmup <= 0).
-    losses: (C,) the loss of each step (NaN for padding). A step whose loss or gradient is not finite
-    leaves the state unchanged and sets ``stopped``; nothing updates after that.
+    losses: (C,) the loss of each step (NaN for padding); updated: (C,) bool, whether the step updated
+    the state (False for padding). A step whose loss or gradient is not finite leaves the state
+    unchanged and sets ``stopped``; nothing updates after that.
     """
 
     def loss_fn(params_u, mutable, key, xb, yb, beta):
@@ -122,7 +123,7 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
             return SVIState(state.params, state.opt_state, state.mutable, state.stopped | (t >= 0))
 
         new_state = jax.lax.cond(ok, update, keep, None)
-        return (new_state, key, x, y, kl_warmup), jnp.where(t >= 0, loss, jnp.nan)
+        return (new_state, key, x, y, kl_warmup), (jnp.where(t >= 0, loss, jnp.nan), ok)
 
     def chunk(state, key, x, y, idx, steps, kl_warmup):
         (state, *_), losses = jax.lax.scan(one_step, (state, key, x, y, kl_warmup), (idx, steps))
@@ -167,7 +168,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
             raise ValueError(f"{arg}: expected a positive integer, got {value!r}")
     if kl_warmup < 0:
         raise ValueError(f"kl_warmup: expected a non-negative number of steps, got {kl_warmup!r}")
-    x, y, num_classes, name = as_arrays(data)
+    x, y, num_classes, _ = as_arrays(data)
     if y is None:
         raise ValueError("data: expected labels y for training, got None")
     check_model_data(model, x, y, num_classes, arg="data")
@@ -198,20 +199,22 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         idx[: stop - start] = idx_all[start:stop]
         step_ids = np.full(chunk_len, -1, np.int32)
         step_ids[: stop - start] = np.arange(start, stop)
-        state, chunk_losses = chunk_fn(state, run_key, x_dev, y_dev, idx, step_ids, float(kl_warmup))
+        state, (chunk_losses, updated) = chunk_fn(state, run_key, x_dev, y_dev, idx, step_ids, float(kl_warmup))
         chunk_losses = np.asarray(chunk_losses)[: stop - start]
         if first_step_s is None:
             first_step_s = time.perf_counter() - t0
         stopped = bool(state.stopped)
         if stopped:
-            bad = int(np.flatnonzero(~np.isfinite(chunk_losses))[0]) if (~np.isfinite(chunk_losses)).any() else stop - start - 1
+            bad = int(np.flatnonzero(~np.asarray(updated)[: stop - start])[0])
+            what = "loss" if not np.isfinite(chunk_losses[bad]) else "gradient"
             losses.append(chunk_losses[:bad])
             post = _posterior(model, guide, state, constraints, losses, config, x, first_step_s, t0, traces)
             bar.close()
             raise NonFiniteLossError(
-                f"fit: the loss or its gradient became NaN/inf at step {start + bad}; "
-                f"training stopped and err.posterior holds the parameters after step {start + bad - 1}. "
-                "Lower the learning rate, raise kl_warmup or check the data for extreme values.",
+                f"fit: the {what} became NaN/inf at step {start + bad}; "
+                "training stopped and err.posterior holds "
+                + (f"the parameters after step {start + bad - 1}. " if start + bad else "the initial parameters. ")
+                + "Lower the learning rate, raise kl_warmup or check the data for extreme values.",
                 post, start + bad)
         losses.append(chunk_losses)
         bar.update(stop - start)

@@ -20,9 +20,11 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoMultivariateNormal
 
+from inference.gaussian_kl import row_variances
 from inference.guide_base import BNNGuide
 
 DEFAULT_MAX_LATENT_DIM = 16_384  # 16,384² float32 = 1 GiB for the Cholesky factor
@@ -102,6 +104,11 @@ class FullCovariance(FormulaCount, AutoMultivariateNormal, BNNGuide):
         super()._setup_prototype(*args, **kwargs)
         check_covariance_size(int(self.latent_dim), self.max_latent_dim)
 
+    def site_moments(self, params: dict) -> dict:
+        """{site: (mean, variance)} of the unconstrained site values, each of the site's shape (after `setup`)."""
+        p = self.prefix
+        return _unpack_moments(self, params[f"{p}_loc"], row_variances(params[f"{p}_scale_tril"]))
+
     def num_params_formula(self) -> int:
         """D + D(D+1)/2 (mean and lower-triangular factor), after `setup`."""
         d = int(self.latent_dim)
@@ -115,7 +122,8 @@ class LowRank(FormulaCount, AutoLowRankMultivariateNormal, BNNGuide):
       model: a `models.BNN`.
       rank: r >= 1, columns of the covariance factor F (D, r); must not exceed D. Memory is linear in D.
       init_scale: initial s (the diagonal scale); F starts at 0, so q starts as mean field.
-    Parameters: ``{prefix}_loc`` (D,), ``{prefix}_cov_factor`` (D, r), ``{prefix}_scale`` (D,).
+    Parameters: ``{prefix}_loc`` (D,), ``{prefix}_cov_factor`` F (D, r), ``{prefix}_scale`` s (D,); the covariance
+    is (s F)(s F)ᵀ + diag(s²) (NumPyro scales the factor by s).
     """
 
     def __init__(self, model, *, rank: int = 2, init_scale: float = 1e-3, prefix: str = "auto"):
@@ -133,10 +141,23 @@ class LowRank(FormulaCount, AutoLowRankMultivariateNormal, BNNGuide):
                              f"use rank <= {int(self.latent_dim)} (rank {int(self.latent_dim) - 1} already "
                              "represents any covariance)")
 
+    def site_moments(self, params: dict) -> dict:
+        """{site: (mean, variance)} of each site's shape (after `setup`). NumPyro's factor is relative to s
+        (covariance (s F)(s F)ᵀ + diag(s²)), so the variance is s² (1 + sum_j F_ij²)."""
+        p = self.prefix
+        variance = params[f"{p}_scale"] ** 2 * (1.0 + jnp.sum(params[f"{p}_cov_factor"] ** 2, axis=-1))
+        return _unpack_moments(self, params[f"{p}_loc"], variance)
+
     def num_params_formula(self) -> int:
         """D (loc) + D r (cov_factor) + D (scale), after `setup`."""
         d = int(self.latent_dim)
         return d + d * self.rank + d
+
+
+def _unpack_moments(guide, mean, variance) -> dict:
+    """Split the flat (D,) mean and variance vectors of an AutoContinuous guide into {site: (mean, var)}."""
+    means, variances = guide._unpack_latent(mean), guide._unpack_latent(variance)
+    return {name: (means[name], variances[name]) for name in means}
 
 
 def full_covariance(model, *, init_scale: float = 1e-3, max_latent_dim: int = DEFAULT_MAX_LATENT_DIM,

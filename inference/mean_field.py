@@ -10,10 +10,11 @@ from inference.guide_base import BNNGuide
 class MeanField(AutoNormal, BNNGuide):
     """Fully factorised Normal over every latent site (NumPyro's AutoNormal with the fast prototype).
 
-    Locations start at the network's own (Haiku) initialisation, scales at `init_scale`. The scale
-    matters in practice: on the digits MLP 64-64 (3000 Adam steps, lr 1e-3, unit Normal prior) an
-    initial sigma of 1e-3 ended at test accuracy 0.987 / ECE 0.019, while 1e-2 let sigma grow further
-    toward the ELBO optimum, which is under-confident there (accuracy 0.984, ECE 0.070).
+    Locations start at the network's own (Haiku) initialisation, scales at `init_scale`. Per-weight
+    sigmas get noisy gradients and Adam moves them slowly: on the digits MLP 64-64 (unit Normal prior)
+    3000 steps at lr 1e-3 leave the loss near 4,000 and the net close to a point estimate (accuracy
+    0.987, ECE 0.019 from sigma 1e-3), while the ELBO optimum (loss ~1,800 after 10,000 steps at lr 1e-2
+    with cosine decay, `zoo.run.CONVERGED`) is under-confident there (accuracy 0.973, ECE 0.058).
     Variational parameters: 2 per weight (``{site}_auto_loc``, ``{site}_auto_scale``).
     """
 

@@ -183,6 +183,56 @@ def test_every_posterior_api_agrees_with_the_fitted_gaussian(blr, blr_fits, name
         np.testing.assert_array_equal(value, median[key])
 
 
+@pytest.mark.parametrize("name", sorted(BLR_GUIDES))
+def test_dense_guide_kl_is_the_exact_gaussian_kl_for_every_key(blr, blr_fits, name):
+    """elbo_terms' KL of a dense Gaussian guide under the N(0, s² I) prior equals the closed form
+    1/2 [tr(Sigma) / s² + |mu|² / s² - D + D log s² - log det Sigma] (float64 here), with no sampling noise."""
+    from inference.elbo import elbo_terms
+
+    x, y, model, *_ = blr
+    post = blr_fits[name]
+    q_mean, q_cov = _gaussian(post)
+    d = len(q_mean)
+    expected = 0.5 * (np.trace(q_cov) / PRIOR_SD**2 + q_mean @ q_mean / PRIOR_SD**2 - d
+                      + d * np.log(PRIOR_SD**2) - np.linalg.slogdet(q_cov)[1])
+    kls = [float(elbo_terms(jax.random.PRNGKey(k), post.params, model, post.guide, x, y, len(y))[1]) for k in range(3)]
+    np.testing.assert_allclose(kls, expected, rtol=2e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(BLR_GUIDES))
+def test_site_moments_are_the_guides_marginal_means_and_variances(blr_fits, name):
+    post = blr_fits[name]
+    q_mean, q_cov = _gaussian(post)
+    moments = post.guide.site_moments(post.params)
+    np.testing.assert_allclose(np.r_[moments[W][0][:, 0], moments[B][0]], q_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.r_[moments[W][1][:, 0], moments[B][1]], np.diag(q_cov), rtol=1e-4)
+
+
+def test_from_mean_field_starts_each_dense_guide_at_the_mean_field_gaussian_and_kl(blr):
+    """The warm start reproduces mean field's Gaussian exactly (mean mu, covariance diag(sigma²)), so its
+    exact KL equals mean field's closed-form Normal-Normal KL, computed by a different code path."""
+    from inference.elbo import elbo_terms
+
+    x, y, model, *_ = blr
+    mf = inference.fit(model, inference.mean_field(model, init_scale=0.3), (x, y), steps=200, batch_size=40,
+                       optimizer=optax.adam(1e-2), progress=False)
+    mf_mean = np.r_[mf.params[f"{W}_auto_loc"][:, 0], mf.params[f"{B}_auto_loc"]]
+    mf_sd = np.r_[mf.params[f"{W}_auto_scale"][:, 0], mf.params[f"{B}_auto_scale"]]
+    mf_kl = float(elbo_terms(jax.random.PRNGKey(0), mf.params, model, mf.guide, x, y, len(y))[1])
+    for name, make in BLR_GUIDES.items():
+        guide = make(model)
+        # zero learning rate: the returned posterior holds the initial parameters, constrained
+        start = inference.fit(model, guide, (x, y), steps=1, batch_size=40, optimizer=optax.sgd(0.0),
+                              init_params=inference.from_mean_field(guide, mf, (x, y)), progress=False)
+        q_mean, q_cov = _gaussian(start)
+        np.testing.assert_allclose(q_mean, mf_mean, rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(q_cov, np.diag(mf_sd**2), rtol=1e-5, atol=1e-7, err_msg=name)
+        kl = float(elbo_terms(jax.random.PRNGKey(1), start.params, model, guide, x, y, len(y))[1])
+        assert kl == pytest.approx(mf_kl, rel=1e-4), name
+    with pytest.raises(ValueError, match="guide: expected a full_covariance"):
+        inference.from_mean_field(inference.mean_field(model), mf, (x, y))
+
+
 # ----- by_site through the shared posterior-API check ------------------------------------------------------------------
 def _guide_api_module():
     path = os.path.join(os.path.dirname(__file__), "test_guide_api.py")

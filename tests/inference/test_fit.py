@@ -74,6 +74,32 @@ def test_nan_loss_stops_with_last_finite_state(tiny):
     assert "NaN/inf at step" in str(err)
 
 
+def test_a_nan_gradient_with_a_finite_loss_stops_at_its_own_step():
+    """The forward pass stays finite while d/dw sqrt(h - h) is NaN for rows flagged x[:, 0] > 100: the
+    fit must stop at the first minibatch holding such a row and name the gradient."""
+    import haiku as hk
+    import jax.numpy as jnp
+
+    import models
+
+    def network(x):
+        h = hk.Linear(2)(x)
+        flagged = x[:, :1] > 100.0
+        return h + jnp.where(flagged, jnp.sqrt(jnp.where(flagged, h - h, 1.0)), 0.0)
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 3)).astype(np.float32)
+    x[41, 0] = 1000.0
+    y = (x[:, 1] > 0).astype(np.int32)
+    model = models.bnn(network)
+    first_bad = int(np.flatnonzero((minibatch_indices(64, 8, 40, 0) == 41).any(1))[0])
+    with pytest.raises(inference.NonFiniteLossError, match="the gradient became NaN/inf at step") as info:
+        inference.fit(model, inference.mean_field(model), (x, y), steps=40, batch_size=8, seed=0,
+                      chunk_size=40, progress=False)
+    assert info.value.step == first_bad
+    assert len(info.value.posterior.losses) == first_bad and np.isfinite(info.value.posterior.losses).all()
+
+
 def test_bad_input_names_the_argument(tiny, digits_entry):
     x = tiny.train.x.copy()
     x[3, 1] = np.nan

@@ -4,10 +4,11 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 import pytest
 
 import models
-from inference import nuts
+from inference import by_site, fit, nuts
 from inference.elbo import elbo_terms
 from inference.rank1_mixture import RatioCauchy, batch_ensemble, rank1_mixture
 from models.networks.mlp import mlp
@@ -113,3 +114,27 @@ def test_ratio_cauchy_draws_follow_the_cauchy_distribution():
     assert np.abs((q - expected) / np.array([0.5, 3.0])).max() < 0.07  # quartile standard errors ~0.014 scale
     guide = rank1_mixture(_model("cauchy"), family="cauchy")
     assert isinstance(guide.distributions(_init_params(guide))["rank1_mlp/rank1_dense_0/alpha"].base_dist, RatioCauchy)
+
+
+def test_by_site_combines_rank1_families_per_layer_with_the_mixture_guides_own_terms():
+    model = _model("cauchy")
+    mixed = by_site(model, {"*/rank1_dense_0/*": ("rank1_mixture", {"family": "normal"}),
+                            "*/rank1_dense_1/*": ("rank1_mixture", {"family": "cauchy"})}, default=None)
+    whole = rank1_mixture(model, family="cauchy")
+    params, whole_params = _init_params(mixed), _init_params(whole)
+    assert {k: v.shape for k, v in params.items()} == {k: v.shape for k, v in whole_params.items()}
+    assert mixed.num_params() == mixed.num_params(params) == whole.num_params()
+    dists = mixed.distributions(params)
+    assert type(dists["rank1_mlp/rank1_dense_0/gamma"].base_dist) is dist.Normal
+    assert isinstance(dists["rank1_mlp/rank1_dense_1/alpha"].base_dist, RatioCauchy)
+    assert isinstance(dists["rank1_mlp/rank1_dense_1/w"].base_dist, dist.Delta)  # W and biases: point estimates
+    x, y = _xy()
+    kl_mixed = [float(elbo_terms(jax.random.PRNGKey(s), params, model, mixed, x, y, 6)[1]) for s in range(2)]
+    assert all(np.isfinite(kl_mixed)) and kl_mixed[0] != kl_mixed[1]  # the Cauchy layer's KL is sampled
+    post = fit(model, mixed, (np.asarray(x), np.asarray(y)), steps=20, batch_size=6, progress=False)
+    draws = post.draws(8)
+    a = np.asarray(draws["rank1_mlp/rank1_dense_0/alpha"])
+    assert a.shape == (8, K, D) and np.std(a, 0).min() > 0
+    np.testing.assert_array_equal(np.ptp(np.asarray(draws["rank1_mlp/rank1_dense_0/w"]), 0), 0.0)  # W point-estimated
+    assert np.isfinite(post.predict(x, num_samples=4)).all()
+

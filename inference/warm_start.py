@@ -1,0 +1,69 @@
+"""Start a dense-covariance Gaussian guide at a fitted mean-field posterior.
+
+Adam on a dense Cholesky factor from a cold start lets the D² off-diagonal entries random-walk on noisy
+gradients while the diagonal shrinks: on the digits MLP 16-16 (D = 1,482, 10,000 steps, lr 1e-2 cosine)
+the full-covariance loss stalled at ~4,600 against mean field's ~1,150. Started at the mean-field
+optimum (loc = mu, L = diag(sigma); low rank: s = sigma with its factor at the guide's own init) and
+refined at a small learning rate, the same guide improves on mean field's ELBO (1,146 -> 1,082 in 3,000
+steps at lr 1e-4), as a richer family must.
+
+    mf = inference.fit(model, inference.mean_field(model), data, ...)
+    guide = inference.full_covariance(model)
+    post = inference.fit(model, guide, data, optimizer=optax.adam(1e-4),
+                         init_params=inference.from_mean_field(guide, mf, data))
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from numpyro.distributions import biject_to
+
+from inference.block_diagonal import BlockDiagonal
+from inference.data_args import as_arrays
+from inference.fit import guide_param_init
+from inference.full_covariance import FullCovariance, LowRank
+
+
+def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
+    """Unconstrained initial parameters of `guide` (full_covariance, low_rank or block_diagonal) that put
+    its Gaussian at the mean-field `posterior`'s: loc = mu and marginal sd = sigma, no correlation.
+
+    Args:
+      guide: a FullCovariance, LowRank or BlockDiagonal guide of the same model as `posterior`.
+      posterior: a `Posterior` of the mean-field guide (params ``{site}_{prefix}_loc`` / ``_scale``).
+      data: the training data given to `fit` (a Dataset or (x, y)); only its shapes are used.
+    Returns:
+      {param name: unconstrained array}, ready for ``fit(..., init_params=...)``.
+    """
+    if not isinstance(guide, (FullCovariance, LowRank, BlockDiagonal)):
+        raise ValueError(f"guide: expected a full_covariance, low_rank or block_diagonal guide, got {type(guide).__name__}")
+    x, y, _, _ = as_arrays(data)
+    params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(seed), jnp.asarray(x[:2]),
+                                                jnp.asarray(y[:2]), len(x))
+    source_prefix = posterior.guide.prefix
+    missing = [s for s in guide._init_locs if f"{s}_{source_prefix}_scale" not in posterior.params]
+    if missing:
+        raise ValueError(f"posterior: expected a mean-field posterior of the same model (params '<site>_"
+                         f"{source_prefix}_loc' and '_scale'); none for sites {missing[:3]}")
+
+    def flat(sites, suffix):
+        return jnp.concatenate([jnp.ravel(posterior.params[f"{s}_{source_prefix}_{suffix}"]) for s in sites])
+
+    def set_param(name, value):
+        c = constraints.get(name)
+        params_u[name] = biject_to(c).inv(value) if c is not None else value
+
+    p = guide.prefix
+    if isinstance(guide, BlockDiagonal):
+        for block, sites in guide.block_sites.items():
+            set_param(f"{block}_{p}_loc", flat(sites, "loc"))
+            set_param(f"{block}_{p}_scale_tril", jnp.diag(flat(sites, "scale")))
+        return params_u
+    sites = list(guide._init_locs)
+    set_param(f"{p}_loc", flat(sites, "loc"))
+    if isinstance(guide, FullCovariance):
+        set_param(f"{p}_scale_tril", jnp.diag(flat(sites, "scale")))
+    else:
+        set_param(f"{p}_scale", flat(sites, "scale"))
+    return params_u

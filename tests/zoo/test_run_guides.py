@@ -1,0 +1,29 @@
+"""`zoo run`'s digits table: every registered guide is in it, and each row's parameter count is its formula."""
+import jax
+import numpy as np
+
+import inference
+import zoo
+from inference.fit import guide_param_init
+from zoo.run import DIGITS_GUIDES
+
+
+def test_the_table_covers_every_registered_guide_with_unique_labels():
+    assert {row[3] for row in DIGITS_GUIDES} == set(inference.GUIDES)
+    labels = [row[0] for row in DIGITS_GUIDES]
+    assert len(set(labels)) == len(labels)
+
+
+def test_each_row_builds_and_counts_its_free_parameters_by_the_papers_formula():
+    seen = {}
+    for label, entry_name, entry_kwargs, guide_name, guide_kwargs, fit_settings in DIGITS_GUIDES:
+        entry = zoo.get(entry_name, data="digits", **entry_kwargs)
+        guide = inference.make_guide(guide_name, entry.model, **guide_kwargs)
+        x, y = entry.train.x[:2], entry.train.y[:2]
+        params_u, _, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(entry.train))
+        free = sum(int(np.size(v)) for v in params_u.values())  # a Cholesky factor is stored by its free entries
+        assert free == guide.num_params_formula(), label
+        start = fit_settings.get("warm_start")
+        if start is not None:  # started from an earlier row's mean field of the same network
+            assert seen[start] == (entry_name, entry_kwargs), label
+        seen[label] = (entry_name, entry_kwargs)
