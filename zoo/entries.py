@@ -140,9 +140,11 @@ def _prior_and_likelihood(train, prior, prior_scale, num_components, factor):
 @register("rank1_mlp", default_data="digits", guides=("rank1_mixture",),
           description="rank-1 MLP: shared W with K per-component factors r, s (rank-1 BNN paper)")
 def build_rank1_mlp(train, hidden=(64, 64), num_components=4, activation="relu", factor="normal",
-                    objective="average", sign_init=0.5):
+                    objective="average", sign_init=0.5, fixed=None):
     """((x o s_k) W) o r_k per layer, K components; Normal/Cauchy(1, 0.1) factor priors, Normal(0, 1) on W
-    (L2); `objective` "average" (per-component likelihood, the paper's default) or "mixture"."""
-    net = rank1_mlp(tuple(hidden), _out_dim(train), num_components, activation, sign_init)
+    (L2); `objective` "average" (per-component likelihood, the paper's default) or "mixture".
+    `fixed`: {site: array} holding W and biases constant (e.g. an SVI posterior's ``median()``), so that
+    only the factors r, s are random: NUTS on the rank-1 model (rank-1 paper, future work)."""
+    net = rank1_mlp(tuple(hidden), _out_dim(train), num_components, activation, sign_init, fixed=fixed)
     return bnn(net, rank1_prior(factor), rank1_likelihood(_likelihood(train, None), num_components, objective),
                name="rank1_mlp")

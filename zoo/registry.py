@@ -149,4 +149,14 @@ def list_entries() -> list:
 
 
 def _jsonable(kwargs):
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
+    """Entry kwargs as JSON values: tuples -> lists, arrays (e.g. rank1_mlp's `fixed` weights) -> nested lists."""
+    def convert(v):
+        if isinstance(v, tuple):
+            return list(v)
+        if isinstance(v, dict):
+            return {k: convert(x) for k, x in v.items()}
+        if hasattr(v, "shape") and hasattr(v, "tolist"):
+            return np.asarray(v).tolist()
+        return v
+
+    return {k: convert(v) for k, v in kwargs.items()}

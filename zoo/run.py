@@ -4,7 +4,8 @@
    (k = 1, 2, 3), by-site, zero-mean, variance layers, rank-1 (Normal, Cauchy), BatchEnsemble and low
    rank, trained to convergence; the dense-covariance ladder (mean field, low rank, block diagonal, full)
    on the MLP 16-16. Guide parameter counts against the papers' formulas, scores, final losses, loss
-   curves, reliability diagrams.
+   curves, reliability diagrams. NUTS on the rank-1 model: r and s sampled with W fixed at the rank-1
+   SVI estimate (a use the rank-1 paper names as future work).
 2. Two-moons MLP 2-16-16-2: mean-field SVI, then NUTS on the same model object started from draws of
    the SVI posterior; scores, divergences, function-space R-hat, an ArviZ summary and `az.compare`.
 3. Digits-C: every digits posterior on the 19 corruption types x 5 severities (mCE relative to the
@@ -101,6 +102,8 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
         "samples": 50 if quick else 400,
         "draws": 20 if quick else 200,
         "ood_draws": 5 if quick else 10,
+        "rank1_warmup": 20 if quick else 100,  # NUTS on the rank-1 factors: 2 chains, tree depth 6
+        "rank1_samples": 20 if quick else 100,
     }
 
     _say(f"1/3 digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16)", progress)
@@ -128,6 +131,17 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
         rows.append(row)
         inference.save(post, os.path.join(out, "posteriors", f"digits_{label}"))
         plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
+    _say("    rank1_nuts: NUTS over the rank-1 factors r, s with W fixed at rank1_normal's SVI estimate", progress)
+    rank1_kwargs = next(r[2] for r in DIGITS_GUIDES if r[0] == "rank1_normal")
+    fixed = zoo.get("rank1_mlp", data="digits", **rank1_kwargs, fixed=digits_posts["rank1_normal"].median())
+    rank1_mcmc = inference.nuts(fixed.model, fixed.train, init=digits_posts["rank1_normal"], num_chains=2,
+                                num_warmup=settings["rank1_warmup"], num_samples=settings["rank1_samples"],
+                                max_tree_depth=6, seed=seed, progress=progress)
+    digits_posts["rank1_nuts"] = rank1_mcmc
+    row = _row("digits", "rank1_nuts", rank1_mcmc, fixed, settings["draws"], seed)
+    row.update({"network": "MLP 64-64", "divergences": rank1_mcmc.info["divergences"], "seconds": rank1_mcmc.info["nuts_s"],
+                "rhat_max_predictive": diagnostics.max_rhat(rank1_mcmc, digits.test.x[:20])})
+    rows.append(row)
     plots.reliability_diagram({k: p.predict(digits.test.x, settings["draws"]).mean(0) for k, p in digits_posts.items()},
                               digits.test.y, os.path.join(out, "reliability_digits.png"), title="digits, every guide")
 
