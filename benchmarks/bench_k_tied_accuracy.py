@@ -19,7 +19,7 @@ import numpy as np
 import evals
 import inference
 import zoo
-from zoo.run import CONVERGED, digits_optimizer
+from zoo.run import CONVERGED, fit_with_settings
 
 PROTOCOLS = {
     "converged": CONVERGED,
@@ -35,12 +35,9 @@ def fit_and_score(entry, rank, settings, seed):
         guide = inference.mean_field(entry.model, init_scale=INIT_SCALE)
     else:
         guide = inference.k_tied(entry.model, rank=rank, init_scale=INIT_SCALE)
-    steps = settings["steps"]
-    post = inference.fit(entry.model, guide, entry.train, steps=steps, batch_size=128,
-                         kl_warmup=int(steps * settings["kl_warmup_fraction"]),
-                         optimizer=digits_optimizer(settings, steps), seed=seed, progress=False)
+    post = fit_with_settings(entry, guide, settings, seed=seed)
     score = evals.score(post, entry.test, num_samples=100, seed=seed, verbose=False).iloc[0]
-    return score.accuracy, score.nll, score.ece, float(np.mean(post.losses[-steps // 20:]))
+    return score.accuracy, score.nll, score.ece, float(np.mean(post.losses[-settings["steps"] // 20:]))
 
 
 def main(seeds: int = 5, protocols=("converged", "short")):

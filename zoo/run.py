@@ -80,6 +80,20 @@ def digits_optimizer(settings: dict, steps: int):
     return optax.adam(settings["lr"])
 
 
+def fit_with_settings(entry, guide, settings: dict, *, steps: int | None = None, seed: int = 0,
+                      progress: bool = False, init_params=None):
+    """`inference.fit` of `guide` on `entry.train` with a settings dict of this module (CONVERGED, ...):
+    batch 128, `digits_optimizer`, KL warm-up over ``kl_warmup_fraction`` of the steps (default
+    ``settings["steps"]``). Returns the Posterior."""
+    import inference
+
+    steps = settings["steps"] if steps is None else steps
+    return inference.fit(entry.model, guide, entry.train, steps=steps, batch_size=128,
+                         optimizer=digits_optimizer(settings, steps), init_params=init_params,
+                         kl_warmup=int(steps * settings["kl_warmup_fraction"]), seed=seed,
+                         progress=progress, config={"entry": entry.config})
+
+
 def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, progress: bool = True) -> pd.DataFrame:
     """Run the main job and write its outputs under `out`. Returns the results table.
 
@@ -115,13 +129,11 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
         _say(f"    {label}: {guide_name} {guide_kwargs or ''}, {steps} steps", progress)
         start = fit_settings.get("warm_start")
         init = inference.from_mean_field(guide, digits_posts[start], digits.train) if start else None
-        post = inference.fit(digits.model, guide, digits.train, steps=steps, batch_size=128,
-                             optimizer=digits_optimizer(fit_settings, steps), init_params=init,
-                             kl_warmup=int(steps * fit_settings["kl_warmup_fraction"]), seed=seed,
-                             progress=progress, config={"entry": digits.config})
+        post = fit_with_settings(digits, guide, fit_settings, steps=steps, seed=seed, progress=progress,
+                                 init_params=init)
         digits_posts[label] = post
         row = _row("digits", label, post, digits, settings["draws"], seed)
-        row.update({"network": "MLP " + "-".join(map(str, entry_kwargs["hidden"])), "steps": steps,
+        row.update({"network": _network(entry_kwargs), "steps": steps,
                     "final_loss": float(np.mean(post.losses[-max(1, steps // 20):]))})
         row["deterministic_acc"] = evals.metrics.accuracy(
             inference.predictions_by_procedure(post, digits.test.x, num_samples=2, seed=seed)["deterministic"],
@@ -139,7 +151,8 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
                                 max_tree_depth=6, seed=seed, progress=progress)
     digits_posts["rank1_nuts"] = rank1_mcmc
     row = _row("digits", "rank1_nuts", rank1_mcmc, fixed, settings["draws"], seed)
-    row.update({"network": "MLP 64-64", "divergences": rank1_mcmc.info["divergences"], "seconds": rank1_mcmc.info["nuts_s"],
+    row.update({"network": _network(rank1_kwargs), "divergences": rank1_mcmc.info["divergences"],
+                "seconds": rank1_mcmc.info["nuts_s"],
                 "rhat_max_predictive": diagnostics.max_rhat(rank1_mcmc, digits.test.x[:20])})
     rows.append(row)
     plots.reliability_diagram({k: p.predict(digits.test.x, settings["draws"]).mean(0) for k, p in digits_posts.items()},
@@ -178,8 +191,7 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
                          moons.test.x, moons.test.y, os.path.join(out, "predictive_map_moons.png"))
 
     _say("3/3 digits-C: every digits posterior on 19 corruption types x 5 severities", progress)
-    _, ood_summary = digits_c(digits_posts, out, num_samples=settings["ood_draws"], seed=seed,
-                                 verbose=False)
+    _, ood_summary = digits_c(digits_posts, out, num_samples=settings["ood_draws"], seed=seed, verbose=False)
 
     table = pd.DataFrame(rows).set_index(["data", "posterior"])
     table.to_csv(os.path.join(out, "results.csv"))
@@ -232,10 +244,12 @@ def _row(data_name, label, posterior, entry, draws, seed):
 
 def free_params(posterior) -> int:
     """Free variational parameters of an SVI posterior: a Cholesky factor counts n(n+1)/2, not its n² stored entries."""
-    counter = getattr(posterior.guide, "num_params", None)
-    if counter is not None:
-        return int(counter(posterior.params))
-    return int(sum(np.size(v) for v in posterior.params.values()))
+    return int(posterior.guide.num_params(posterior.params))
+
+
+def _network(entry_kwargs) -> str:
+    """"MLP 64-64" from a DIGITS_GUIDES row's entry kwargs."""
+    return "MLP " + "-".join(map(str, entry_kwargs["hidden"]))
 
 
 def _has_tabulate():
