@@ -33,10 +33,11 @@ CONVERGED = {"steps": 10_000, "lr": 1e-2, "schedule": "cosine", "kl_warmup_fract
 RANK1_FIT = {"steps": 3000, "lr": 3e-3, "schedule": "constant", "kl_warmup_fraction": 2 / 3}
 # Variance networks: the expected log-likelihood is the objective (constant KL), no warm-up.
 VARIANCE_FIT = {"steps": 3000, "lr": 3e-3, "schedule": "constant", "kl_warmup_fraction": 0.0}
-# Dense-covariance guides on the digits MLP 16-16 (D = 1,482; a full Cholesky factor is 1.1 M parameters, on the
-# 64-64 net (D = 8,970) it would be 40 M; block diagonal alone took 0.25-0.3 s a step there): started at the converged mean field of the same net
-# (`inference.from_mean_field`) and refined at lr 1e-4. From a cold start Adam's noisy steps on the D²
-# factor entries stall them far above mean field's loss (~4,600 vs ~1,150; inference/warm_start.py).
+# Dense-covariance guides on the digits MLP 16-16 (D = 1,482; a full Cholesky factor is 1.1 M parameters;
+# on the 64-64 net, D = 8,970, it would be 40 M, and block diagonal alone took 0.25-0.3 s a step there):
+# started at the converged mean field of the same net (`inference.from_mean_field`) and refined at
+# lr 1e-4. From a cold start Adam's noisy steps on the D² factor entries stall them far above mean
+# field's loss (~4,600 vs ~1,150; inference/warm_start.py).
 REFINE_FIT = {"steps": 3000, "lr": 1e-4, "schedule": "constant", "kl_warmup_fraction": 0.0,
               "warm_start": "mean_field_16-16"}
 
