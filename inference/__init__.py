@@ -1,20 +1,24 @@
-"""Guides, SVI (`fit`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints."""
+"""Guides, variational families, SVI (`fit`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints."""
 
+from inference.by_site import FAMILIES, by_site, register_family
 from inference.checkpoint import load, save
-from inference.block_diagonal import BlockDiagonal, block_diagonal
-from inference.by_site import BySite, by_site
+from inference.families import Family, ParamSpec
 from inference.fit import NonFiniteLossError, fit
-from inference.warm_start import from_mean_field
-from inference.full_covariance import FullCovariance, LowRank, full_covariance, low_rank
-from inference.k_tied import KTiedNormal, k_tied
-from inference.mean_field import MeanField, mean_field
+from inference.guide_base import BNNGuide
+from inference.guide_protocol import Guide, HasSiteMoments
+from inference.joint_gaussian import JointGaussian, block_diagonal, full_covariance, low_rank
+from inference.k_tied import KTiedFamily, k_tied
+from inference.mean_field import NormalFamily, mean_field
 from inference.nuts import nuts
-from inference.point_estimate import PointEstimate, point_estimate
+from inference.point_estimate import DeltaFamily, point_estimate
 from inference.posterior import Posterior
-from inference.rank1_mixture import Rank1Mixture, batch_ensemble, rank1_mixture
-from inference.zero_mean import VarianceLayers, ZeroMean, predictions_by_procedure, variance_layers, zero_mean
+from inference.rank1_mixture import Rank1FactorFamily, batch_ensemble, rank1_mixture
 from inference.registry import GUIDES, make_guide, register_guide
-
+from inference.site_guide import SiteGuide
+from inference.sites import Site, site_table
+from inference.warm_start import from_mean_field
+from inference.zero_mean import (VarianceLayerFamily, ZeroMeanFamily, predictions_by_procedure, variance_layers,
+                                 zero_mean)
 
 
 def to_arviz(posterior, data=None, **kwargs):
@@ -24,7 +28,15 @@ def to_arviz(posterior, data=None, **kwargs):
     return convert(posterior, data, **kwargs)
 
 
-__all__ = ["full_covariance", "FullCovariance", "low_rank", "LowRank", "block_diagonal", "BlockDiagonal",
-           "by_site", "BySite", "k_tied", "KTiedNormal", "zero_mean", "ZeroMean", "variance_layers", "VarianceLayers",
-           "rank1_mixture", "batch_ensemble", "Rank1Mixture", "predictions_by_procedure", "fit", "nuts", "NonFiniteLossError", "mean_field", "MeanField", "point_estimate", "PointEstimate", "Posterior", "to_arviz",
-           "save", "load", "GUIDES", "make_guide", "register_guide", "from_mean_field"]
+__all__ = [
+    # guides (swap with one argument) and their registry
+    "mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers", "rank1_mixture", "batch_ensemble",
+    "full_covariance", "low_rank", "block_diagonal", "by_site", "GUIDES", "make_guide", "register_guide",
+    # the machinery under them
+    "SiteGuide", "JointGaussian", "BNNGuide", "Guide", "HasSiteMoments", "Site", "site_table",
+    "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
+    "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily",
+    # training, sampling, results
+    "fit", "nuts", "NonFiniteLossError", "Posterior", "to_arviz", "save", "load", "from_mean_field",
+    "predictions_by_procedure",
+]

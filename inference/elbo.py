@@ -9,7 +9,8 @@ dense-covariance Gaussians (full, low-rank, block-diagonal guides) log q(w) is r
 expectation -H(q) (`EXACT_ENTROPY`), and -log p(w) of every site under a Normal prior by its exact
 expectation from the guide's `site_moments` (``inference.gaussian_kl``): their KL is then exact.
 beta enters as an argument of the jitted step, so annealing never recompiles.
-A handler that scales the prior does not do this under TraceMeanField_ELBO (reference/numpyro-facts.md).
+A scale handler around the prior does not weight the KL under NumPyro's TraceMeanField_ELBO, which is why
+beta is applied here, to the KL term itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from numpyro import handlers
 from numpyro.distributions.kl import kl_divergence
 
 from inference.gaussian_kl import EXACT_ENTROPY, expected_normal_cross_entropy, normal_prior_parameters
+from inference.guide_protocol import HasSiteMoments
 
 
 def elbo_terms(rng_key, params, model, guide, *args, mutable=None, **kwargs):
@@ -39,7 +41,7 @@ def elbo_terms(rng_key, params, model, guide, *args, mutable=None, **kwargs):
     log_lik = 0.0
     kl = 0.0
     covered = set()
-    moments = guide.site_moments(params) if hasattr(guide, "site_moments") else {}
+    moments = guide.site_moments(params) if isinstance(guide, HasSiteMoments) else {}
     for name, site in model_trace.items():
         if site["type"] != "sample":
             continue

@@ -1,77 +1,91 @@
-"""What every guide of the zoo shares: a prototype built from the BNN's static site table.
+"""What every guide of the zoo shares: NumPyro's public AutoGuide interface over a BNN's site table.
 
-NumPyro's ``AutoGuide._setup_prototype`` runs ``initialize_model``, which in a fresh process costs
-~12 s of small eager compiles (reference/numpyro-facts.md). A `BNN` knows its sites, shapes and
-priors without running anything, so `BNNGuide` builds the same prototype trace from that table in
-milliseconds and starts every location at Haiku's own initialisation.
-
-Subclass order matters: ``class MyGuide(AutoNormal, BNNGuide)`` puts `BNNGuide._setup_prototype`
-where ``AutoGuide._setup_prototype`` was, so AutoNormal's own setup (event dims, ...) runs on top.
-Models that are not a `BNN` fall back to NumPyro's path.
+A guide subclasses ``numpyro.infer.autoguide.AutoGuide`` and implements its public methods
+(``__call__``, ``sample_posterior``, ``median``, ``quantiles``), so that ``Predictive``, SVI and every
+function of this package work with it. It reads the model's sites from `inference.sites.site_table`
+(no ``initialize_model``) and touches no private attribute of NumPyro. What a guide offers beyond
+that is declared in `inference.guide_protocol`.
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 
 import jax
-import jax.numpy as jnp
-import numpyro
 from numpyro import handlers
-from numpyro.distributions import biject_to
 from numpyro.infer.autoguide import AutoGuide
 
-from models.bridge import BNN
+from inference.sites import site_table
 
 
 class BNNGuide(AutoGuide):
-    """AutoGuide base with a fast prototype for `BNN` models (see the module docstring).
+    """AutoGuide base for `models.BNN` models (see the module docstring).
 
-    Subclasses set ``self.config`` (a JSON-able dict with the guide's registry name and keyword
-    arguments) so that checkpoints can rebuild them, and may override `covered_sites`.
+    Args:
+      model: a `models.BNN`.
+      prefix: the parameter name prefix (NumPyro's convention, default ``"auto"``).
+      config: JSON-able {"name": registry name, **keyword arguments} that rebuilds the guide with
+        ``inference.make_guide(config["name"], model, **rest)`` (checkpoints store it).
+    Subclasses implement ``__call__``, ``sample_posterior``, ``median``, ``quantiles`` and
+    ``num_params_formula``; they may validate the site table in ``check_sites``.
     """
 
-    config: dict = {}
+    def __init__(self, model, *, prefix: str = "auto", config: dict):
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"prefix: expected a non-empty string, got {prefix!r}")
+        super().__init__(model, prefix=prefix)
+        self.sites = None  # {name: Site} once `setup` has seen the inputs' shape
+        self._guide_config = {**config, "prefix": prefix}
 
-    def _setup_prototype(self, *args, **kwargs):
-        if not isinstance(self.model, BNN):
-            return super()._setup_prototype(*args, **kwargs)
-        x = args[0] if args else kwargs["x"]
-        rng_key = numpyro.prng_key()
-        if rng_key is None:
-            rng_key = jax.random.PRNGKey(0)
-        site_priors = self.model.site_priors(x)
-        init = self.model.init_values(rng_key, x)
-        self.prototype_trace = self.model.prototype_sites(x, init)
-        self._init_locs = {k: biject_to(d.support).inv(init[k]) for k, d in site_priors.items()}
-        supports = {k: d.support for k, d in site_priors.items()}
-
-        def postprocess(latent):
-            return {k: biject_to(supports[k])(v) if k in supports else v for k, v in latent.items()}
-
-        self._postprocess_fn = postprocess
-        self._potential_fn = None
-        self._prototype_frames = {}
-        self._prototype_plate_sizes = {}
-        self._prototype_frame_full_sizes = {}
+    @property
+    def config(self) -> dict:
+        """A copy of the JSON-able {"name": ..., **kwargs} that rebuilds this guide."""
+        return dict(self._guide_config)
 
     def setup(self, x):
-        """Build the prototype for inputs shaped like `x` (B, ...) if not built yet; returns self."""
-        if self.prototype_trace is None:
-            with handlers.block():
-                self._setup_prototype(x)
+        """Read the model's sites for inputs shaped like `x` (B, ...) if not done yet; returns self."""
+        if self.sites is None:
+            self.sites = site_table(self.model, x)
+            self.check_sites()
         return self
 
+    def check_sites(self) -> None:
+        """Validate the guide's options against `self.sites` (after `setup`); raise ValueError if they do not fit."""
+
+    def setup_from_call(self, args, kwargs) -> None:
+        """`setup` from the arguments a NumPyro guide is called with: ``(x, ...)`` or ``x=...``."""
+        self.setup(args[0] if args else kwargs["x"])
+
+    def site_shapes(self) -> dict:
+        """{latent site: shape} in model order (after `setup`)."""
+        if self.sites is None:
+            raise ValueError(f"{type(self).__name__}: the guide has not seen the model's inputs yet; call "
+                             "guide.setup(x) (fit does) before asking for sites or parameter counts")
+        return {name: site.shape for name, site in self.sites.items()}
+
     def latent_names(self) -> list:
-        """Names of the model's latent sites, in model order."""
-        return [k for k, s in self.prototype_trace.items() if s["type"] == "sample" and not s["is_observed"]]
+        """Names of the model's latent sites, in model order (after `setup`)."""
+        return list(self.site_shapes())
 
     def num_latent(self) -> int:
-        """Number of scalar latent values the guide covers (after `setup`)."""
-        return int(sum(math.prod(jnp.shape(v)) for v in self._init_locs.values()))
+        """Number of scalar latent values (after `setup`)."""
+        return int(sum(math.prod(shape) for shape in self.site_shapes().values()))
 
-    def num_params(self, params: dict | None = None) -> int:
-        """Number of scalar variational parameters, counted from `params` (Posterior.params)."""
-        if params is None:
-            raise ValueError("params: pass the guide parameters (Posterior.params) to count them")
+    @abstractmethod
+    def num_params_formula(self) -> int:
+        """Scalar variational parameters by the guide's formula (after `setup`)."""
+
+    def init_params(self, rng_key, x) -> dict:
+        """Fresh constrained guide parameters {param name: array} for inputs shaped like `x` (B, ...)."""
+        self.setup(x)
+        with handlers.block():
+            trace = handlers.trace(handlers.seed(self, rng_key)).get_trace(x)
+        return {k: s["value"] for k, s in trace.items() if s["type"] == "param"}
+
+    def num_free_params(self, params: dict) -> int:
+        """Free scalar variational parameters counted from the constrained `params` {name: array}."""
+        if not isinstance(params, dict):
+            raise ValueError(f"params: expected the guide parameters as a dict (Posterior.params), got "
+                             f"{type(params).__name__}")
         return int(sum(math.prod(v.shape) for v in jax.tree.leaves(params)))

@@ -1,28 +1,46 @@
-"""The point-estimate guide: q(w) = delta(w - w_hat), i.e. MAP training (the prior acts as L2)."""
+"""The point-estimate guide: q(w) = delta(w - w_hat), i.e. MAP training (the prior acts as L2), and its `DeltaFamily`."""
 
 from __future__ import annotations
 
-from numpyro.infer.autoguide import AutoDelta
+from dataclasses import dataclass
 
-from inference.guide_base import BNNGuide
+import numpyro.distributions as dist
+
+from inference.families import ParamSpec, site_size
+from inference.site_guide import SiteGuide
 
 
-class PointEstimate(AutoDelta, BNNGuide):
-    """A Delta at a learned value for every latent site (NumPyro's AutoDelta with the fast prototype).
+@dataclass(frozen=True)
+class DeltaFamily:
+    """q(w) = delta(w - loc): a point mass at a learned (unconstrained) location. Parameters: ``loc``, 1 per entry."""
+
+    name = "point_estimate"
+
+    def params(self, site):
+        """{"loc": site.init_loc}."""
+        return {"loc": ParamSpec(site.init_loc)}
+
+    def distribution(self, site, values):
+        """Delta(loc) with event shape ``site.shape``."""
+        return dist.Delta(values["loc"]).to_event(len(site.shape))
+
+    def moments(self, site, values):
+        """(mean, variance) = (loc, 0)."""
+        return values["loc"], 0.0 * values["loc"]
+
+    def num_params(self, site) -> int:
+        """1 per entry."""
+        return site_size(site)
+
+    def config(self) -> dict:
+        """{} (no options)."""
+        return {}
+
+
+def point_estimate(model, *, prefix: str = "auto") -> SiteGuide:
+    """The MAP / deterministic-network guide for `model`: `DeltaFamily` on every site.
 
     The ELBO then is log p(y | x, w_hat) + log p(w_hat): maximum a posteriori. Values start at the
     network's own initialisation. Parameters: 1 per weight (``{site}_auto_loc``).
     """
-
-    def __init__(self, model, *, prefix: str = "auto"):
-        super().__init__(model, prefix=prefix)
-        self.config = {"name": "point_estimate", "prefix": prefix}
-
-    def num_params_formula(self) -> int:
-        """1 per latent value."""
-        return self.num_latent()
-
-
-def point_estimate(model, *, prefix: str = "auto") -> PointEstimate:
-    """The MAP / deterministic-network guide for `model` (the reference row of mCE tables)."""
-    return PointEstimate(model, prefix=prefix)
+    return SiteGuide(model, {}, default=DeltaFamily(), prefix=prefix, config={"name": "point_estimate"})

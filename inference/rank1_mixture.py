@@ -1,4 +1,4 @@
-"""The rank-1 mixture guide and BatchEnsemble (Dusenberry et al., 2020; ``rank1-bnn.txt`` section 3).
+"""The rank-1 mixture guide and BatchEnsemble (Dusenberry et al., 2020; rank-1 BNN paper section 3).
 
 For a model built from rank-1 layers (``models.rank1``: sites ``.../alpha`` (K, c_in) and
 ``.../gamma`` (K, c_out)), row k of each factor site is mixture component k:
@@ -8,7 +8,7 @@ For a model built from rank-1 layers (``models.rank1``: sites ``.../alpha`` (K, 
 with loc initialised by random signs (``random_sign_init``) and the scale from a dropout rate,
 sigma = sqrt(p / (1 - p)) (section 3.5). Every other site (W, biases) is a point estimate (Delta), so
 its Normal prior acts as L2. The ELBO's KL is then the SUM of per-component KLs, in closed form for
-Normal and by the one-sample estimate log q - log p for Cauchy (rank1-facts). The mixture itself
+Normal and by the one-sample estimate log q - log p for Cauchy (as the paper's reference code does). The mixture itself
 comes from the batch tiling: component k's rows see alpha_k, gamma_k (``models.rank1``), and the
 likelihood's objective (average per-component or log-mixture) is chosen in ``Rank1Likelihood``.
 
@@ -18,14 +18,18 @@ likelihood's objective (average per-component or log-mixture) is chosen in ``Ran
 from __future__ import annotations
 
 import fnmatch
-import math
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
 
-from inference.per_site import PerSiteGuide
+from inference.families import ParamSpec, site_size
+from inference.point_estimate import DeltaFamily
+from inference.site_guide import SiteGuide
 from models.rank1 import RANK1_SITE_SUFFIXES, random_sign_init, scale_from_dropout
+
 
 class RatioCauchy(dist.Cauchy):
     """Cauchy(loc, scale) drawn as loc + scale * z1 / z2, z1, z2 ~ N(0, 1) iid (a standard Cauchy ratio).
@@ -42,75 +46,82 @@ class RatioCauchy(dist.Cauchy):
         return self.loc + self.scale * jax.random.normal(key_num, shape) / jax.random.normal(key_den, shape)
 
 
-FAMILIES = {"normal": dist.Normal, "cauchy": RatioCauchy, "delta": None}
+COMPONENTS = {"normal": dist.Normal, "cauchy": RatioCauchy, "delta": None}
 DEFAULT_FACTOR_SITES = tuple(f"*/{s}" for s in RANK1_SITE_SUFFIXES)
 
 
-class Rank1Mixture(PerSiteGuide):
-    """K-component Normal / Cauchy / Dirac posterior over rank-1 factors, Delta over the other sites.
+@dataclass(frozen=True)
+class Rank1FactorFamily:
+    """K-component Normal / Cauchy / Dirac factors on rank-1 factor sites, a point mass elsewhere.
 
-    Args:
-      model: a `models.BNN` containing rank-1 layers.
-      family: "normal", "cauchy" or "delta" (BatchEnsemble).
-      dropout_rate: p in (0, 1) giving the initial factor scale sqrt(p / (1 - p)) (default 1e-3).
-      sign_init: v for `random_sign_init` of the factor locations (v > 0: ±1 with P(+1) = v; v <= 0: N(1, |v|)).
-      factor_sites: shell patterns of the factor sites (default ``*/alpha``, ``*/gamma``).
-    Parameters: ``{site}_{prefix}_loc`` for every site, plus ``_scale`` for factor sites (not for "delta").
+    On a site matching `factor_sites` ((K, c): row k is component k), by `family`:
+    Normal/Cauchy(loc, scale) or Delta(loc) (``family="delta"``: BatchEnsemble), loc from
+    `models.rank1.random_sign_init` (`sign_init`), scale from the dropout rate p: sqrt(p / (1 - p))
+    (section 3.5). Any other site (W, biases) gets `DeltaFamily`, so its Normal prior acts as L2.
+    Parameters: ``loc`` (+ ``scale``, softplus-positive, unless "delta").
     """
 
-    def __init__(self, model, *, family: str = "normal", dropout_rate: float = 1e-3, sign_init: float = 0.5,
-                 factor_sites=DEFAULT_FACTOR_SITES, prefix: str = "auto"):
-        if family not in FAMILIES:
-            raise ValueError(f"family: expected one of {sorted(FAMILIES)}, got {family!r}")
-        super().__init__(model, init_scale=scale_from_dropout(dropout_rate), prefix=prefix)
-        self.family = family
-        self.sign_init = random_sign_init(sign_init)
-        self.factor_sites = tuple(factor_sites)
-        self.config = {"name": "rank1_mixture", "family": family,
-                       "dropout_rate": dropout_rate, "sign_init": sign_init,
-                       "factor_sites": list(self.factor_sites), "prefix": prefix}
+    family: str = "normal"
+    dropout_rate: float = 1e-3
+    sign_init: float = 0.5
+    factor_sites: tuple = DEFAULT_FACTOR_SITES
+    name = "rank1_mixture"
+
+    def __post_init__(self):
+        if self.family not in COMPONENTS:
+            raise ValueError(f"family: expected one of {sorted(COMPONENTS)}, got {self.family!r}")
+        object.__setattr__(self, "factor_sites", tuple(self.factor_sites))
+        scale_from_dropout(self.dropout_rate)  # validates p in (0, 1)
+        random_sign_init(self.sign_init)  # validates v <= 1
 
     def is_factor(self, name: str) -> bool:
         """Whether site `name` is a rank-1 factor (matches one of `factor_sites`)."""
         return any(fnmatch.fnmatchcase(name, p) for p in self.factor_sites)
 
-    def _setup_prototype(self, *args, **kwargs):
-        super()._setup_prototype(*args, **kwargs)
-        if not any(self.is_factor(name) for name in self.site_shapes()):
-            raise ValueError(
-                f"model: no site matches the rank-1 factor patterns {list(self.factor_sites)}; build the "
-                f"network from models.rank1 layers (sites .../alpha, .../gamma). Sites: {list(self.site_shapes())[:6]}"
-            )
+    def params(self, site):
+        """Factor sites: {"loc": random signs, "scale"} ("loc" only for "delta"); others `DeltaFamily`'s."""
+        if not self.is_factor(site.name):
+            return DeltaFamily().params(site)
+        init_sign = random_sign_init(self.sign_init)
+        specs = {"loc": ParamSpec(lambda key: init_sign(key, site.shape))}
+        if COMPONENTS[self.family] is not None:
+            specs["scale"] = ParamSpec(jnp.full(site.shape, scale_from_dropout(self.dropout_rate)),
+                                       constraints.softplus_positive)
+        return specs
 
-    def site_distribution(self, name, shape, param):
-        """Factor sites: Normal/Cauchy(loc, scale) or Delta(loc), (K, c); others Delta(loc). Event shape `shape`."""
-        if not self.is_factor(name):
-            return dist.Delta(param("loc", self.init_loc(name))).to_event(len(shape))
-        loc = param("loc", lambda key: self.sign_init(key, shape))
-        family = FAMILIES[self.family]
-        if family is None:
-            return dist.Delta(loc).to_event(len(shape))
-        scale = param("scale", jnp.full(shape, self._init_scale), self.scale_constraint)
-        return family(loc, scale).to_event(len(shape))
+    def distribution(self, site, values):
+        """Factor sites: Normal/Cauchy(loc, scale) or Delta(loc), (K, c); others Delta(loc). Event shape ``site.shape``."""
+        component = COMPONENTS[self.family]
+        if not self.is_factor(site.name) or component is None:
+            return DeltaFamily().distribution(site, values)
+        return component(values["loc"], values["scale"]).to_event(len(site.shape))
 
-    def num_params_formula(self) -> int:
-        """Point estimates: 1 per entry; each factor entry: 2 (loc, scale), or 1 for BatchEnsemble.
+    def num_params(self, site) -> int:
+        """Factor entries: 2 (loc, scale), 1 for BatchEnsemble; other sites: 1 per entry.
 
         A rank-1 dense layer (m -> n, K components, per-component bias) thus has
         mn + Kn + 2K(m + n) parameters (mn + Kn + K(m + n) for BatchEnsemble).
         """
-        per_factor = 1 if self.family == "delta" else 2
-        return sum(math.prod(shape) * (per_factor if self.is_factor(name) else 1)
-                   for name, shape in self.site_shapes().items())
+        per_entry = 2 if self.is_factor(site.name) and COMPONENTS[self.family] is not None else 1
+        return per_entry * site_size(site)
+
+    def config(self) -> dict:
+        """{"family", "dropout_rate", "sign_init", "factor_sites"}."""
+        return {"family": self.family, "dropout_rate": self.dropout_rate, "sign_init": self.sign_init,
+                "factor_sites": list(self.factor_sites)}
 
 
 def rank1_mixture(model, *, family: str = "normal", dropout_rate: float = 1e-3, sign_init: float = 0.5,
-                  factor_sites=DEFAULT_FACTOR_SITES, prefix: str = "auto") -> Rank1Mixture:
-    """The rank-1 mixture guide (Normal or Cauchy components) for a model with rank-1 layers."""
-    return Rank1Mixture(model, family=family, dropout_rate=dropout_rate, sign_init=sign_init,
-                        factor_sites=factor_sites, prefix=prefix)
+                  factor_sites=DEFAULT_FACTOR_SITES, prefix: str = "auto") -> SiteGuide:
+    """The rank-1 mixture guide: `Rank1FactorFamily` (Normal, Cauchy or, with ``family="delta"``,
+    BatchEnsemble's point masses) on the factor sites, `DeltaFamily` on W and the biases."""
+    factors = Rank1FactorFamily(family, dropout_rate, sign_init, factor_sites)
+    return SiteGuide(model, {p: factors for p in factors.factor_sites}, default=DeltaFamily(), prefix=prefix,
+                     patterns_arg="factor_sites (build the network from models.rank1 layers, whose rank-1 "
+                                  "factor sites are .../alpha and .../gamma)",
+                     config={"name": "rank1_mixture", **factors.config()})
 
 
-def batch_ensemble(model, *, sign_init: float = 0.5, factor_sites=DEFAULT_FACTOR_SITES, prefix: str = "auto") -> Rank1Mixture:
+def batch_ensemble(model, *, sign_init: float = 0.5, factor_sites=DEFAULT_FACTOR_SITES, prefix: str = "auto") -> SiteGuide:
     """BatchEnsemble: the rank-1 mixture with point-mass (Dirac) components (rank-1 paper section 3.3)."""
-    return Rank1Mixture(model, family="delta", sign_init=sign_init, factor_sites=factor_sites, prefix=prefix)
+    return rank1_mixture(model, family="delta", sign_init=sign_init, factor_sites=factor_sites, prefix=prefix)

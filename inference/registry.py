@@ -1,10 +1,9 @@
-"""Guides by name, so that the CLI and checkpoints can build them from a string."""
+"""Guides and variational families by name, so that the CLI, `by_site` and checkpoints can build them from a string."""
 
 from __future__ import annotations
 
-from inference.block_diagonal import block_diagonal
-from inference.by_site import by_site
-from inference.full_covariance import full_covariance, low_rank
+from inference.by_site import FAMILIES, by_site, register_family
+from inference.joint_gaussian import block_diagonal, full_covariance, low_rank
 from inference.k_tied import k_tied
 from inference.mean_field import mean_field
 from inference.point_estimate import point_estimate
@@ -23,10 +22,15 @@ GUIDES = {
     "block_diagonal": block_diagonal,
     "by_site": by_site,
 }
+"""Guide factories by name: {name: ``factory(model, **kwargs) -> guide``}."""
+
+__all__ = ["GUIDES", "FAMILIES", "register_guide", "register_family", "make_guide"]
 
 
 def register_guide(name: str, factory) -> None:
     """Make ``factory(model, **kwargs) -> guide`` available as `name`."""
+    if not isinstance(name, str) or not name or not callable(factory):
+        raise ValueError(f"register_guide: expected a non-empty name and a callable factory, got {name!r}, {factory!r}")
     GUIDES[name] = factory
 
 

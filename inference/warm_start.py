@@ -19,10 +19,9 @@ import jax
 import jax.numpy as jnp
 from numpyro.distributions import biject_to
 
-from inference.block_diagonal import BlockDiagonal
 from inference.data_args import as_arrays
 from inference.fit import guide_param_init
-from inference.full_covariance import FullCovariance, LowRank
+from inference.joint_gaussian import JointGaussian
 
 
 def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
@@ -30,19 +29,19 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
     its Gaussian at the mean-field `posterior`'s: loc = mu and marginal sd = sigma, no correlation.
 
     Args:
-      guide: a FullCovariance, LowRank or BlockDiagonal guide of the same model as `posterior`.
+      guide: a `JointGaussian` guide (full_covariance, low_rank, block_diagonal) of the same model as `posterior`.
       posterior: a `Posterior` of the mean-field guide (params ``{site}_{prefix}_loc`` / ``_scale``).
       data: the training data given to `fit` (a Dataset or (x, y)); only its shapes are used.
     Returns:
       {param name: unconstrained array}, ready for ``fit(..., init_params=...)``.
     """
-    if not isinstance(guide, (FullCovariance, LowRank, BlockDiagonal)):
+    if not isinstance(guide, JointGaussian):
         raise ValueError(f"guide: expected a full_covariance, low_rank or block_diagonal guide, got {type(guide).__name__}")
     x, y, _, _ = as_arrays(data)
     params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(seed), jnp.asarray(x[:2]),
                                                 jnp.asarray(y[:2]), len(x))
     source_prefix = posterior.guide.prefix
-    missing = [s for s in guide._init_locs if f"{s}_{source_prefix}_scale" not in posterior.params]
+    missing = [s for s in guide.sites if f"{s}_{source_prefix}_scale" not in posterior.params]
     if missing:
         raise ValueError(f"posterior: expected a mean-field posterior of the same model (params '<site>_"
                          f"{source_prefix}_loc' and '_scale'); none for sites {missing[:3]}")
@@ -54,16 +53,10 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
         c = constraints.get(name)
         params_u[name] = biject_to(c).inv(value) if c is not None else value
 
-    p = guide.prefix
-    if isinstance(guide, BlockDiagonal):
-        for block, sites in guide.block_sites.items():
-            set_param(f"{block}_{p}_loc", flat(sites, "loc"))
-            set_param(f"{block}_{p}_scale_tril", jnp.diag(flat(sites, "scale")))
-        return params_u
-    sites = list(guide._init_locs)
-    set_param(f"{p}_loc", flat(sites, "loc"))
-    if isinstance(guide, FullCovariance):
-        set_param(f"{p}_scale_tril", jnp.diag(flat(sites, "scale")))
-    else:
-        set_param(f"{p}_scale", flat(sites, "scale"))
+    for block, sites in guide.block_sites.items():
+        set_param(guide.param_name(block, "loc"), flat(sites, "loc"))
+        if guide.covariance == "full":
+            set_param(guide.param_name(block, "scale_tril"), jnp.diag(flat(sites, "scale")))
+        else:
+            set_param(guide.param_name(block, "scale"), flat(sites, "scale"))
     return params_u

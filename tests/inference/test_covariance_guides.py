@@ -30,9 +30,8 @@ from numpyro.infer import Predictive
 import inference
 import models
 from inference import GUIDES, register_guide
-from inference.block_diagonal import block_diagonal
 from inference.by_site import by_site
-from inference.full_covariance import FullCovariance, LowRank, full_covariance, low_rank
+from inference.joint_gaussian import block_diagonal, full_covariance, low_rank
 from models import bnn, likelihoods, priors
 from models.networks.lenet5 import lenet5
 from models.networks.mlp import mlp
@@ -79,16 +78,16 @@ def blr_fits(blr):
 
 
 def _order(guide):
-    """Indices of [w0, w1, w2, b] in the ravelled latent vector of an AutoContinuous guide."""
-    idx = guide._unpack_latent(np.arange(4.0))
+    """Indices of [w0, w1, w2, b] in the ravelled latent vector of a one-block guide."""
+    idx = guide.unpack("", np.arange(4.0))
     return np.r_[idx[W][:, 0], idx[B]].astype(int)
 
 
 def _gaussian(post):
     """(mean (4,), covariance (4, 4)) of the fitted guide, in the order [w0, w1, w2, b]."""
     guide, p = post.guide, post.params
-    if isinstance(guide, (FullCovariance, LowRank)):
-        q, perm = guide.get_posterior(p), _order(guide)
+    if guide.blocks == "all":
+        q, perm = guide.block_distribution(guide.block_values("", p)), _order(guide)
         return np.asarray(q.mean)[perm], np.asarray(q.covariance_matrix)[np.ix_(perm, perm)]
     mean = np.r_[p[f"{W}_auto_loc"], p[f"{B}_auto_loc"]]
     cov = np.zeros((4, 4))
@@ -246,7 +245,7 @@ def test_by_site_serves_every_posterior_api(tmp_path, monkeypatch):
     """test_guide_api.py's check (fit, Predictive, sample_posterior, median, quantiles, to_arviz, save/load,
     formula == counted) on zero-mean + k-tied + mean-field + Delta sites in one guide."""
     api = _guide_api_module()
-    make = lambda m: by_site(m, {"*/linear_0/w": "zero_mean", "*/w": ("k_tied", {"rank": 1}),  # noqa: E731
+    make = lambda m: by_site(m, {"*/linear_0/w": "zero_mean", "*/w": ("k_tied", {"k": 1}),  # noqa: E731
                                  "*/linear_1/b": "mean_field"}, default="point_estimate")
     monkeypatch.setitem(api.CASES, "by_site", lambda: (api._plain_model(), make))
     monkeypatch.setitem(api.FACTORIES, "by_site", by_site)
@@ -267,7 +266,7 @@ def test_full_covariance_refuses_beyond_max_latent_dim_naming_size_and_memory():
     assert "1.5 GB" in message  # 19,210² float32 = 1.476e9 bytes
     assert "19,210 x 19,210 Cholesky factor" in message and "max_latent_dim" in message and "low_rank" in message
     guide = full_covariance(model, max_latent_dim=20_000).setup(x)  # raising the limit accepts it
-    assert guide.num_params() == 19210 + 19210 * 19211 // 2
+    assert guide.num_params_formula() == 19210 + 19210 * 19211 // 2
 
 
 def test_block_and_low_rank_refusals_name_the_block_and_the_rank():
@@ -304,7 +303,7 @@ def test_free_parameter_counts_match_the_formulas():
     guides = {"full": full_covariance(model), "low_rank": low_rank(model, rank=3),
               "block_site": block_diagonal(model), "block_layer": block_diagonal(model, blocks="layer")}
     for name, guide in guides.items():
-        assert _free_numbers(guide, x) == guide.num_params() == expected[name], name
+        assert _free_numbers(guide, x) == guide.num_params_formula() == expected[name], name
 
 
 # ----- by_site -----------------------------------------------------------------------------------------
@@ -339,15 +338,15 @@ def test_by_site_k_tied_dense_mean_field_conv_counts_parameters_by_family():
     """The k-tied paper's set-up: k-tied Normal on dense weight matrices, mean field on conv layers."""
     model = models.bnn(lenet5(10, channels=(2, 3), hidden=8, padding="SAME"), models.priors.normal(1.0))
     x = np.zeros((2, 8, 8, 1), np.float32)  # 8x8 digits: conv2 output 2x2x3 -> dense1 w (12, 8)
-    guide = by_site(model, {"*/dense*/w": ("k_tied", {"rank": 2}), "*/conv*": "mean_field"}, default="mean_field")
+    guide = by_site(model, {"*/dense*/w": ("k_tied", {"k": 2}), "*/conv*": "mean_field"}, default="mean_field")
     guide.setup(x)
-    assert {n: guide.family_of(n) for n in ("lenet5/conv1/w", "lenet5/dense1/w", "lenet5/dense1/b")} == {
+    assert {n: guide.family_of(n).name for n in ("lenet5/conv1/w", "lenet5/dense1/w", "lenet5/dense1/b")} == {
         "lenet5/conv1/w": "mean_field", "lenet5/dense1/w": "k_tied", "lenet5/dense1/b": "mean_field"}
     k_tied_part = 12 * 8 + 2 * (12 + 8) + 8 * 10 + 2 * (8 + 10)  # mn + k(m + n) per matrix (Table 1)
     mean_field_part = 2 * (5 * 5 * 1 * 2 + 5 * 5 * 2 * 3 + 2 + 3 + 8 + 10)
     shapes = jax.eval_shape(lambda key: guide.init_params(key, x), jax.random.PRNGKey(0))
     counted = sum(math.prod(v.shape) for v in shapes.values())
-    assert guide.num_params() == counted == k_tied_part + mean_field_part
+    assert guide.num_params_formula() == counted == k_tied_part + mean_field_part
 
 
 def test_by_site_refuses_uncovered_sites_and_unmatched_patterns():
@@ -360,9 +359,9 @@ def test_by_site_refuses_uncovered_sites_and_unmatched_patterns():
         by_site(model, {"*/w": "mean_feild"})
     with pytest.raises(ValueError, match="does not take the keyword arguments"):
         by_site(model, {"*/w": ("k_tied", {"rnak": 2})})
-    guide = by_site(model, {"*/linear_1/*": "mean_field", "*/w": ("k_tied", {"rank": 1})}).setup(x)
-    assert [guide.family_of(n) for n in guide.site_shapes()] == ["point_estimate", "k_tied", "mean_field", "mean_field"]
-    assert guide.num_params() == 2 + (128 + 64 + 2) + 2 * (20 + 10)
+    guide = by_site(model, {"*/linear_1/*": "mean_field", "*/w": ("k_tied", {"k": 1})}).setup(x)
+    assert [guide.family_of(n).name for n in guide.site_shapes()] == ["point_estimate", "k_tied", "mean_field", "mean_field"]
+    assert guide.num_params_formula() == 2 + (128 + 64 + 2) + 2 * (20 + 10)
 
 
 def test_block_guide_pushes_constrained_sites_through_their_bijection():

@@ -37,7 +37,7 @@ FACTORIES = {"k_tied": k_tied, "zero_mean": zero_mean, "variance_layers": varian
              "rank1_mixture": rank1_mixture}
 
 CASES = {
-    "k_tied": lambda: (_plain_model(), lambda m: k_tied(m, rank=2)),
+    "k_tied": lambda: (_plain_model(), lambda m: k_tied(m, k=2)),
     "zero_mean": lambda: (_plain_model(), lambda m: zero_mean(m, variance_sites=["mlp/~/linear_0/w"])),
     "variance_layers": lambda: (_plain_model(), lambda m: variance_layers(m, variance_sites="mlp/~/linear_0/w")),
     "rank1_normal": lambda: (_rank1_model(), lambda m: rank1_mixture(m)),
@@ -55,7 +55,7 @@ def test_guide_trains_and_serves_every_posterior_api(case, tmp_path):
     assert np.all(np.isfinite(post.losses))
     assert np.mean(post.losses[-10:]) < np.mean(post.losses[:10])
 
-    assert guide.num_params() == guide.num_params(post.params)  # formula == actual leaves
+    assert guide.num_params_formula() == guide.num_free_params(post.params)  # formula == actual leaves
 
     shapes = model.site_shapes(x)
 

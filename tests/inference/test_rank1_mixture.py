@@ -38,7 +38,7 @@ def test_parameter_count_formula():
     for guide, per_factor in ((rank1_mixture(_model()), 2), (batch_ensemble(_model()), 1)):
         params = _init_params(guide)
         expected = _layer_count(D, 5, per_factor) + _layer_count(5, 2, per_factor)
-        assert guide.num_params() == guide.num_params(params) == expected
+        assert guide.num_params_formula() == guide.num_free_params(params) == expected
 
 
 def test_initialisation_random_signs_dropout_scale_and_haiku_weights():
@@ -123,7 +123,7 @@ def test_by_site_combines_rank1_families_per_layer_with_the_mixture_guides_own_t
     whole = rank1_mixture(model, family="cauchy")
     params, whole_params = _init_params(mixed), _init_params(whole)
     assert {k: v.shape for k, v in params.items()} == {k: v.shape for k, v in whole_params.items()}
-    assert mixed.num_params() == mixed.num_params(params) == whole.num_params()
+    assert mixed.num_params_formula() == mixed.num_free_params(params) == whole.num_params_formula()
     dists = mixed.distributions(params)
     assert type(dists["rank1_mlp/rank1_dense_0/gamma"].base_dist) is dist.Normal
     assert isinstance(dists["rank1_mlp/rank1_dense_1/alpha"].base_dist, RatioCauchy)

@@ -74,7 +74,7 @@ def test_variance_layers_scale_is_sqrt_alpha_abs_mu(granularity, alpha_shape):
     np.testing.assert_allclose(fn.scale, jnp.exp(0.5 * params[f"{SITE}_auto_log_alpha"]) * jnp.abs(mu), rtol=1e-6)
     # mu per weight + alphas on the variance site; 2 per entry elsewhere (b0: 6, w1: 18, b1: 3)
     expected = 24 + int(np.prod(alpha_shape)) + 2 * (6 + 18 + 3)
-    assert guide.num_params() == guide.num_params(params) == expected
+    assert guide.num_params_formula() == guide.num_free_params(params) == expected
 
 
 def test_deterministic_prediction_of_a_zero_mean_layer_ignores_the_input():

@@ -28,8 +28,8 @@ TINY = {
 PAPER_GUIDE = {
     "lenet5": ({}, "zero_mean", {"variance_sites": ["lenet5/dense1/w"]}),           # variance networks
     "vgg": ({}, "variance_layers", {"variance_sites": ["vgg/dense1/w"]}),             # variance networks
-    "lenet_cnn": ({}, "k_tied", {"rank": 2}),                                        # k-tied (conv reshaped)
-    "resnet18": ({}, "k_tied", {"rank": 2}),                                         # k-tied
+    "lenet_cnn": ({}, "k_tied", {"k": 2}),                                        # k-tied (conv reshaped)
+    "resnet18": ({}, "k_tied", {"k": 2}),                                         # k-tied
     "lstm": ({"num_components": 2}, "rank1_mixture", {"family": "normal"}),          # rank-1 LSTM
     "wide_resnet": ({"num_components": 2}, "rank1_mixture", {"family": "cauchy"}),   # rank-1 WRN
     "moons_mlp": ({}, "mean_field", {}),                                             # Liberty or Depth

@@ -1,0 +1,71 @@
+"""Variational families: what a per-site guide puts on one latent site.
+
+A family is a small immutable object (optax style) with no state of its own. For a `Site` (name,
+shape, support, prior, initial location) it
+
+* declares its parameters: ``params(site) -> {suffix: ParamSpec(init, constraint)}``, in the order they
+  are created (``init`` an array, or a function ``key -> array`` for random initialisations);
+* gives the site's distribution from their (constrained) values: ``distribution(site, values)``, over
+  the site's *unconstrained* value, with event shape ``site.shape``;
+* counts its parameters by the paper's formula: ``num_params(site)``;
+* and, where it has them, gives the closed-form moments ``moments(site, values) -> (mean, variance)``.
+
+`inference.SiteGuide` turns a {site pattern: family} map into a NumPyro guide; ``mean_field(model)`` is
+that guide with the Normal family on every site, ``by_site`` any mix. The families of the zoo live
+beside their guides: `inference.mean_field.NormalFamily`, `inference.point_estimate.DeltaFamily`,
+`inference.k_tied.KTiedFamily`, `inference.zero_mean.ZeroMeanFamily` and ``VarianceLayerFamily``,
+`inference.rank1_mixture.Rank1FactorFamily`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from numpyro.distributions import constraints
+
+from inference.sites import Site
+
+
+class ParamSpec(NamedTuple):
+    """One variational parameter of a family: its initial value (array of the parameter's shape, or a
+    function ``key -> array``) and the constraint it lives in (NumPyro constraint; default real)."""
+
+    init: Any
+    constraint: Any = constraints.real
+
+
+@runtime_checkable
+class Family(Protocol):
+    """What every variational family provides (see the module docstring)."""
+
+    name: str
+
+    def params(self, site: Site) -> "dict[str, ParamSpec]":
+        """{suffix: ParamSpec} of the parameters this family creates for `site`, in creation order."""
+
+    def distribution(self, site: Site, values: dict):
+        """The distribution of `site`'s unconstrained value (event shape ``site.shape``) given the
+        constrained parameter `values` {suffix: array}."""
+
+    def num_params(self, site: Site) -> int:
+        """Scalar variational parameters for `site` by the family's formula."""
+
+    def config(self) -> dict:
+        """JSON-able keyword arguments that rebuild this family."""
+
+
+def site_size(site: Site) -> int:
+    """Number of scalar entries of the site's value: prod(site.shape)."""
+    return math.prod(site.shape)
+
+
+def positive_number(arg: str, value) -> float:
+    """`value` as a float; ValueError naming `arg` unless it is a finite number > 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{arg}: expected a positive number, got {value!r}")
+    return number

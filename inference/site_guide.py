@@ -1,0 +1,132 @@
+"""`SiteGuide`: a factorised guide with a variational family chosen per site by shell pattern.
+
+    q(w) = prod_sites q_family(site)(w_site)
+
+Each site gets the family of the FIRST pattern (in dict order) that matches its name, else `default`.
+A pattern that matches no site is refused, and so is a site no pattern covers when ``default=None``:
+a site is never silently dropped. ``mean_field(model)`` is ``SiteGuide(model, {}, default=NormalFamily())``;
+k-tied, zero-mean, variance-layer, rank-1 and ``by_site`` guides are other maps.
+
+Parameters are named ``{site}_{prefix}_{suffix}`` (NumPyro's AutoNormal convention, e.g.
+``mlp/~/linear_0/w_auto_loc``). Posterior draws give every site its own key (NumPyro's AutoGuideList
+hands the same key to each part, so two similar parts draw perfectly correlated noise).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from numpyro.distributions import biject_to
+
+from inference.families import Family
+from inference.guide_base import BNNGuide
+from inference.sites import constrain
+
+
+class SiteGuide(BNNGuide):
+    """A per-site guide (see the module docstring).
+
+    Args:
+      model: a `models.BNN`.
+      families: {shell pattern: Family}; first match wins.
+      default: the Family of sites no pattern matches, or None to refuse them.
+      patterns_arg: the argument name used in errors about unmatched patterns (e.g. "variance_sites").
+      prefix, config: as `BNNGuide`.
+    """
+
+    def __init__(self, model, families: dict, *, default: Family | None, prefix: str = "auto", config: dict,
+                 patterns_arg: str = "families"):
+        for pattern, family in families.items():
+            if not isinstance(family, Family):
+                raise ValueError(f"{patterns_arg}[{pattern!r}]: expected a variational family, got {family!r}")
+        if default is not None and not isinstance(default, Family):
+            raise ValueError(f"default: expected a variational family or None, got {default!r}")
+        super().__init__(model, prefix=prefix, config=config)
+        self.families = dict(families)
+        self.default = default
+        self.patterns_arg = patterns_arg
+        self.assignment = None  # {site: Family} after setup
+
+    def check_sites(self) -> None:
+        """Assign a family to every site; refuse unmatched patterns and, with no default, uncovered sites."""
+        names = list(self.sites)
+        unmatched = [p for p in self.families if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        if unmatched:
+            raise ValueError(f"{self.patterns_arg}: patterns {unmatched} match no site of the model; sites are {names}")
+        chosen = {n: next((f for p, f in self.families.items() if fnmatch.fnmatchcase(n, p)), self.default)
+                  for n in names}
+        uncovered = [n for n, f in chosen.items() if f is None]
+        if uncovered:
+            raise ValueError(f"{self.patterns_arg}: sites {uncovered} match no pattern and default=None; add a "
+                             "pattern for them or pass a default family (e.g. 'point_estimate' or 'mean_field')")
+        self.assignment = chosen
+
+    def family_of(self, name: str) -> Family:
+        """The family chosen for site `name` (after `setup`)."""
+        self.site_shapes()
+        return self.assignment[name]
+
+    def param_name(self, site: str, suffix: str) -> str:
+        """The NumPyro param name of parameter `suffix` of `site`: ``{site}_{prefix}_{suffix}``."""
+        return f"{site}_{self.prefix}_{suffix}"
+
+    # ----- the NumPyro guide ----------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        """One ``numpyro.param`` per family parameter and one ``numpyro.sample`` per site (model order);
+        returns {site: constrained value}."""
+        self.setup_from_call(args, kwargs)
+        result = {}
+        for name, site in self.sites.items():
+            family = self.assignment[name]
+            values = {suffix: numpyro.param(self.param_name(name, suffix), spec.init, constraint=spec.constraint)
+                      for suffix, spec in family.params(site).items()}
+            fn = family.distribution(site, values)
+            if not site.is_real:
+                fn = dist.TransformedDistribution(fn, biject_to(site.support))
+            result[name] = numpyro.sample(name, fn)
+        return result
+
+    def distributions(self, params: dict) -> dict:
+        """{site: distribution of its unconstrained value} from the constrained guide `params`."""
+        self.site_shapes()
+        out = {}
+        for name, site in self.sites.items():
+            family = self.assignment[name]
+            out[name] = family.distribution(site, {s: params[self.param_name(name, s)] for s in family.params(site)})
+        return out
+
+    def sample_posterior(self, rng_key, params, *args, sample_shape=(), **kwargs):
+        """{site: sample_shape + site shape} constrained draws, one independent key per site."""
+        dists = self.distributions(params)
+        keys = jax.random.split(rng_key, len(dists))
+        latent = {name: fn.sample(key, sample_shape) for (name, fn), key in zip(dists.items(), keys)}
+        return constrain(self.sites, latent)
+
+    def median(self, params):
+        """{site: site shape}: the elementwise median (the location for Normal, Cauchy, Delta), constrained."""
+        return constrain(self.sites, {name: elementwise_icdf(fn, 0.5) for name, fn in self.distributions(params).items()})
+
+    def quantiles(self, params, quantiles):
+        """{site: (Q,) + site shape}: elementwise quantiles of the factorised guide, constrained."""
+        q = jnp.asarray(quantiles)
+        latent = {name: elementwise_icdf(fn, q.reshape((-1,) + (1,) * len(fn.event_shape)))
+                  for name, fn in self.distributions(params).items()}
+        return constrain(self.sites, latent)
+
+    def num_params_formula(self) -> int:
+        """Sum over sites of the site's family formula (after `setup`)."""
+        self.site_shapes()
+        return int(sum(self.assignment[n].num_params(site) for n, site in self.sites.items()))
+
+
+def elementwise_icdf(fn, q):
+    """Elementwise quantile `q` of a factorised distribution (Independent / expanded Normal, Cauchy, Delta)."""
+    while isinstance(fn, (dist.Independent, dist.ExpandedDistribution)):
+        fn = fn.base_dist
+    if isinstance(fn, dist.Delta):
+        return jnp.broadcast_to(fn.v, jnp.broadcast_shapes(jnp.shape(q), jnp.shape(fn.v)))
+    return fn.icdf(q)
