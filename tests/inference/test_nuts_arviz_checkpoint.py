@@ -82,3 +82,12 @@ def test_checkpoints_round_trip_exactly(which, moons_svi, moons_nuts, moons_entr
         inference.load(tmp_path / which, model=other)
     with pytest.raises(FileNotFoundError, match="path: no checkpoint"):
         inference.load(tmp_path / "missing")
+
+
+def test_ess_rhat_is_arviz_bulk_ess_and_rank_rhat():
+    draws = np.random.default_rng(0).normal(size=(2, 300, 3, 2))
+    data = az.convert_to_dataset({"w": draws})
+    got = diagnostics.ess_rhat(draws)
+    assert got == {"ess_bulk_min": float(np.min(az.ess(data, method="bulk")["w"].values)),
+                   "rhat_max": float(np.max(az.rhat(data)["w"].values))}
+    assert np.isnan(diagnostics.ess_rhat(draws[:1])["rhat_max"])  # one chain: ArviZ's R-hat needs two
