@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from inference.run_info import FitInfo, NutsInfo, check_info
+
 
 @dataclass
 class Posterior:
@@ -26,7 +28,9 @@ class Posterior:
       state: the network's Haiku state after training (batch-norm moving averages), or None.
       feature_shape: the input shape the model was built for (x.shape[1:]).
       config: JSON-able description (zoo entry, guide, training settings) that checkpoints store.
-      info: timings and counters.
+      info: what the run recorded: a `FitInfo` (SVI: first_step_s, fit_s, traces), a `NutsInfo` (MCMC:
+        nuts_s, divergences, mean_leapfrog_steps, chain_method), or None (built by hand); see
+        `inference.run_info` for the fields and their units.
     """
 
     model: object
@@ -39,7 +43,7 @@ class Posterior:
     feature_shape: tuple = ()
     state: dict | None = None
     config: dict = field(default_factory=dict)
-    info: dict = field(default_factory=dict)
+    info: FitInfo | NutsInfo | None = None
 
     def __post_init__(self):
         if self.kind not in ("svi", "mcmc"):
@@ -48,6 +52,7 @@ class Posterior:
             raise ValueError("an SVI Posterior needs both guide and params")
         if self.kind == "mcmc" and self.samples is None:
             raise ValueError("an MCMC Posterior needs samples")
+        check_info(self.info)
         self._jitted = {}
 
     # ----- draws ------------------------------------------------------------------------------

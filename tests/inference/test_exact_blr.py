@@ -57,4 +57,4 @@ def test_nuts_recovers_exact_mean_and_covariance(problem):
     # sd of a covariance estimate ~ sqrt((S_ii S_jj + S_ij^2) / ESS)
     tol = 4 * np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / ess.min())
     assert np.all(np.abs(emp - cov) < tol)
-    assert post.info["divergences"] == 0
+    assert post.info.divergences == 0
