@@ -25,8 +25,9 @@ EXTRA_FIELDS = ("diverging", "num_steps", "accept_prob", "energy")
 
 
 def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num_warmup: int = 500,
-         num_samples: int = 500, seed: int = 0, target_accept_prob: float = 0.8, max_tree_depth: int = 10,
-         chain_method: str | None = None, progress: bool = True, config: dict | None = None) -> Posterior:
+         draws_per_chain: int = 500, seed: int = 0, target_accept_prob: float = 0.8, max_tree_depth: int = 10,
+         chain_method: str | None = None, progress: bool = True, config: dict | None = None,
+         **removed) -> Posterior:
     """Run NUTS (diagonal mass matrix) on `model` with the full data set and return a `Posterior`.
 
     Args:
@@ -34,7 +35,12 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       data: `Dataset` or (x, y): x (N, ...), y (N,).
       init: an SVI Posterior: each chain starts at its own draw from it (honest R-hat; starting every
         chain at the median gives an optimistic one). None: Haiku's initialisation for every chain.
-      num_chains, num_warmup, num_samples, seed, target_accept_prob, max_tree_depth: as NumPyro's.
+      num_chains: independent chains C.
+      num_warmup: warm-up (adaptation) steps PER CHAIN, discarded, as NumPyro's ``num_warmup``.
+      draws_per_chain: kept draws PER CHAIN D; the posterior holds C * D draws in all. (It was called
+        ``num_samples``, NumPyro's name; renamed because everywhere else in the package ``num_samples``
+        is the total number of draws. Passing ``num_samples=`` raises TypeError.)
+      seed, target_accept_prob, max_tree_depth: as NumPyro's.
       chain_method: "parallel" (one CPU/GPU device per chain; on CPU call
         ``numpyro.set_host_device_count(n)`` before JAX starts, as the `zoo` CLI does), "sequential",
         or "vectorized"; default parallel when enough devices exist, else sequential.
@@ -43,7 +49,8 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       {diverging, num_steps, accept_prob, energy}: (C, D) each, and ``info`` a `NutsInfo`
       (nuts_s, divergences, mean_leapfrog_steps, chain_method).
     """
-    check_positive_ints(num_chains=num_chains, num_samples=num_samples)
+    reject_removed_arguments(removed)
+    check_positive_ints(num_chains=num_chains, draws_per_chain=draws_per_chain)
     if not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
         raise ValueError(f"num_warmup: expected a non-negative integer, got {num_warmup!r}")
     if init is not None and not isinstance(init, Posterior):
@@ -58,13 +65,25 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     potential = unconstrained_potential(model, site_priors, jnp.asarray(x), jnp.asarray(y), state)
     kernel = NUTS(potential_fn=potential, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
                   dense_mass=False)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=draws_per_chain, num_chains=num_chains,
                 chain_method=chain_method, progress_bar=progress)
     samples, stats, seconds = run_chains(mcmc, key, init_u, site_transforms(site_priors))
     info = NutsInfo(nuts_s=seconds, divergences=int(stats["diverging"].sum()),
                     mean_leapfrog_steps=float(stats["num_steps"].mean()), chain_method=chain_method)
     return Posterior(model=model, kind="mcmc", samples=samples, sample_stats=stats,
                      feature_shape=feature_shape, state=state, config=dict(config or {}), info=info)
+
+
+def reject_removed_arguments(removed: dict) -> None:
+    """Raise TypeError for keyword arguments `nuts` does not take, explaining ``num_samples``'s rename."""
+    if "num_samples" in removed:
+        raise TypeError(
+            f"num_samples: nuts got num_samples={removed['num_samples']!r}, but the argument was renamed to "
+            "draws_per_chain: everywhere else in the package (Posterior.predict, draws, to_arviz, evals.score) "
+            "num_samples is the TOTAL number of posterior draws, while nuts takes draws per chain "
+            "(total = num_chains * draws_per_chain). Pass draws_per_chain= instead.")
+    if removed:
+        raise TypeError(f"nuts: unexpected keyword arguments {sorted(removed)}")
 
 
 def default_chain_method(num_chains: int) -> str:

@@ -112,6 +112,15 @@ def test_info_is_a_named_tuple_or_none(moons_nuts):
         inference.Posterior(model=moons_nuts.model, kind="mcmc", samples=moons_nuts.samples, info={"nuts_s": 1.0})
 
 
+def test_nuts_num_samples_was_renamed(moons_entry):
+    with pytest.raises(TypeError, match=r"num_samples=200.*renamed to draws_per_chain.*TOTAL number"):
+        inference.nuts(moons_entry.model, moons_entry.train, num_samples=200)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['num_sample'\]"):
+        inference.nuts(moons_entry.model, moons_entry.train, num_sample=200)
+    with pytest.raises(ValueError, match="draws_per_chain: expected a positive integer, got 0"):
+        inference.nuts(moons_entry.model, moons_entry.train, draws_per_chain=0)
+
+
 def test_ess_rhat_is_arviz_bulk_ess_and_rank_rhat():
     draws = np.random.default_rng(0).normal(size=(2, 300, 3, 2))
     data = az.convert_to_dataset({"w": draws})
