@@ -1,5 +1,9 @@
 """`save` / `load` of a Posterior: arrays in ``arrays.npz`` (exact float round trip) and the config that
-rebuilds the model and guide in ``posterior.json``."""
+rebuilds the model and guide in ``posterior.json``.
+
+``Posterior.info`` is stored as {field: value} with its type's name ("FitInfo" / "NutsInfo") and loads
+back as that NamedTuple; a checkpoint from before those types (a plain dict) fills the matching fields
+and leaves the missing ones None (`inference.run_info.info_from_record`)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import os
 import numpy as np
 
 from inference.posterior import Posterior
+from inference.run_info import info_from_record, info_record
 from models.bridge import flatten_params, unflatten_params
 
 FORMAT = 1
@@ -18,7 +23,7 @@ def save(posterior: Posterior, path: str) -> str:
     """Write `posterior` to the directory `path` (created). Returns the path.
 
     Stored: kind, feature shape, site shapes, the model/guide/entry config, guide params or MCMC
-    samples, losses and sample stats, info.
+    samples, losses and sample stats, and ``info`` as {field: value} with its type's name in ``info_type``.
     """
     os.makedirs(path, exist_ok=True)
     arrays = {}
@@ -31,6 +36,7 @@ def save(posterior: Posterior, path: str) -> str:
     for k, v in flatten_params(posterior.state or {}).items():
         arrays[f"state::{k}"] = np.asarray(v)
     np.savez(os.path.join(path, "arrays.npz"), **arrays)
+    info_type, info = info_record(posterior.info)
     meta = {
         "format": FORMAT,
         "kind": posterior.kind,
@@ -39,7 +45,8 @@ def save(posterior: Posterior, path: str) -> str:
         "model": posterior.model.spec,
         "guide": getattr(posterior.guide, "config", None) if posterior.guide is not None else None,
         "config": posterior.config,
-        "info": {k: v for k, v in posterior.info.items() if isinstance(v, (int, float, str, bool))},
+        "info_type": info_type,
+        "info": info,
     }
     with open(os.path.join(path, "posterior.json"), "w") as f:
         json.dump(meta, f, indent=2, default=_json_default)
@@ -96,7 +103,7 @@ def load(path: str, model=None) -> Posterior:
                      params=groups["params"] or None, samples=groups["samples"] or None,
                      sample_stats=groups["sample_stats"] or None, losses=losses,
                      feature_shape=feature_shape, state=unflatten_params(groups["state"]) or None,
-                     config=config, info=meta.get("info", {}))
+                     config=config, info=info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"]))
 
 
 def _json_default(o):

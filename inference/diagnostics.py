@@ -1,14 +1,33 @@
-"""Function-space diagnostics: R-hat and ESS of predictive probabilities (weights are not identified,
-so convergence is judged on p(y | x))."""
+"""Convergence diagnostics, the package's one wrapper of ArviZ's ESS and R-hat.
+
+`ess_rhat` summarises any draws grouped by chain (weights, flattened sites, predictive probabilities);
+the rest are function-space diagnostics: R-hat and ESS of predictive probabilities (weights are not
+identified, so convergence is judged on p(y | x)). ArviZ is imported on first use (it is slow to import).
+"""
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 
 
+def ess_rhat(draws) -> dict:
+    """{"ess_bulk_min": the smallest bulk ESS, "rhat_max": the largest rank-normalised split R-hat} over
+    every entry of `draws` (chains, draws, ...) (floats; NaN entries are skipped).
+
+    R-hat needs two chains: with one chain (an SVI posterior's independent draws) it is NaN.
+    """
+    import arviz as az
+
+    data = az.convert_to_dataset({"w": np.asarray(draws)})
+    return {"ess_bulk_min": float(az.ess(data, method="bulk")["w"].min()),
+            "rhat_max": float(az.rhat(data)["w"].max())}
+
+
 def predictive_draws(posterior, x, num_samples: int = 500, seed: int = 0) -> np.ndarray:
-    """Predictive probabilities grouped by chain: (chains, draws, N, C). SVI: one chain of `num_samples`."""
+    """Predictive probabilities of x (N, *feature_shape) grouped by chain: (chains, draws, N, C).
+
+    MCMC: every stored draw; SVI: one chain of `num_samples` guide draws.
+    """
     chains = posterior.num_chains
     if posterior.kind == "mcmc":
         total = chains * next(iter(posterior.samples.values())).shape[1]
@@ -19,17 +38,19 @@ def predictive_draws(posterior, x, num_samples: int = 500, seed: int = 0) -> np.
 
 
 def predictive_summary(posterior, x, num_samples: int = 500, seed: int = 0):
-    """az.summary (mean, sd, HDI, ESS, R-hat) of p(y = c | x_n) for every input row and class.
+    """az.summary (mean, sd, HDI, ESS, R-hat) of p(y = c | x_n) for every row of x (N, *feature_shape) and class.
 
-    Returns a DataFrame with one row per (n, c), named ``p[n, c]``.
+    Returns a DataFrame with N * C rows, named ``p[n, c]``.
     """
+    import arviz as az
+
     probs = predictive_draws(posterior, x, num_samples, seed)
     return az.summary(az.convert_to_dataset({"p": probs}), round_to=4)
 
 
 def max_rhat(posterior, x, num_samples: int = 500, seed: int = 0) -> float:
-    """The largest R-hat over predictive probabilities p(y = c | x_n) (needs >= 2 chains)."""
+    """The largest R-hat over the predictive probabilities p(y = c | x_n) of x (N, *feature_shape), all n and
+    c (needs >= 2 chains)."""
     if posterior.num_chains < 2:
-        raise ValueError("posterior: R-hat needs at least 2 chains")
-    probs = predictive_draws(posterior, x, num_samples, seed)
-    return float(np.nanmax(az.rhat(az.convert_to_dataset({"p": probs}))["p"].values))
+        raise ValueError(f"posterior: R-hat needs at least 2 chains, got {posterior.num_chains}")
+    return ess_rhat(predictive_draws(posterior, x, num_samples, seed))["rhat_max"]

@@ -1,7 +1,8 @@
 """`fit`: stochastic variational inference with minibatches, KL warm-up and a scanned, jitted update.
 
 Pure pieces underneath (blackjax style): `init_state` and `make_chunk` build the state and the scanned
-update; `fit` is the convenient front end (validation, minibatch indices, progress bar, NaN stop).
+update, `run_steps` runs the chunks and stops at the first non-finite step, `svi_posterior` builds the
+result; `fit` is the thin front end (validation, minibatch indices, progress bar, NaN stop).
 Minibatch indices are drawn on the host with a seeded NumPy generator (fixed batch size, last partial
 batch dropped, reshuffled every epoch) and passed in, never drawn by NumPyro's plate (reference facts:
 6x cheaper per step). The whole chunk of steps is one ``lax.scan`` inside one ``jax.jit``; the training
@@ -24,6 +25,7 @@ from numpyro.distributions import biject_to
 from inference.data_args import as_arrays, check_model_data
 from inference.elbo import annealed_elbo_loss
 from inference.posterior import Posterior
+from inference.run_info import FitInfo
 from models.bridge import BNN, STATE_SITE
 from zoo.data.batches import minibatches
 
@@ -158,81 +160,153 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
       config: extra JSON-able configuration saved with the posterior (checkpoints use it to rebuild).
 
     Returns:
-      Posterior(kind="svi") with constrained guide params, ``losses`` (steps,), ``info`` (timings, traces).
+      Posterior(kind="svi") with constrained guide params, ``losses`` (steps,) and ``info`` a
+      `FitInfo` (first_step_s, fit_s, traces).
 
     Raises:
       NonFiniteLossError when a loss or gradient is NaN/inf: ``err.posterior`` has the last finite state.
     """
-    for arg, value in (("steps", steps), ("batch_size", batch_size), ("num_particles", num_particles), ("chunk_size", chunk_size)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{arg}: expected a positive integer, got {value!r}")
-    if kl_warmup < 0:
-        raise ValueError(f"kl_warmup: expected a non-negative number of steps, got {kl_warmup!r}")
-    x, y, num_classes, _ = as_arrays(data)
-    if y is None:
-        raise ValueError("data: expected labels y for training, got None")
-    check_model_data(model, x, y, num_classes, arg="data")
+    check_fit_args(steps=steps, batch_size=batch_size, num_particles=num_particles, chunk_size=chunk_size,
+                   kl_warmup=kl_warmup)
+    x, y = labelled_arrays(model, data, "training")
     n = x.shape[0]
     batch_size = min(batch_size, n)
     optimizer = optimizer if optimizer is not None else optax.adam(1e-3)
     t0 = time.perf_counter()
-    key = jax.random.PRNGKey(seed)
-    init_key, run_key = jax.random.split(key)
+    init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
-    params_u, constraints, mutable = guide_param_init(guide, init_key, x_dev[:batch_size], y_dev[:batch_size], n)
+    state, constraints = init_state(guide, optimizer, init_key, x_dev[:batch_size], y_dev[:batch_size], n,
+                                    init_params)
+    traces = [0]
+    chunk_fn = jax.jit(make_chunk(model, guide, optimizer, constraints, n, num_particles, traces))
+
+    def run_chunk(state, idx, step_ids):
+        return chunk_fn(state, run_key, x_dev, y_dev, idx, step_ids, float(kl_warmup))
+
+    bar = _progress(steps, progress, getattr(model, "name", "model"))
+    try:
+        run = run_steps(run_chunk, state, minibatch_indices(n, batch_size, steps, seed), min(chunk_size, steps),
+                        bar, t0)
+    finally:
+        bar.close()
+    info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0, traces=traces[0])
+    post = svi_posterior(model, guide, run.state, constraints, run.losses, feature_shape=tuple(np.shape(x)[1:]),
+                         config=config, info=info)
+    if run.bad_step is not None:
+        raise non_finite_error(run, post)
+    return post
+
+
+def check_fit_args(*, kl_warmup, **positive) -> None:
+    """Raise ValueError naming the argument unless every `positive` value (steps, batch_size, ...) is a
+    positive integer and `kl_warmup` is non-negative."""
+    check_positive_ints(**positive)
+    if kl_warmup < 0:
+        raise ValueError(f"kl_warmup: expected a non-negative number of steps, got {kl_warmup!r}")
+
+
+def check_positive_ints(**values) -> None:
+    """Raise ValueError naming the first argument whose value is not a positive integer."""
+    for arg, value in values.items():
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{arg}: expected a positive integer, got {value!r}")
+
+
+def labelled_arrays(model, data, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+    """(x (N, *feature_shape), y (N,)) of `data` (a `Dataset` or (x, y)), checked against `model`.
+
+    Raises ValueError when the labels are missing (naming `purpose`, e.g. "training") or do not fit the model.
+    """
+    x, y, num_classes, _ = as_arrays(data)
+    if y is None:
+        raise ValueError(f"data: expected labels y for {purpose}, got None")
+    check_model_data(model, x, y, num_classes, arg="data")
+    return x, y
+
+
+def init_state(guide, optimizer, rng_key, x, y, n_data, init_params: dict | None = None):
+    """(SVIState at step 0, constraints {name: constraint}) for `guide` on the minibatch x (B, ...), y (B,).
+
+    `init_params`: unconstrained guide parameters {name: array} to start from instead of the guide's
+    initialisers; it must hold every guide parameter (extra entries are ignored).
+    """
+    params_u, constraints, mutable = guide_param_init(guide, rng_key, x, y, n_data)
     if init_params is not None:
         missing = set(params_u) - set(init_params)
         if missing:
             raise ValueError(f"init_params: missing guide parameters {sorted(missing)[:5]}")
         params_u = {k: jnp.asarray(init_params[k]) for k in params_u}
-    state = SVIState(params_u, optimizer.init(params_u), mutable, jnp.array(False))
-    traces = [0]
-    chunk_len = min(chunk_size, steps)
-    chunk_fn = jax.jit(make_chunk(model, guide, optimizer, constraints, n, num_particles, traces))
-    idx_all = minibatch_indices(n, batch_size, steps, seed)
-    losses = []
-    bar = _progress(steps, progress, getattr(model, "name", "model"))
-    first_step_s = None
+    return SVIState(params_u, optimizer.init(params_u), mutable, jnp.array(False)), constraints
+
+
+class StepsRun(NamedTuple):
+    """What `run_steps` returns. state: the last SVIState (the last finite one if stopped); losses:
+    (done,) the loss of every step that updated the state; first_step_s: seconds from t0 to the end of the
+    first chunk; bad_step, bad_what: the first non-finite step and "loss" or "gradient" (None, None when
+    every step was finite)."""
+
+    state: SVIState
+    losses: np.ndarray
+    first_step_s: float
+    bad_step: int | None
+    bad_what: str | None
+
+
+def run_steps(run_chunk, state: SVIState, idx_all: np.ndarray, chunk_len: int, bar, t0: float) -> StepsRun:
+    """Run all ``len(idx_all)`` steps, `chunk_len` at a time, stopping at the first non-finite one.
+
+    run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated)) is the jitted
+    chunk with the key, data and warm-up bound; idx_all: (steps, B) minibatch indices; the last chunk is
+    padded to `chunk_len` (step id -1), so the chunk compiles once. `bar`: a tqdm bar advanced per chunk.
+    """
+    steps = len(idx_all)
+    losses, first_step_s = [], None
     for start in range(0, steps, chunk_len):
-        stop = min(start + chunk_len, steps)
-        idx = np.zeros((chunk_len, batch_size), np.int32)
-        idx[: stop - start] = idx_all[start:stop]
+        count = min(chunk_len, steps - start)
+        idx = np.zeros((chunk_len,) + idx_all.shape[1:], np.int32)
+        idx[:count] = idx_all[start:start + count]
         step_ids = np.full(chunk_len, -1, np.int32)
-        step_ids[: stop - start] = np.arange(start, stop)
-        state, (chunk_losses, updated) = chunk_fn(state, run_key, x_dev, y_dev, idx, step_ids, float(kl_warmup))
-        chunk_losses = np.asarray(chunk_losses)[: stop - start]
+        step_ids[:count] = np.arange(start, start + count)
+        state, (chunk_losses, updated) = run_chunk(state, idx, step_ids)
+        chunk_losses = np.asarray(chunk_losses)[:count]
         if first_step_s is None:
             first_step_s = time.perf_counter() - t0
-        stopped = bool(state.stopped)
-        if stopped:
-            bad = int(np.flatnonzero(~np.asarray(updated)[: stop - start])[0])
+        if bool(state.stopped):
+            bad = int(np.flatnonzero(~np.asarray(updated)[:count])[0])
             what = "loss" if not np.isfinite(chunk_losses[bad]) else "gradient"
-            losses.append(chunk_losses[:bad])
-            post = _posterior(model, guide, state, constraints, losses, config, x, first_step_s, t0, traces)
-            bar.close()
-            raise NonFiniteLossError(
-                f"fit: the {what} became NaN/inf at step {start + bad}; "
-                "training stopped and err.posterior holds "
-                + (f"the parameters after step {start + bad - 1}. " if start + bad else "the initial parameters. ")
-                + "Lower the learning rate, raise kl_warmup or check the data for extreme values.",
-                post, start + bad)
+            return StepsRun(state, _concat(losses + [chunk_losses[:bad]]), first_step_s, start + bad, what)
         losses.append(chunk_losses)
-        bar.update(stop - start)
+        bar.update(count)
         bar.set_postfix(loss=f"{float(np.mean(chunk_losses)):.4g}")
-    bar.close()
-    return _posterior(model, guide, state, constraints, losses, config, x, first_step_s, t0, traces)
+    return StepsRun(state, _concat(losses), first_step_s, None, None)
 
 
-def _posterior(model, guide, state, constraints, losses, config, x, first_step_s, t0, traces):
+def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
+    """The NonFiniteLossError of a run stopped at ``run.bad_step``, carrying `posterior` (the last finite state)."""
+    step = run.bad_step
+    return NonFiniteLossError(
+        f"fit: the {run.bad_what} became NaN/inf at step {step}; "
+        "training stopped and err.posterior holds "
+        + (f"the parameters after step {step - 1}. " if step else "the initial parameters. ")
+        + "Lower the learning rate, raise kl_warmup or check the data for extreme values.",
+        posterior, step)
+
+
+def svi_posterior(model, guide, state: SVIState, constraints: dict, losses: np.ndarray, *, feature_shape: tuple,
+                  config: dict | None, info: FitInfo) -> Posterior:
+    """Posterior(kind="svi") of `state`: constrained guide params and the network state on the host,
+    losses (steps,), feature_shape (x.shape[1:])."""
     params = constrain_params(state.params, constraints)
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
     return Posterior(
         model=model, kind="svi", guide=guide, params=jax.device_get(params),
-        state=jax.device_get(network_state),
-        losses=np.concatenate(losses) if losses else np.zeros(0, np.float32),
-        feature_shape=tuple(np.shape(x)[1:]), config=dict(config or {}),
-        info={"first_step_s": first_step_s, "fit_s": time.perf_counter() - t0, "traces": traces[0]},
+        state=jax.device_get(network_state), losses=losses,
+        feature_shape=feature_shape, config=dict(config or {}), info=info,
     )
+
+
+def _concat(losses: list) -> np.ndarray:
+    return np.concatenate(losses) if losses else np.zeros(0, np.float32)
 
 
 def _progress(total, enabled, desc):

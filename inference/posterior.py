@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from inference.run_info import FitInfo, NutsInfo, check_info
+
 
 @dataclass
 class Posterior:
@@ -26,7 +28,9 @@ class Posterior:
       state: the network's Haiku state after training (batch-norm moving averages), or None.
       feature_shape: the input shape the model was built for (x.shape[1:]).
       config: JSON-able description (zoo entry, guide, training settings) that checkpoints store.
-      info: timings and counters.
+      info: what the run recorded: a `FitInfo` (SVI: first_step_s, fit_s, traces), a `NutsInfo` (MCMC:
+        nuts_s, divergences, mean_leapfrog_steps, chain_method), or None (built by hand); see
+        `inference.run_info` for the fields and their units.
     """
 
     model: object
@@ -39,7 +43,7 @@ class Posterior:
     feature_shape: tuple = ()
     state: dict | None = None
     config: dict = field(default_factory=dict)
-    info: dict = field(default_factory=dict)
+    info: FitInfo | NutsInfo | None = None
 
     def __post_init__(self):
         if self.kind not in ("svi", "mcmc"):
@@ -48,22 +52,25 @@ class Posterior:
             raise ValueError("an SVI Posterior needs both guide and params")
         if self.kind == "mcmc" and self.samples is None:
             raise ValueError("an MCMC Posterior needs samples")
+        check_info(self.info)
         self._jitted = {}
 
     # ----- draws ------------------------------------------------------------------------------
     @property
     def site_names(self) -> list:
+        """The latent sites' names, in the model's order (their shapes: ``model.site_shapes(feature_shape)``)."""
         return list(self.model.site_shapes(self.feature_shape))
 
     @property
     def num_chains(self) -> int:
+        """Chains of an MCMC posterior (the leading axis of every ``samples`` array); 1 for SVI."""
         return next(iter(self.samples.values())).shape[0] if self.kind == "mcmc" else 1
 
     def draws(self, num_samples: int | None = None, seed: int = 0) -> dict:
         """{site: (S, *site_shape)} draws of every latent site.
 
         SVI: S = num_samples fresh draws from the guide (default 100). MCMC: all chains x draws
-        flattened chain-major, or `num_samples` of them evenly spaced when given.
+        flattened chain-major, or `num_samples` of them (the total, not per chain) evenly spaced when given.
         """
         if self.kind == "svi":
             num_samples = 100 if num_samples is None else int(num_samples)
@@ -76,7 +83,8 @@ class Posterior:
         return flat
 
     def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
-        """{site: (chains, draws, *shape)}: MCMC samples as stored, SVI draws as one chain."""
+        """{site: (chains, draws, *site_shape)}: MCMC samples as stored; SVI: (1, num_samples, *site_shape),
+        `num_samples` guide draws as one chain."""
         if self.kind == "mcmc":
             return dict(self.samples)
         return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
@@ -95,7 +103,7 @@ class Posterior:
         return fn(key, self.params)
 
     def median(self) -> dict:
-        """{site: array}: the guide's median (SVI) or the per-entry median of the draws (MCMC)."""
+        """{site: site_shape array}: the guide's median (SVI) or the per-entry median of all draws (MCMC)."""
         if self.kind == "svi":
             med = self.guide.median(self.params)
             return {k: med[k] for k in self.site_names}
@@ -103,7 +111,8 @@ class Posterior:
 
     # ----- predictions ------------------------------------------------------------------------
     def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50, draws: dict | None = None) -> np.ndarray:
-        """Predictive probabilities per draw: (S, N, C) (classification) or means (S, N, ...) (regression).
+        """Predictive probabilities per draw: (S, N, C) (classification) or means (S, N, ...) (regression)
+        for x (N, *feature_shape); S = `num_samples`, the total number of draws (MCMC: over all chains).
 
         Draws are made and pushed through the network `chunk_size` at a time (one compile per
         shape), so memory stays at one chunk of weights however large S is. MCMC uses `num_samples`
@@ -114,7 +123,7 @@ class Posterior:
 
     def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = 50,
                        draws: dict | None = None) -> np.ndarray:
-        """Pointwise log p(y_n | x_n, w_s): (S, N); `draws` as in `predict`."""
+        """Pointwise log p(y_n | x_n, w_s): (S, N) for x (N, *feature_shape), y (N,); S, `draws` as in `predict`."""
         return self._per_draw(self.model.log_likelihood, x, y, num_samples, seed, chunk_size, draws)
 
     def _per_draw(self, fn, x, y, num_samples, seed, chunk_size, draws=None):
@@ -126,16 +135,18 @@ class Posterior:
         key = ("apply", fn.__name__, y is None)
         apply = self._jitted.get(key)
         if apply is None:
+            # apply(draws, state, *args): the network state is an argument, not a captured constant, so the
+            # compiled function depends only on shapes, never on this Posterior's contents
             in_axes = (0,) + (None,) * (len(args) + 1)
-            vmapped = jax.vmap(lambda params, state, *a: fn(params, *a, state=state), in_axes=in_axes)
-            apply = self._jitted[key] = jax.jit(lambda params, *a: vmapped(params, self.state, *a))
+            apply = self._jitted[key] = jax.jit(jax.vmap(lambda params, state, *a: fn(params, *a, state=state),
+                                                         in_axes=in_axes))
         out = []
         if self.kind == "svi" and draws is None:
             total = int(num_samples)
             base = jax.random.PRNGKey(seed)
             for i, start in enumerate(range(0, total, chunk_size)):
                 draws = self._svi_draws(jax.random.fold_in(base, i), chunk_size)
-                out.append(np.asarray(apply(draws, *args))[: total - start])
+                out.append(np.asarray(apply(draws, self.state, *args))[: total - start])
         else:
             draws = self.draws(num_samples) if draws is None else draws
             total = next(iter(draws.values())).shape[0]
@@ -144,5 +155,5 @@ class Posterior:
                 n = next(iter(chunk.values())).shape[0]
                 if n < chunk_size:  # pad to one compiled shape
                     chunk = {k: jnp.concatenate([v, jnp.repeat(v[-1:], chunk_size - n, 0)]) for k, v in chunk.items()}
-                out.append(np.asarray(apply(chunk, *args))[:n])
+                out.append(np.asarray(apply(chunk, self.state, *args))[:n])
         return np.concatenate(out, axis=0)

@@ -47,7 +47,7 @@ def test_mean_field_recovers_exact_mean_and_diagonal_precision(problem):
 
 def test_nuts_recovers_exact_mean_and_covariance(problem):
     x, y, model, mean, cov, _ = problem
-    post = inference.nuts(model, (x, y), num_chains=2, num_warmup=300, num_samples=1000, seed=0, progress=False)
+    post = inference.nuts(model, (x, y), num_chains=2, num_warmup=300, draws_per_chain=1000, seed=0, progress=False)
     draws = _stack(post.draws())
     by_chain = draws.reshape(2, -1, 4)
     ess = np.array([az.ess(by_chain[..., i]) for i in range(4)])
@@ -57,4 +57,4 @@ def test_nuts_recovers_exact_mean_and_covariance(problem):
     # sd of a covariance estimate ~ sqrt((S_ii S_jj + S_ij^2) / ESS)
     tol = 4 * np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / ess.min())
     assert np.all(np.abs(emp - cov) < tol)
-    assert post.info["divergences"] == 0
+    assert post.info.divergences == 0

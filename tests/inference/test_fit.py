@@ -7,6 +7,7 @@ import inference
 import zoo
 from inference.elbo import elbo_terms
 from inference.fit import constrain_params, guide_param_init, minibatch_indices
+from inference.run_info import FitInfo
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,8 @@ def test_the_update_traces_once_per_fit_and_seeds_repeat(tiny):
     a = _fit(tiny, seed=3)  # 60 steps in chunks of 25: the padded last chunk must not retrace
     b = _fit(tiny, seed=3)
     c = _fit(tiny, seed=4)
-    assert a.info["traces"] == 1
+    assert a.info.traces == 1
+    assert isinstance(a.info, FitInfo) and 0 < a.info.first_step_s <= a.info.fit_s
     assert a.losses.shape == (60,)
     np.testing.assert_array_equal(a.losses, b.losses)
     assert not np.array_equal(a.losses, c.losses)
@@ -35,7 +37,7 @@ def test_acceptance_digits_mean_field(digits_mean_field, digits_entry):
     row = evals.score(digits_mean_field, digits_entry.test, num_samples=100, verbose=False).iloc[0]
     assert row.accuracy >= 0.95
     assert row.ece <= 0.05
-    assert digits_mean_field.info["traces"] == 1
+    assert digits_mean_field.info.traces == 1
 
 
 def test_kl_term_is_the_closed_form_normal_kl(tiny):
@@ -72,6 +74,7 @@ def test_nan_loss_stops_with_last_finite_state(tiny):
     assert np.all(np.isfinite(err.posterior.losses)) and len(err.posterior.losses) == err.step
     assert all(np.all(np.isfinite(v)) for v in err.posterior.params.values())
     assert "NaN/inf at step" in str(err)
+    assert isinstance(err.posterior.info, FitInfo) and err.posterior.info.traces == 1
 
 
 def test_a_nan_gradient_with_a_finite_loss_stops_at_its_own_step():

@@ -1,3 +1,5 @@
+import json
+
 import arviz as az
 import numpy as np
 import pytest
@@ -6,6 +8,7 @@ import evals
 import inference
 import zoo
 from inference import diagnostics
+from inference.run_info import FitInfo, NutsInfo
 
 
 def test_nuts_on_the_same_model_object(moons_entry, moons_svi, moons_nuts):
@@ -13,7 +16,7 @@ def test_nuts_on_the_same_model_object(moons_entry, moons_svi, moons_nuts):
     w = moons_nuts.samples["mlp/~/linear_0/w"]
     assert w.shape == (2, 200, 2, 16)
     assert moons_nuts.sample_stats["diverging"].shape == (2, 200)
-    assert moons_nuts.info["divergences"] == int(moons_nuts.sample_stats["diverging"].sum())
+    assert moons_nuts.info.divergences == int(moons_nuts.sample_stats["diverging"].sum())
     row = evals.score(moons_nuts, moons_entry.test, num_samples=400, verbose=False).iloc[0]
     assert row.accuracy >= 0.95
     assert diagnostics.max_rhat(moons_nuts, moons_entry.test.x[:20]) < 1.05
@@ -77,8 +80,51 @@ def test_checkpoints_round_trip_exactly(which, moons_svi, moons_nuts, moons_entr
     np.testing.assert_array_equal(post.predict(x, 30, seed=1), back.predict(x, 30, seed=1))
     if which == "svi":
         np.testing.assert_array_equal(post.losses, back.losses)
+    assert type(back.info) is type(post.info) is (FitInfo if which == "svi" else NutsInfo)
+    assert back.info == post.info
     other = zoo.get("mlp", data="two_moons", hidden=(8,), data_kwargs={"n": 100}).model
     with pytest.raises(ValueError, match="model: the checkpoint was saved from another model"):
         inference.load(tmp_path / which, model=other)
     with pytest.raises(FileNotFoundError, match="path: no checkpoint"):
         inference.load(tmp_path / "missing")
+
+
+def test_a_checkpoint_with_a_plain_dict_info_still_loads(moons_nuts, tmp_path):
+    """Checkpoints written before FitInfo / NutsInfo hold a plain dict: matching keys fill the fields, missing
+    ones are None, unknown ones are dropped."""
+    inference.save(moons_nuts, tmp_path)
+    meta_path = tmp_path / "posterior.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["info_type"]
+    meta["info"] = {"nuts_s": 1.5, "divergences": 3, "retired_counter": 7}
+    meta_path.write_text(json.dumps(meta))
+    assert inference.load(tmp_path).info == NutsInfo(nuts_s=1.5, divergences=3, mean_leapfrog_steps=None,
+                                                     chain_method=None)
+    meta["info"] = {}
+    meta_path.write_text(json.dumps(meta))
+    assert inference.load(tmp_path).info is None
+
+
+def test_info_is_a_named_tuple_or_none(moons_nuts):
+    assert isinstance(moons_nuts.info, NutsInfo) and moons_nuts.info.chain_method in ("parallel", "sequential")
+    assert moons_nuts.info.mean_leapfrog_steps == float(moons_nuts.sample_stats["num_steps"].mean())
+    with pytest.raises(TypeError, match="info: expected an inference.run_info.FitInfo, NutsInfo or None, got dict"):
+        inference.Posterior(model=moons_nuts.model, kind="mcmc", samples=moons_nuts.samples, info={"nuts_s": 1.0})
+
+
+def test_nuts_num_samples_was_renamed(moons_entry):
+    with pytest.raises(TypeError, match=r"num_samples=200.*renamed to draws_per_chain.*TOTAL number"):
+        inference.nuts(moons_entry.model, moons_entry.train, num_samples=200)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['num_sample'\]"):
+        inference.nuts(moons_entry.model, moons_entry.train, num_sample=200)
+    with pytest.raises(ValueError, match="draws_per_chain: expected a positive integer, got 0"):
+        inference.nuts(moons_entry.model, moons_entry.train, draws_per_chain=0)
+
+
+def test_ess_rhat_is_arviz_bulk_ess_and_rank_rhat():
+    draws = np.random.default_rng(0).normal(size=(2, 300, 3, 2))
+    data = az.convert_to_dataset({"w": draws})
+    got = diagnostics.ess_rhat(draws)
+    assert got == {"ess_bulk_min": float(np.min(az.ess(data, method="bulk")["w"].values)),
+                   "rhat_max": float(np.max(az.rhat(data)["w"].values))}
+    assert np.isnan(diagnostics.ess_rhat(draws[:1])["rhat_max"])  # one chain: ArviZ's R-hat needs two

@@ -100,7 +100,7 @@ def test_nuts_samples_r_and_s_with_w_fixed_at_the_svi_estimate():
     factors = {k: v for k, v in median.items() if k.endswith(("alpha", "gamma"))}
     assert set(fixed_model.site_shapes(x)) == set(factors)
     np.testing.assert_allclose(fixed_model.apply(factors, x), model.apply(median, x), rtol=1e-6)
-    post = nuts(fixed_model, (np.asarray(x), np.asarray(y)), num_chains=1, num_warmup=30, num_samples=10,
+    post = nuts(fixed_model, (np.asarray(x), np.asarray(y)), num_chains=1, num_warmup=30, draws_per_chain=10,
                 progress=False, max_tree_depth=4)
     assert {k: v.shape for k, v in post.samples.items()} == {k: (1, 10) + v.shape for k, v in factors.items()}
     assert np.isfinite(post.predict(x, num_samples=10)).all()

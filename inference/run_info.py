@@ -1,0 +1,84 @@
+"""What a run records about itself: `Posterior.info` is a `FitInfo` (SVI, from `fit`) or a `NutsInfo`
+(MCMC, from `nuts`), or None when nothing was recorded (a Posterior built by hand).
+
+Checkpoints store ``info._asdict()`` with the type's name (`info_record`) and rebuild the tuple from them
+(`info_from_record`); a checkpoint written before these types existed holds a plain dict, which still
+loads: its matching keys fill the fields, missing ones are None.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class FitInfo(NamedTuple):
+    """Timings and counters of one `inference.fit` run.
+
+    Fields:
+      first_step_s: seconds from the start of the run (after argument checks) until the first chunk of
+        steps returned: guide initialisation, the compile of the scanned update and one chunk of steps.
+      fit_s: seconds of the whole run, the same start to the Posterior being built (float).
+      traces: how many times the scanned update was traced (int; 1 means the fit compiled once).
+    """
+
+    first_step_s: float | None
+    fit_s: float | None
+    traces: int | None
+
+
+class NutsInfo(NamedTuple):
+    """Timings and counters of one `inference.nuts` run.
+
+    Fields:
+      nuts_s: seconds of warm-up and sampling of all chains, including the copy of the draws to the host
+        (float; parallel chains run asynchronously, so the copy is where they are waited for).
+      divergences: divergent transitions after warm-up, summed over chains and draws (int).
+      mean_leapfrog_steps: leapfrog steps per draw after warm-up, averaged over chains and draws (float).
+      chain_method: how the chains ran: "parallel", "sequential" or "vectorized" (str).
+    """
+
+    nuts_s: float | None
+    divergences: int | None
+    mean_leapfrog_steps: float | None
+    chain_method: str | None
+
+
+INFO_TYPES = {cls.__name__: cls for cls in (FitInfo, NutsInfo)}
+INFO_FOR_KIND = {"svi": FitInfo, "mcmc": NutsInfo}  # for checkpoints that predate the types
+
+
+def info_record(info: FitInfo | NutsInfo | None) -> tuple[str | None, dict | None]:
+    """(type name, {field: value}) of `info` for a JSON checkpoint; (None, None) for None."""
+    if info is None:
+        return None, None
+    check_info(info)
+    return type(info).__name__, info._asdict()
+
+
+def info_from_record(type_name: str | None, fields: dict | None, kind: str) -> FitInfo | NutsInfo | None:
+    """Rebuild `Posterior.info` from a checkpoint's record.
+
+    Args:
+      type_name: "FitInfo", "NutsInfo", or None for a checkpoint written before the types existed (the
+        type then follows the posterior's `kind`: "svi" -> FitInfo, "mcmc" -> NutsInfo).
+      fields: {field: value}; keys the type lacks are dropped, fields the record lacks are None.
+      kind: the posterior's kind, "svi" or "mcmc".
+    Returns:
+      the NamedTuple, or None when the record holds none of its fields.
+    """
+    if type_name is None:
+        cls = INFO_FOR_KIND.get(kind)
+    elif type_name in INFO_TYPES:
+        cls = INFO_TYPES[type_name]
+    else:
+        raise ValueError(f"info_type: expected one of {sorted(INFO_TYPES)} or None, got {type_name!r}")
+    fields = fields or {}
+    if cls is None or not any(name in fields for name in cls._fields):
+        return None
+    return cls(**{name: fields.get(name) for name in cls._fields})
+
+
+def check_info(info) -> None:
+    """Raise TypeError unless `info` is a FitInfo, a NutsInfo or None."""
+    if info is not None and not isinstance(info, (FitInfo, NutsInfo)):
+        raise TypeError(f"info: expected an inference.run_info.FitInfo, NutsInfo or None, got {type(info).__name__}")
