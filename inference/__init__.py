@@ -14,6 +14,7 @@ from inference.point_estimate import DeltaFamily, point_estimate
 from inference.posterior import Posterior
 from inference.rank1_mixture import Rank1FactorFamily, batch_ensemble, rank1_mixture
 from inference.registry import GUIDES, make_guide, register_guide
+from inference.run_info import FitInfo, NutsInfo
 from inference.site_guide import SiteGuide
 from inference.sites import Site, site_table
 from inference.warm_start import from_mean_field
@@ -37,6 +38,6 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily",
     # training, sampling, results
-    "fit", "nuts", "NonFiniteLossError", "Posterior", "to_arviz", "save", "load", "from_mean_field",
+    "fit", "nuts", "NonFiniteLossError", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
 ]

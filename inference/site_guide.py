@@ -79,12 +79,14 @@ class SiteGuide(BNNGuide):
         """One ``numpyro.param`` per family parameter and one ``numpyro.sample`` per site (model order);
         returns {site: constrained value}."""
         self.setup_from_call(args, kwargs)
+        # every parameter first, then every draw: a random initialiser (k-tied U, V; rank-1 signs) then takes
+        # its key from the same position of the seed sequence whatever the sites after it
+        values = {name: {suffix: numpyro.param(self.param_name(name, suffix), spec.init, constraint=spec.constraint)
+                         for suffix, spec in self.assignment[name].params(site).items()}
+                  for name, site in self.sites.items()}
         result = {}
         for name, site in self.sites.items():
-            family = self.assignment[name]
-            values = {suffix: numpyro.param(self.param_name(name, suffix), spec.init, constraint=spec.constraint)
-                      for suffix, spec in family.params(site).items()}
-            fn = family.distribution(site, values)
+            fn = self.assignment[name].distribution(site, values[name])
             if not site.is_real:
                 fn = dist.TransformedDistribution(fn, biject_to(site.support))
             result[name] = numpyro.sample(name, fn)

@@ -46,5 +46,5 @@ def moons_svi(moons_entry):
 @pytest.fixture(scope="session")
 def moons_nuts(moons_entry, moons_svi):
     return inference.nuts(moons_entry.model, moons_entry.train, init=moons_svi, num_chains=2,
-                          num_warmup=200, num_samples=200, seed=0, progress=False,
+                          num_warmup=200, draws_per_chain=200, seed=0, progress=False,
                           config={"entry": moons_entry.config})

@@ -63,7 +63,10 @@ def test_site_table_matches_numpyros_own_trace_of_the_model(name):
     model = MODELS[name]()
     x = np.zeros((5, 3), np.float32)
     y = np.zeros(5, np.float32 if name == "learned_noise" else np.int32)
-    trace = handlers.trace(handlers.seed(model, jax.random.PRNGKey(0))).get_trace(x, y)
+    # values substituted (0.3 everywhere): an improper log-uniform prior cannot be sampled
+    fill = handlers.substitute(handlers.seed(model, jax.random.PRNGKey(0)),
+                               substitute_fn=lambda msg: None if msg["type"] != "sample" or msg["is_observed"] else np.full(msg["fn"].shape(), 0.3))
+    trace = handlers.trace(fill).get_trace(x, y)
     latent = {k: s for k, s in trace.items() if s["type"] == "sample" and not s["is_observed"]}
     table = site_table(model, x)
     assert list(table) == list(latent)  # the same sites, in model order

@@ -62,7 +62,7 @@ def test_architecture_trains_and_samples(name):
     probs = post.predict(entry.test.x, num_samples=2)
     assert probs.shape == (2, 4, entry.train.num_classes)
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-4)
-    mcmc = inference.nuts(entry.model, entry.train, init=post, num_chains=2, num_warmup=2, num_samples=2,
+    mcmc = inference.nuts(entry.model, entry.train, init=post, num_chains=2, num_warmup=2, draws_per_chain=2,
                           max_tree_depth=2, progress=False)
     assert mcmc.model is post.model
     assert next(iter(mcmc.samples.values())).shape[:2] == (2, 2)
