@@ -15,15 +15,16 @@ Run: python benchmarks/bench_k_tied_accuracy.py [seeds] [protocol ...]
 import sys
 
 import numpy as np
+import optax
 
 import evals
 import inference
 import zoo
-from zoo.run import CONVERGED, fit_with_settings
+from zoo.run import CONVERGED, FitSettings, fit_with_settings
 
 PROTOCOLS = {
     "converged": CONVERGED,
-    "short": {"steps": 3000, "lr": 1e-3, "schedule": "constant", "kl_warmup_fraction": 0.2},
+    "short": FitSettings(steps=3000, optimizer=lambda steps: optax.adam(1e-3), kl_warmup_fraction=0.2),
 }
 GUIDES = [("mean_field", None), ("1-tied", 1), ("2-tied", 2), ("3-tied", 3)]
 INIT_SCALE = 0.01
@@ -37,7 +38,7 @@ def fit_and_score(entry, rank, settings, seed):
         guide = inference.k_tied(entry.model, rank=rank, init_scale=INIT_SCALE)
     post = fit_with_settings(entry, guide, settings, seed=seed)
     score = evals.score(post, entry.test, num_samples=100, seed=seed, verbose=False).iloc[0]
-    return score.accuracy, score.nll, score.ece, float(np.mean(post.losses[-settings["steps"] // 20:]))
+    return score.accuracy, score.nll, score.ece, float(np.mean(post.losses[-settings.steps // 20:]))
 
 
 def main(seeds: int = 5, protocols=("converged", "short")):
@@ -47,7 +48,8 @@ def main(seeds: int = 5, protocols=("converged", "short")):
         results = {label: np.array([fit_and_score(entry, rank, settings, s) for s in range(seeds)])
                    for label, rank in GUIDES}
         base = results["mean_field"][:, 0].mean()
-        print(f"\n{protocol}: {settings}, {seeds} seeds, ensembles of 100 draws, {len(entry.test.y)} test digits")
+        print(f"\n{protocol}: {settings.steps} steps, KL warm-up over {settings.kl_warmup_fraction:.0%}, {seeds} seeds, "
+              f"ensembles of 100 draws, {len(entry.test.y)} test digits")
         for label, r in results.items():
             acc, sem = r[:, 0].mean(), r[:, 0].std(ddof=1) / np.sqrt(seeds) if seeds > 1 else 0.0
             print(f"{label:11s} accuracy {acc:.4f} +- {sem:.4f} ({100 * (acc - base):+.1f} points vs mean field)"

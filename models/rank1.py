@@ -330,7 +330,7 @@ def rank1_prior(factor="normal", factor_loc=1.0, factor_scale=0.1, weight_prior=
 
 
 class Rank1MLP(hk.Module):
-    """Rank-1 MLP: x (n, ...) flattened, tiled K times, Rank1Dense layers -> (K n, out).
+    """Rank-1 MLP: x (n, ...) flattened, tiled K times, Rank1Dense layers -> (K n, num_outputs).
 
     Sites ``{name}/rank1_dense_{i}/{w, b, alpha, gamma}``; activations from
     ``models.networks.mlp.ACTIVATIONS`` between layers. ``fixed``: {site name: array} of W and bias
@@ -338,11 +338,11 @@ class Rank1MLP(hk.Module):
     model NUTS samples in the rank-1 paper's "r and s sampled, W fixed" setting.
     """
 
-    def __init__(self, hidden, out, num_components, activation="relu", sign_init=0.5, fixed=None,
+    def __init__(self, hidden, num_outputs, num_components, activation="relu", sign_init=0.5, fixed=None,
                  name="rank1_mlp"):
         super().__init__(name=name)
         self.fixed = dict(fixed or {})
-        self.widths = tuple(int(h) for h in hidden) + (int(out),)
+        self.widths = tuple(int(h) for h in hidden) + (int(num_outputs),)
         self.num_components = num_components
         self.act = activation_fn(activation)
         self.sign_init = sign_init
@@ -359,13 +359,14 @@ class Rank1MLP(hk.Module):
         return h
 
 
-def rank1_mlp(hidden, out, num_components, activation="relu", sign_init=0.5, fixed=None, name="rank1_mlp"):
-    """Network function for `models.bnn`: x (n, D) -> (K n, out) through a `Rank1MLP`.
+def rank1_mlp(hidden, num_outputs, num_components, activation="relu", sign_init=0.5, fixed=None,
+              name="rank1_mlp"):
+    """Network function for `models.bnn`: x (n, D) -> (K n, num_outputs) through a `Rank1MLP`.
 
     ``fixed``: {site: array} of W / bias sites held constant (see `Rank1MLP`); other keys are ignored.
     """
 
     def network(x):
-        return Rank1MLP(hidden, out, num_components, activation, sign_init, fixed, name)(x)
+        return Rank1MLP(hidden, num_outputs, num_components, activation, sign_init, fixed, name)(x)
 
     return network

@@ -21,7 +21,8 @@ def _likelihood(train, noise=0.1):
     return likelihoods.categorical() if train.num_classes is not None else likelihoods.normal(noise)
 
 
-def _out_dim(train):
+def _num_outputs(train):
+    """Output width of a network on `train`: its classes, or the width of its regression targets."""
     return train.num_classes if train.num_classes is not None else (1 if train.y.ndim == 1 else train.y.shape[1])
 
 
@@ -34,14 +35,14 @@ def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=1.0, prior=
     base = _prior(prior, prior_scale)
     if log_uniform_sites:
         base = priors.by_pattern({p: priors.log_uniform() for p in log_uniform_sites}, default=base)
-    return bnn(mlp(tuple(hidden), _out_dim(train), activation), base, _likelihood(train, noise), name="mlp")
+    return bnn(mlp(tuple(hidden), _num_outputs(train), activation), base, _likelihood(train, noise), name="mlp")
 
 
 @register("deep_linear", default_data="digits", guides=("mean_field", "point_estimate"),
           description="deep linear network x W1...WL, product matrix exposed (Liberty or Depth)")
 def build_deep_linear(train, depth=3, width=32, prior_scale=1.0, prior="normal", noise=0.1):
     """A deep linear BNN of `depth` bias-free linear layers of `width` units."""
-    return bnn(deep_linear(depth, width, _out_dim(train)), _prior(prior, prior_scale),
+    return bnn(deep_linear(depth, width, _num_outputs(train)), _prior(prior, prior_scale),
                _likelihood(train, noise), name="deep_linear")
 
 
@@ -59,9 +60,9 @@ def _prior(kind, scale):
           description="ReLU MLP of a given depth, widest under a weight budget (Liberty or Depth, app. B)")
 def build_moons_mlp(train, depth=2, budget=1000, activation="relu", prior_scale=1.0, prior="normal"):
     """Depth `depth` hidden layers of the largest equal width keeping all parameters under `budget`."""
-    (in_dim,), out = train.feature_shape, _out_dim(train)
-    width = widest_mlp_under_budget(depth, in_dim=in_dim, out_dim=out, budget=budget)
-    return bnn(mlp((width,) * depth, out, activation), _prior(prior, prior_scale), _likelihood(train, None),
+    (in_dim,), num_outputs = train.feature_shape, _num_outputs(train)
+    width = widest_mlp_under_budget(depth, in_dim=in_dim, num_outputs=num_outputs, budget=budget)
+    return bnn(mlp((width,) * depth, num_outputs, activation), _prior(prior, prior_scale), _likelihood(train, None),
                name="moons_mlp")
 
 
@@ -74,8 +75,8 @@ def _image_network(factory, train, **kwargs):
 
 
 def _image_bnn(factory, name, train, prior, prior_scale, kwargs):
-    """A BNN of the image network `factory(num_classes=..., **kwargs)` on `train` with a plain prior."""
-    net = _image_network(factory, train, num_classes=_out_dim(train), **kwargs)
+    """A BNN of the image network `factory(num_outputs=..., **kwargs)` on `train` with a plain prior."""
+    net = _image_network(factory, train, num_outputs=_num_outputs(train), **kwargs)
     return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name=name)
 
 
@@ -116,7 +117,7 @@ def build_resnet18(train, prior_scale=1.0, prior="normal", **kwargs):
           description="Wide ResNet depth-k (rank-1 paper: WRN-28-10; default 28-2); num_components=K: rank-1")
 def build_wide_resnet(train, prior_scale=1.0, prior="normal", num_components=None, factor="normal", **kwargs):
     """Wide ResNet (batch norm as state); with `num_components` K its convolutions are rank-1 layers."""
-    net = _image_network(wide_resnet, train, num_classes=_out_dim(train), num_components=num_components, **kwargs)
+    net = _image_network(wide_resnet, train, num_outputs=_num_outputs(train), num_components=num_components, **kwargs)
     return bnn(net, *_prior_and_likelihood(train, prior, prior_scale, num_components, factor), name="wide_resnet")
 
 
@@ -126,7 +127,8 @@ def build_lstm(train, vocab_size=20_000, prior_scale=1.0, prior="normal", num_co
                **kwargs):
     """The k-tied paper's LSTM with a categorical output over the classes (2 logits for IMDB); with
     `num_components` K its kernel and recurrent kernel are rank-1 (the rank-1 paper's LSTM)."""
-    net = lstm_classifier(vocab_size=vocab_size, num_outputs=_out_dim(train), num_components=num_components, **kwargs)
+    net = lstm_classifier(vocab_size=vocab_size, num_outputs=_num_outputs(train), num_components=num_components,
+                          **kwargs)
     return bnn(net, *_prior_and_likelihood(train, prior, prior_scale, num_components, factor), name="lstm")
 
 
@@ -145,6 +147,6 @@ def build_rank1_mlp(train, hidden=(64, 64), num_components=4, activation="relu",
     (L2); `objective` "average" (per-component likelihood, the paper's default) or "mixture".
     `fixed`: {site: array} holding W and biases constant (e.g. an SVI posterior's ``median()``), so that
     only the factors r, s are random: NUTS on the rank-1 model (rank-1 paper, future work)."""
-    net = rank1_mlp(tuple(hidden), _out_dim(train), num_components, activation, sign_init, fixed=fixed)
+    net = rank1_mlp(tuple(hidden), _num_outputs(train), num_components, activation, sign_init, fixed=fixed)
     return bnn(net, rank1_prior(factor), rank1_likelihood(_likelihood(train, None), num_components, objective),
                name="rank1_mlp")

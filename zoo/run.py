@@ -18,9 +18,36 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import optax
 import pandas as pd
+
+if TYPE_CHECKING:
+    from zoo.data.dataset import Dataset
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How a DIGITS_GUIDES row is fitted by `fit_with_settings` (batch 128).
+
+    Attributes:
+      steps: SVI steps of the documented run (`--quick` runs `RunSizes.digits_steps` instead).
+      optimizer: number of steps -> optax GradientTransformation, built for the run's own length, so
+        that a shortened run gets a learning-rate schedule over its own steps.
+      kl_warmup_fraction: the KL term is annealed linearly over this fraction of the steps (0: none).
+      warm_start: label of an earlier DIGITS_GUIDES row, the mean field of the same network, whose
+        fit starts this one (`inference.from_mean_field`); None: the guide's own initialisation.
+    """
+
+    steps: int
+    optimizer: Callable[[int], optax.GradientTransformation]
+    kl_warmup_fraction: float
+    warm_start: str | None = None
+
 
 # Adam settings per row. CONVERGED trains to ELBO convergence: lr 1e-2 with cosine decay to 1e-4 over
 # 10,000 steps (about 950 epochs of the 1,347 training digits), KL annealed over the first 20 %. At
@@ -28,191 +55,323 @@ import pandas as pd
 # ~1,700 converged) while k-tied, with its higher gradient SNR (k-tied paper Fig. 6), is nearly there,
 # so a comparison at equal steps would compare convergence speed, not the families
 # (benchmarks/bench_k_tied_accuracy.py measures both).
-CONVERGED = {"steps": 10_000, "lr": 1e-2, "schedule": "cosine", "kl_warmup_fraction": 0.2}
+CONVERGED = FitSettings(
+    steps=10_000, optimizer=lambda steps: optax.adam(optax.cosine_decay_schedule(1e-2, steps, alpha=0.01)),
+    kl_warmup_fraction=0.2)
 # The rank-1 reference: constant lr, KL annealed over 2/3 of training.
-RANK1_FIT = {"steps": 3000, "lr": 3e-3, "schedule": "constant", "kl_warmup_fraction": 2 / 3}
+RANK1_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(3e-3), kl_warmup_fraction=2 / 3)
 # Variance networks: the expected log-likelihood is the objective (constant KL), no warm-up.
-VARIANCE_FIT = {"steps": 3000, "lr": 3e-3, "schedule": "constant", "kl_warmup_fraction": 0.0}
+VARIANCE_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(3e-3), kl_warmup_fraction=0.0)
 # Dense-covariance guides on the digits MLP 16-16 (D = 1,482; a full Cholesky factor is 1.1 M parameters;
 # on the 64-64 net, D = 8,970, it would be 40 M, and block diagonal alone took 0.25-0.3 s a step there):
 # started at the converged mean field of the same net (`inference.from_mean_field`) and refined at
 # lr 1e-4. From a cold start Adam's noisy steps on the D² factor entries stall them far above mean
 # field's loss (~4,600 vs ~1,150; inference/warm_start.py).
-REFINE_FIT = {"steps": 3000, "lr": 1e-4, "schedule": "constant", "kl_warmup_fraction": 0.0,
-              "warm_start": "mean_field_16-16"}
+REFINE_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(1e-4), kl_warmup_fraction=0.0,
+                         warm_start="mean_field_16-16")
+
+
+@dataclass(frozen=True)
+class DigitsGuide:
+    """One row of `zoo run`'s digits table: ``zoo.get(entry, data="digits", **entry_kwargs)`` fitted with
+    ``inference.make_guide(guide, model, **guide_kwargs)`` under `settings`; `label` names the row."""
+
+    label: str
+    entry: str
+    entry_kwargs: Mapping
+    guide: str
+    guide_kwargs: Mapping
+    settings: FitSettings
+
+    @property
+    def network(self) -> str:
+        """"MLP 64-64" from the entry's hidden widths."""
+        return "MLP " + "-".join(map(str, self.entry_kwargs["hidden"]))
+
 
 _MLP = {"hidden": (64, 64)}
 _MLP16 = {"hidden": (16, 16)}
 _PAPER_INIT = {"init_scale": 0.01}  # k-tied paper app. D.4: sigma starts at 0.01 (mean field and U Vᵀ)
 _VARIANCE_SITE = "mlp/~/linear_1/w"
-# (label, zoo entry, entry kwargs, guide registry name, guide kwargs, fit settings) fitted on digits by `zoo run`.
+# The guides fitted on digits by `zoo run`, in table order.
 DIGITS_GUIDES = [
-    ("point_estimate", "mlp", _MLP, "point_estimate", {}, CONVERGED),
-    ("mean_field", "mlp", _MLP, "mean_field", _PAPER_INIT, CONVERGED),
-    ("1-tied", "mlp", _MLP, "k_tied", {"rank": 1, **_PAPER_INIT}, CONVERGED),
-    ("2-tied", "mlp", _MLP, "k_tied", {"rank": 2, **_PAPER_INIT}, CONVERGED),
-    ("3-tied", "mlp", _MLP, "k_tied", {"rank": 3, **_PAPER_INIT}, CONVERGED),
+    DigitsGuide("point_estimate", "mlp", _MLP, "point_estimate", {}, CONVERGED),
+    DigitsGuide("mean_field", "mlp", _MLP, "mean_field", _PAPER_INIT, CONVERGED),
+    DigitsGuide("1-tied", "mlp", _MLP, "k_tied", {"rank": 1, **_PAPER_INIT}, CONVERGED),
+    DigitsGuide("2-tied", "mlp", _MLP, "k_tied", {"rank": 2, **_PAPER_INIT}, CONVERGED),
+    DigitsGuide("3-tied", "mlp", _MLP, "k_tied", {"rank": 3, **_PAPER_INIT}, CONVERGED),
     # k-tied (k = 2) weight matrices with point-estimated biases: families chosen per site
-    ("by_site", "mlp", _MLP, "by_site", {"families": {"*/w": ("k_tied", {"rank": 2, **_PAPER_INIT})},
-                                          "default": "point_estimate"}, CONVERGED),
+    DigitsGuide("by_site", "mlp", _MLP, "by_site", {"families": {"*/w": ("k_tied", {"rank": 2, **_PAPER_INIT})},
+                                                     "default": "point_estimate"}, CONVERGED),
     # variance networks: the variance layer has the log-uniform prior, so the zero-mean KL is a constant (app. C)
-    ("zero_mean", "mlp", {**_MLP, "log_uniform_sites": [_VARIANCE_SITE]}, "zero_mean",
-     {"variance_sites": [_VARIANCE_SITE]}, VARIANCE_FIT),
-    ("variance_layers", "mlp", {**_MLP, "log_uniform_sites": [_VARIANCE_SITE]}, "variance_layers",
-     {"variance_sites": [_VARIANCE_SITE], "granularity": "neuron"}, VARIANCE_FIT),
-    ("rank1_normal", "rank1_mlp", {**_MLP, "factor": "normal"}, "rank1_mixture", {"family": "normal"}, RANK1_FIT),
-    ("rank1_cauchy", "rank1_mlp", {**_MLP, "factor": "cauchy"}, "rank1_mixture", {"family": "cauchy"}, RANK1_FIT),
-    ("batch_ensemble", "rank1_mlp", _MLP, "rank1_mixture", {"family": "delta"}, RANK1_FIT),
-    ("low_rank", "mlp", _MLP, "low_rank", {"rank": 10}, CONVERGED),
+    DigitsGuide("zero_mean", "mlp", {**_MLP, "log_uniform_sites": [_VARIANCE_SITE]}, "zero_mean",
+                {"variance_sites": [_VARIANCE_SITE]}, VARIANCE_FIT),
+    DigitsGuide("variance_layers", "mlp", {**_MLP, "log_uniform_sites": [_VARIANCE_SITE]}, "variance_layers",
+                {"variance_sites": [_VARIANCE_SITE], "granularity": "neuron"}, VARIANCE_FIT),
+    DigitsGuide("rank1_normal", "rank1_mlp", {**_MLP, "factor": "normal"}, "rank1_mixture", {"family": "normal"},
+                RANK1_FIT),
+    DigitsGuide("rank1_cauchy", "rank1_mlp", {**_MLP, "factor": "cauchy"}, "rank1_mixture", {"family": "cauchy"},
+                RANK1_FIT),
+    DigitsGuide("batch_ensemble", "rank1_mlp", _MLP, "rank1_mixture", {"family": "delta"}, RANK1_FIT),
+    DigitsGuide("low_rank", "mlp", _MLP, "low_rank", {"rank": 10}, CONVERGED),
     # the covariance ladder on the narrower net, with its own mean-field reference
-    ("mean_field_16-16", "mlp", _MLP16, "mean_field", _PAPER_INIT, CONVERGED),
-    ("low_rank_16-16", "mlp", _MLP16, "low_rank", {"rank": 10}, REFINE_FIT),
-    ("block_diagonal_16-16", "mlp", _MLP16, "block_diagonal", {}, REFINE_FIT),
-    ("full_covariance_16-16", "mlp", _MLP16, "full_covariance", {}, REFINE_FIT),
+    DigitsGuide("mean_field_16-16", "mlp", _MLP16, "mean_field", _PAPER_INIT, CONVERGED),
+    DigitsGuide("low_rank_16-16", "mlp", _MLP16, "low_rank", {"rank": 10}, REFINE_FIT),
+    DigitsGuide("block_diagonal_16-16", "mlp", _MLP16, "block_diagonal", {}, REFINE_FIT),
+    DigitsGuide("full_covariance_16-16", "mlp", _MLP16, "full_covariance", {}, REFINE_FIT),
 ]
 
 
-def digits_optimizer(settings: dict, steps: int):
-    """optax Adam for a DIGITS_GUIDES row: constant lr, or cosine decay from lr to lr/100 over `steps`."""
-    import optax
+@dataclass(frozen=True)
+class RunSizes:
+    """Lengths of one `zoo run` (steps, NUTS warm-up and samples, predictive draws).
 
-    if settings["schedule"] == "cosine":
-        return optax.adam(optax.cosine_decay_schedule(settings["lr"], steps, alpha=0.01))
-    return optax.adam(settings["lr"])
+    Attributes:
+      moons_steps: mean-field SVI steps on two moons (KL annealed over the first 20 %).
+      warmup, samples: NUTS warm-up and kept samples per chain on two moons (2 chains).
+      draws: predictive draws per posterior for the results table and the plots.
+      ood_draws: predictive draws per posterior and corrupted set on digits-C.
+      rank1_warmup, rank1_samples: NUTS over the rank-1 factors (2 chains, tree depth 6).
+      digits_steps: SVI steps of every digits row; None: each row's `FitSettings.steps`.
+    """
+
+    moons_steps: int
+    warmup: int
+    samples: int
+    draws: int
+    ood_draws: int
+    rank1_warmup: int
+    rank1_samples: int
+    digits_steps: int | None
 
 
-def fit_with_settings(entry, guide, settings: dict, *, steps: int | None = None, seed: int = 0,
+FULL = RunSizes(moons_steps=3000, warmup=400, samples=400, draws=200, ood_draws=10, rank1_warmup=100,
+                rank1_samples=100, digits_steps=None)
+QUICK = RunSizes(moons_steps=300, warmup=50, samples=50, draws=20, ood_draws=5, rank1_warmup=20,
+                 rank1_samples=20, digits_steps=200)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What one experiment of `zoo run` made.
+
+    Attributes:
+      table: results rows, DataFrame indexed by (data, posterior), one row per posterior.
+      posteriors: {label: inference.Posterior} in table order.
+      test: the `zoo.data.Dataset` the rows were scored on.
+    """
+
+    table: pd.DataFrame
+    posteriors: dict
+    test: Dataset
+
+
+@dataclass(frozen=True)
+class MoonsExperiment(Experiment):
+    """The two-moons SVI-vs-NUTS experiment and its ArviZ outputs.
+
+    Attributes:
+      comparison: ``az.compare`` of the two posteriors (test-set log-likelihood), one row each.
+      predictive_summary: ArviZ summary of NUTS's p(y=c|x) at 20 test points (function space).
+      weight_summary: ArviZ summary of NUTS's output-layer biases.
+      rhat_max_predictive: the largest R-hat of those predictive probabilities.
+      divergences: NUTS's divergent transitions.
+    """
+
+    comparison: pd.DataFrame
+    predictive_summary: pd.DataFrame
+    weight_summary: pd.DataFrame
+    rhat_max_predictive: float
+    divergences: int
+
+
+def fit_with_settings(entry, guide, settings: FitSettings, *, steps: int | None = None, seed: int = 0,
                       progress: bool = False, init_params=None):
-    """`inference.fit` of `guide` on `entry.train` with a settings dict of this module (CONVERGED, ...):
-    batch 128, `digits_optimizer`, KL warm-up over ``kl_warmup_fraction`` of the steps (default
-    ``settings["steps"]``). Returns the Posterior."""
+    """`inference.fit` of `guide` on `entry.train` (a `zoo.Entry`) under `settings`: batch 128,
+    ``settings.optimizer(steps)``, KL warm-up over ``settings.kl_warmup_fraction`` of the steps
+    (default ``settings.steps``); `init_params`: unconstrained guide parameters to start from.
+    Returns the SVI Posterior."""
     import inference
 
-    steps = settings["steps"] if steps is None else steps
+    if not isinstance(settings, FitSettings):
+        raise TypeError(f"settings: expected a zoo.run.FitSettings, got {type(settings).__name__} {settings!r}")
+    steps = settings.steps if steps is None else steps
     return inference.fit(entry.model, guide, entry.train, steps=steps, batch_size=128,
-                         optimizer=digits_optimizer(settings, steps), init_params=init_params,
-                         kl_warmup=int(steps * settings["kl_warmup_fraction"]), seed=seed,
+                         optimizer=settings.optimizer(steps), init_params=init_params,
+                         kl_warmup=int(steps * settings.kl_warmup_fraction), seed=seed,
                          progress=progress, config={"entry": entry.config})
 
 
 def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """Run the main job and write its outputs under `out`. Returns the results table.
+    """Run the main job and write its outputs under `out`. Returns the results table, a DataFrame
+    indexed by (data, posterior).
 
-    `quick` shrinks steps and draws (for smoke tests); the defaults are the documented run.
+    `quick` runs the `QUICK` sizes (for smoke tests); the default `FULL` sizes are the documented run.
     """
-    import arviz as az
+    sizes = QUICK if quick else FULL
+    os.makedirs(out, exist_ok=True)
+    t_start = time.perf_counter()
+    _say(f"1/3 digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16)", progress)
+    digits = digits_experiment(sizes, seed=seed, progress=progress)
+    _write_digits(digits, out, sizes)
+    _say("2/3 two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from it", progress)
+    moons = two_moons_experiment(sizes, seed=seed, progress=progress)
+    _write_moons(moons, out, sizes)
+    _say("3/3 digits-C: every digits posterior on 19 corruption types x 5 severities", progress)
+    _, ood_summary = digits_c(digits.posteriors, out, num_samples=sizes.ood_draws, seed=seed, verbose=False)
+    table = pd.concat([digits.table, moons.table])
+    _write_results(table, out, sizes, time.perf_counter() - t_start)
+    _print_report(table, moons, ood_summary)
+    print(f"wrote {out}/ in {time.perf_counter() - t_start:.0f} s")
+    return table
 
+
+def digits_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False) -> Experiment:
+    """Every DIGITS_GUIDES row fitted on digits (`sizes.digits_steps` each, or the row's own steps),
+    then NUTS over the rank-1 factors with W fixed at rank1_normal's SVI estimate (row "rank1_nuts").
+    Returns the Experiment: table rows and posteriors in DIGITS_GUIDES order, then rank1_nuts."""
+    rows, posteriors = [], {}
+    for spec in DIGITS_GUIDES:
+        row, posteriors[spec.label], test = _fit_digits_row(spec, sizes, posteriors, seed, progress)
+        rows.append(row)
+    _say("    rank1_nuts: NUTS over the rank-1 factors r, s with W fixed at rank1_normal's SVI estimate", progress)
+    row, posteriors["rank1_nuts"] = _rank1_nuts(posteriors["rank1_normal"], sizes, seed, progress)
+    rows.append(row)
+    return Experiment(pd.DataFrame(rows).set_index(["data", "posterior"]), posteriors, test)
+
+
+def _fit_digits_row(spec: DigitsGuide, sizes: RunSizes, fitted: dict, seed: int, progress: bool):
+    """Fit one DIGITS_GUIDES row (warm-started from ``fitted[spec.settings.warm_start]`` if set) and
+    score it. Returns (results row dict, Posterior, digits test Dataset)."""
     import evals
     import inference
     import zoo
-    from evals import plots
+
+    digits = zoo.get(spec.entry, data="digits", **spec.entry_kwargs)
+    guide = inference.make_guide(spec.guide, digits.model, **spec.guide_kwargs)
+    steps = spec.settings.steps if sizes.digits_steps is None else sizes.digits_steps
+    _say(f"    {spec.label}: {spec.guide} {spec.guide_kwargs or ''}, {steps} steps", progress)
+    start = spec.settings.warm_start
+    init = inference.from_mean_field(guide, fitted[start], digits.train) if start else None
+    post = fit_with_settings(digits, guide, spec.settings, steps=steps, seed=seed, progress=progress,
+                             init_params=init)
+    row = _row("digits", spec.label, post, digits, sizes.draws, seed)
+    row.update({"network": spec.network, "steps": steps,
+                "final_loss": float(np.mean(post.losses[-max(1, steps // 20):]))})
+    row["deterministic_acc"] = evals.metrics.accuracy(
+        inference.predictions_by_procedure(post, digits.test.x, num_samples=2, seed=seed)["deterministic"],
+        digits.test.y)
+    if hasattr(guide, "num_params_formula"):
+        row["formula_params"] = guide.num_params_formula()
+    return row, post, digits.test
+
+
+def _rank1_nuts(rank1_svi, sizes: RunSizes, seed: int, progress: bool):
+    """NUTS over the rank-1 factors r, s of the rank1_normal row's model, W and biases fixed at
+    `rank1_svi`'s median (2 chains, tree depth 6). Returns (results row dict, MCMC Posterior)."""
+    import inference
+    import zoo
     from inference import diagnostics
 
-    os.makedirs(out, exist_ok=True)
-    t_start = time.perf_counter()
-    rows = []
-    settings = {
-        "moons_steps": 300 if quick else 3000,
-        "warmup": 50 if quick else 400,
-        "samples": 50 if quick else 400,
-        "draws": 20 if quick else 200,
-        "ood_draws": 5 if quick else 10,
-        "rank1_warmup": 20 if quick else 100,  # NUTS on the rank-1 factors: 2 chains, tree depth 6
-        "rank1_samples": 20 if quick else 100,
-    }
+    spec = next(s for s in DIGITS_GUIDES if s.label == "rank1_normal")
+    fixed = zoo.get(spec.entry, data="digits", **spec.entry_kwargs, fixed=rank1_svi.median())
+    mcmc = inference.nuts(fixed.model, fixed.train, init=rank1_svi, num_chains=2, num_warmup=sizes.rank1_warmup,
+                          num_samples=sizes.rank1_samples, max_tree_depth=6, seed=seed, progress=progress)
+    row = _row("digits", "rank1_nuts", mcmc, fixed, sizes.draws, seed)
+    row.update({"network": spec.network, "divergences": mcmc.info["divergences"], "seconds": mcmc.info["nuts_s"],
+                "rhat_max_predictive": diagnostics.max_rhat(mcmc, fixed.test.x[:20])})
+    return row, mcmc
 
-    _say(f"1/3 digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16)", progress)
-    digits_posts = {}
-    for label, entry_name, entry_kwargs, guide_name, guide_kwargs, fit_settings in DIGITS_GUIDES:
-        digits = zoo.get(entry_name, data="digits", **entry_kwargs)
-        guide = inference.make_guide(guide_name, digits.model, **guide_kwargs)
-        steps = 200 if quick else fit_settings["steps"]
-        _say(f"    {label}: {guide_name} {guide_kwargs or ''}, {steps} steps", progress)
-        start = fit_settings.get("warm_start")
-        init = inference.from_mean_field(guide, digits_posts[start], digits.train) if start else None
-        post = fit_with_settings(digits, guide, fit_settings, steps=steps, seed=seed, progress=progress,
-                                 init_params=init)
-        digits_posts[label] = post
-        row = _row("digits", label, post, digits, settings["draws"], seed)
-        row.update({"network": _network(entry_kwargs), "steps": steps,
-                    "final_loss": float(np.mean(post.losses[-max(1, steps // 20):]))})
-        row["deterministic_acc"] = evals.metrics.accuracy(
-            inference.predictions_by_procedure(post, digits.test.x, num_samples=2, seed=seed)["deterministic"],
-            digits.test.y)
-        if hasattr(guide, "num_params_formula"):
-            row["formula_params"] = guide.num_params_formula()
-        rows.append(row)
-        inference.save(post, os.path.join(out, "posteriors", f"digits_{label}"))
-        plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
-    _say("    rank1_nuts: NUTS over the rank-1 factors r, s with W fixed at rank1_normal's SVI estimate", progress)
-    rank1_kwargs = next(r[2] for r in DIGITS_GUIDES if r[0] == "rank1_normal")
-    fixed = zoo.get("rank1_mlp", data="digits", **rank1_kwargs, fixed=digits_posts["rank1_normal"].median())
-    rank1_mcmc = inference.nuts(fixed.model, fixed.train, init=digits_posts["rank1_normal"], num_chains=2,
-                                num_warmup=settings["rank1_warmup"], num_samples=settings["rank1_samples"],
-                                max_tree_depth=6, seed=seed, progress=progress)
-    digits_posts["rank1_nuts"] = rank1_mcmc
-    row = _row("digits", "rank1_nuts", rank1_mcmc, fixed, settings["draws"], seed)
-    row.update({"network": _network(rank1_kwargs), "divergences": rank1_mcmc.info["divergences"],
-                "seconds": rank1_mcmc.info["nuts_s"],
-                "rhat_max_predictive": diagnostics.max_rhat(rank1_mcmc, digits.test.x[:20])})
-    rows.append(row)
-    plots.reliability_diagram({k: p.predict(digits.test.x, settings["draws"]).mean(0) for k, p in digits_posts.items()},
-                              digits.test.y, os.path.join(out, "reliability_digits.png"), title="digits, every guide")
 
-    _say("2/3 two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from it", progress)
+def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False) -> MoonsExperiment:
+    """Two-moons MLP 2-16-16-2 (2,000 points, noise 0.1): mean-field SVI for `sizes.moons_steps`, then
+    NUTS (2 chains) on the same model started from draws of the SVI posterior; scores, divergences,
+    function-space R-hat at 20 test points, ArviZ summaries and ``az.compare``.
+    Returns the MoonsExperiment with posteriors {"mean_field", "nuts"}."""
+    import arviz as az
+
+    import inference
+    import zoo
+    from inference import diagnostics
+
     moons = zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": 2000, "noise": 0.1})
-    svi = inference.fit(moons.model, inference.mean_field(moons.model), moons.train, steps=settings["moons_steps"],
-                        batch_size=128, kl_warmup=settings["moons_steps"] // 5, seed=seed, progress=progress,
+    svi = inference.fit(moons.model, inference.mean_field(moons.model), moons.train, steps=sizes.moons_steps,
+                        batch_size=128, kl_warmup=sizes.moons_steps // 5, seed=seed, progress=progress,
                         config={"entry": moons.config})
-    mcmc = inference.nuts(moons.model, moons.train, init=svi, num_chains=2, num_warmup=settings["warmup"],
-                          num_samples=settings["samples"], seed=seed, progress=progress,
-                          config={"entry": moons.config})
-    rows.append(_row("two_moons", "mean_field", svi, moons, settings["draws"], seed))
-    rows.append(_row("two_moons", "nuts", mcmc, moons, settings["draws"], seed))
+    mcmc = inference.nuts(moons.model, moons.train, init=svi, num_chains=2, num_warmup=sizes.warmup,
+                          num_samples=sizes.samples, seed=seed, progress=progress, config={"entry": moons.config})
     probe = moons.test.x[:20]
     rhat = diagnostics.max_rhat(mcmc, probe)
-    rows[-1].update({"divergences": mcmc.info["divergences"], "rhat_max_predictive": rhat,
+    nuts_row = _row("two_moons", "nuts", mcmc, moons, sizes.draws, seed)
+    nuts_row.update({"divergences": mcmc.info["divergences"], "rhat_max_predictive": rhat,
                      "seconds": mcmc.info["nuts_s"]})
+    table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
+    idata = {"mean_field": inference.to_arviz(svi, moons.test, num_samples=sizes.samples * 2, seed=seed),
+             "nuts": inference.to_arviz(mcmc, moons.test, seed=seed)}
+    return MoonsExperiment(
+        table.set_index(["data", "posterior"]), {"mean_field": svi, "nuts": mcmc}, moons.test,
+        comparison=az.compare(idata), predictive_summary=diagnostics.predictive_summary(mcmc, probe),
+        weight_summary=az.summary(idata["nuts"], var_names=["mlp/~/linear_2/b"], round_to=4),
+        rhat_max_predictive=rhat, divergences=mcmc.info["divergences"])
+
+
+def _write_digits(digits: Experiment, out: str, sizes: RunSizes):
+    """The digits SVI posteriors (posteriors/digits_<label>), their loss curves and one reliability
+    diagram of every digits posterior, under `out`."""
+    import inference
+    from evals import plots
+
+    for spec in DIGITS_GUIDES:
+        post = digits.posteriors[spec.label]
+        inference.save(post, os.path.join(out, "posteriors", f"digits_{spec.label}"))
+        plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{spec.label}.png"), f"digits MLP, {spec.label}")
+    plots.reliability_diagram({k: p.predict(digits.test.x, sizes.draws).mean(0) for k, p in digits.posteriors.items()},
+                              digits.test.y, os.path.join(out, "reliability_digits.png"), title="digits, every guide")
+
+
+def _write_moons(moons: MoonsExperiment, out: str, sizes: RunSizes):
+    """The two-moons posteriors, ArviZ CSVs, reliability diagram and predictive map under `out`."""
+    import inference
+    from evals import plots
+
+    svi, mcmc = moons.posteriors["mean_field"], moons.posteriors["nuts"]
     inference.save(svi, os.path.join(out, "posteriors", "moons_mean_field"))
     inference.save(mcmc, os.path.join(out, "posteriors", "moons_nuts"))
-
-    idata = {"mean_field": inference.to_arviz(svi, moons.test, num_samples=settings["samples"] * 2, seed=seed),
-             "nuts": inference.to_arviz(mcmc, moons.test, seed=seed)}
-    comparison = az.compare(idata)
-    comparison.to_csv(os.path.join(out, "az_compare_moons.csv"))
-    summary = diagnostics.predictive_summary(mcmc, probe)
-    summary.to_csv(os.path.join(out, "az_summary_moons_predictive.csv"))
-    weight_summary = az.summary(idata["nuts"], var_names=["mlp/~/linear_2/b"], round_to=4)
-    weight_summary.to_csv(os.path.join(out, "az_summary_moons_weights.csv"))
-    plots.reliability_diagram({"mean field": svi.predict(moons.test.x, settings["draws"]).mean(0),
-                               "NUTS": mcmc.predict(moons.test.x, settings["draws"]).mean(0)},
+    moons.comparison.to_csv(os.path.join(out, "az_compare_moons.csv"))
+    moons.predictive_summary.to_csv(os.path.join(out, "az_summary_moons_predictive.csv"))
+    moons.weight_summary.to_csv(os.path.join(out, "az_summary_moons_weights.csv"))
+    plots.reliability_diagram({"mean field": svi.predict(moons.test.x, sizes.draws).mean(0),
+                               "NUTS": mcmc.predict(moons.test.x, sizes.draws).mean(0)},
                               moons.test.y, os.path.join(out, "reliability_moons.png"), title="two moons")
-    plots.predictive_map({"mean-field SVI": lambda g: svi.predict(g, settings["draws"]).mean(0),
-                          "NUTS": lambda g: mcmc.predict(g, settings["draws"]).mean(0)},
+    plots.predictive_map({"mean-field SVI": lambda g: svi.predict(g, sizes.draws).mean(0),
+                          "NUTS": lambda g: mcmc.predict(g, sizes.draws).mean(0)},
                          moons.test.x, moons.test.y, os.path.join(out, "predictive_map_moons.png"))
 
-    _say("3/3 digits-C: every digits posterior on 19 corruption types x 5 severities", progress)
-    _, ood_summary = digits_c(digits_posts, out, num_samples=settings["ood_draws"], seed=seed, verbose=False)
 
-    table = pd.DataFrame(rows).set_index(["data", "posterior"])
+def _write_results(table: pd.DataFrame, out: str, sizes: RunSizes, seconds: float):
+    """results.csv, results.json (rows, run sizes, seconds) and results.md of `table` under `out`."""
     table.to_csv(os.path.join(out, "results.csv"))
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"results": table.reset_index().to_dict(orient="records"), "settings": settings,
-                   "seconds": time.perf_counter() - t_start}, f, indent=2, default=float)
+        json.dump({"results": table.reset_index().to_dict(orient="records"), "settings": asdict(sizes),
+                   "seconds": seconds}, f, indent=2, default=float)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(table.to_markdown(floatfmt=".4f") if _has_tabulate() else table.to_string())
-    print("\n" + table.to_string(float_format=lambda v: f"{v:.4f}"))
-    print("\nArviZ compare (two moons, test-set log-likelihood):")
-    print(comparison[["rank", "elpd_loo", "p_loo", "elpd_diff", "weight"]].to_string(float_format=lambda v: f"{v:.3f}"))
-    print("\nFunction-space summary of NUTS, p(y=c|x) at 20 test points (first rows):")
-    print(summary.head(6).to_string())
-    print("\nDigits-C (19 types x 5 severities; mCE relative to point_estimate):")
+
+
+def _print_report(table: pd.DataFrame, moons: MoonsExperiment, ood_summary: pd.DataFrame):
+    """Print the results table, the two-moons ArviZ comparison and summary, and the digits-C table."""
     from evals import ood
 
+    print("\n" + table.to_string(float_format=lambda v: f"{v:.4f}"))
+    print("\nArviZ compare (two moons, test-set log-likelihood):")
+    print(moons.comparison[["rank", "elpd_loo", "p_loo", "elpd_diff", "weight"]].to_string(
+        float_format=lambda v: f"{v:.3f}"))
+    print("\nFunction-space summary of NUTS, p(y=c|x) at 20 test points (first rows):")
+    print(moons.predictive_summary.head(6).to_string())
+    print("\nDigits-C (19 types x 5 severities; mCE relative to point_estimate):")
     print(ood.format_table(ood_summary))
-    print(f"\nmax R-hat of predictive probabilities: {rhat:.4f}; divergences: {mcmc.info['divergences']}")
-    print(f"wrote {out}/ in {time.perf_counter() - t_start:.0f} s")
-    return table
+    print(f"\nmax R-hat of predictive probabilities: {moons.rhat_max_predictive:.4f}; "
+          f"divergences: {moons.divergences}")
 
 
 def digits_c(posteriors: dict, out: str | None, *, num_samples: int = 10, seed: int = 0, verbose: bool = True,
@@ -246,11 +405,6 @@ def _row(data_name, label, posterior, entry, draws, seed):
 def free_params(posterior) -> int:
     """Free variational parameters of an SVI posterior: a Cholesky factor counts n(n+1)/2, not its n² stored entries."""
     return int(posterior.guide.num_params(posterior.params))
-
-
-def _network(entry_kwargs) -> str:
-    """"MLP 64-64" from a DIGITS_GUIDES row's entry kwargs."""
-    return "MLP " + "-".join(map(str, entry_kwargs["hidden"]))
 
 
 def _has_tabulate():

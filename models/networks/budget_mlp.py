@@ -6,24 +6,24 @@ is "between all parameters in the model", so biases count by default (`count_bia
 `count_biases=False` gives the weights-only reading. "Under" is strict (< budget).
 
 depth = number of hidden layers, all of width w (so depth + 1 weight matrices):
-    count(w) = in*w + (depth - 1)*w^2 + w*out  [+ depth*w + out  biases]
+    count(w) = in*w + (depth - 1)*w^2 + w*num_outputs  [+ depth*w + num_outputs  biases]
 """
 
 from __future__ import annotations
 
 
-def mlp_param_count(depth: int, width: int, in_dim: int = 2, out_dim: int = 2,
+def mlp_param_count(depth: int, width: int, in_dim: int = 2, num_outputs: int = 2,
                     count_biases: bool = True) -> int:
-    """Parameters of an MLP in_dim -> [width] * depth -> out_dim (see the module formula)."""
-    if depth < 1 or width < 1 or in_dim < 1 or out_dim < 1:
-        raise ValueError("depth, width, in_dim and out_dim must be >= 1; got "
-                         f"{depth}, {width}, {in_dim}, {out_dim}")
-    weights = in_dim * width + (depth - 1) * width * width + width * out_dim
-    biases = depth * width + out_dim
+    """Parameters of an MLP in_dim -> [width] * depth -> num_outputs (see the module formula)."""
+    if depth < 1 or width < 1 or in_dim < 1 or num_outputs < 1:
+        raise ValueError("depth, width, in_dim and num_outputs must be >= 1; got "
+                         f"{depth}, {width}, {in_dim}, {num_outputs}")
+    weights = in_dim * width + (depth - 1) * width * width + width * num_outputs
+    biases = depth * width + num_outputs
     return weights + (biases if count_biases else 0)
 
 
-def widest_mlp_under_budget(depth: int, in_dim: int = 2, out_dim: int = 2, budget: int = 1000,
+def widest_mlp_under_budget(depth: int, in_dim: int = 2, num_outputs: int = 2, budget: int = 1000,
                             count_biases: bool = True) -> int:
     """Largest width w with mlp_param_count(depth, w, ...) < budget.
 
@@ -32,7 +32,7 @@ def widest_mlp_under_budget(depth: int, in_dim: int = 2, out_dim: int = 2, budge
     """
 
     def count(w: int) -> int:
-        return mlp_param_count(depth, w, in_dim, out_dim, count_biases)
+        return mlp_param_count(depth, w, in_dim, num_outputs, count_biases)
 
     if count(1) >= budget:
         raise ValueError(f"budget {budget} is too small for depth {depth}: width 1 already has "

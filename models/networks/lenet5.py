@@ -31,7 +31,7 @@ class LeNet(hk.Module):
     """Conv blocks (conv -> [BN] -> activation -> 2x2 maxpool), flatten, dense layers.
 
     Args:
-      num_classes: width of the output layer.
+      num_outputs: width of the output layer.
       channels: output channels of each convolution (one block per entry).
       kernel: square kernel size of every convolution.
       hidden: widths of the hidden dense layers.
@@ -42,12 +42,12 @@ class LeNet(hk.Module):
       layers: plain (default) or rank-1 conv/dense layers (`Layers(num_components=K)`).
     """
 
-    def __init__(self, num_classes: int, channels: Sequence[int], kernel: int,
+    def __init__(self, num_outputs: int, channels: Sequence[int], kernel: int,
                  hidden: Sequence[int], padding: str = "VALID",
                  activation: Activation = jax.nn.relu, batch_norm: bool = False,
                  layers: Layers = PLAIN, name: str | None = None):
         super().__init__(name=name)
-        self.num_classes = num_classes
+        self.num_outputs = num_outputs
         self.channels = tuple(channels)
         self.kernel = kernel
         self.hidden = tuple(hidden)
@@ -57,7 +57,7 @@ class LeNet(hk.Module):
         self.layers = layers
 
     def __call__(self, x: jax.Array, is_training: bool = False) -> jax.Array:
-        """(N, H, W, C_in) float32 -> logits (N, num_classes) ((K N, ...) with rank-1 layers)."""
+        """(N, H, W, C_in) float32 -> logits (N, num_outputs) ((K N, ...) with rank-1 layers)."""
         check_image_batch(x, self.module_name)
         h = self.layers.tile(x)
         for i, c in enumerate(self.channels, start=1):
@@ -68,22 +68,22 @@ class LeNet(hk.Module):
         for i, width in enumerate(self.hidden, start=1):
             h = self.layers.dense(width, name=f"dense{i}")(h)
             h = _bn_act(h, self.use_bn, is_training, self.activation, f"bn_dense{i}")
-        return self.layers.dense(self.num_classes, name=f"dense{len(self.hidden) + 1}")(h)
+        return self.layers.dense(self.num_outputs, name=f"dense{len(self.hidden) + 1}")(h)
 
 
-def lenet5(num_classes: int = 10, channels: Sequence[int] = (20, 50), hidden: int = 500,
+def lenet5(num_outputs: int = 10, channels: Sequence[int] = (20, 50), hidden: int = 500,
            kernel: int = 5, padding: str = "VALID", activation: Activation = jax.nn.relu,
            batch_norm: bool = False, num_components: int | None = None):
     """Caffe LeNet-5 (variance networks). Returns `network_fn(x, is_training=False) -> logits`.
 
     x: (N, H, W, C) float32, 28x28x1 by default (use padding="SAME" for 8x8 digits);
-    logits: (N, num_classes) ((K N, num_classes) with rank-1 layers, num_components=K).
+    logits: (N, num_outputs) ((K N, num_outputs) with rank-1 layers, num_components=K).
     Module path "lenet5"; conv1, conv2, dense1, dense2.
     """
     layers = Layers(num_components)
 
     def network_fn(x: jax.Array, is_training: bool = False) -> jax.Array:
-        return LeNet(num_classes, channels, kernel, (hidden,), padding=padding,
+        return LeNet(num_outputs, channels, kernel, (hidden,), padding=padding,
                      activation=activation, batch_norm=batch_norm, layers=layers,
                      name="lenet5")(x, is_training)
 

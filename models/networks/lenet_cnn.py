@@ -18,12 +18,12 @@ from models.networks.layers import Activation, Layers
 from models.networks.lenet5 import LeNet
 
 
-def lenet_cnn(num_classes: int = 100, channels: Sequence[int] = (32, 64), hidden: int = 512,
+def lenet_cnn(num_outputs: int = 100, channels: Sequence[int] = (32, 64), hidden: int = 512,
               kernel: int = 3, activation: Activation = jax.nn.relu, batch_norm: bool = False,
               num_components: int | None = None):
     """k-tied LeNet CNN. Returns `network_fn(x, is_training=False) -> logits`.
 
-    x: (N, H, W, C) float32, 32x32x3 on CIFAR; logits: (N, num_classes) ((K N, num_classes) with
+    x: (N, H, W, C) float32, 32x32x3 on CIFAR; logits: (N, num_outputs) ((K N, num_outputs) with
     rank-1 layers, num_components=K).
     Module path "lenet_cnn"; conv1, conv2 (the paper keeps these mean-field), dense1, dense2
     (the paper's k-tied layers).
@@ -32,7 +32,7 @@ def lenet_cnn(num_classes: int = 100, channels: Sequence[int] = (32, 64), hidden
     layers = Layers(num_components)
 
     def network_fn(x: jax.Array, is_training: bool = False) -> jax.Array:
-        return LeNet(num_classes, channels, kernel, (hidden,), padding="SAME",
+        return LeNet(num_outputs, channels, kernel, (hidden,), padding="SAME",
                      activation=activation, batch_norm=batch_norm, layers=layers,
                      name="lenet_cnn")(x, is_training)
 

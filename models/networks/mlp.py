@@ -24,38 +24,40 @@ def activation_fn(name: str):
     return ACTIVATIONS[name]
 
 
-def mlp(hidden: Sequence[int], out: int, activation: str = "relu", with_bias: bool = True, name: str = "mlp"):
-    """A network function x (B, D) -> (B, out): Linear layers of widths `hidden`, then `out`.
+def mlp(hidden: Sequence[int], num_outputs: int, activation: str = "relu", with_bias: bool = True,
+        name: str = "mlp"):
+    """A network function x (B, D) -> (B, num_outputs): Linear layers of widths `hidden`, then `num_outputs`.
 
     Sites (via the bridge): ``{name}/~/linear_{i}/w`` (fan_in, fan_out) and ``.../b`` (fan_out,).
     """
     hidden = tuple(int(h) for h in hidden)
-    if any(h <= 0 for h in hidden) or out <= 0:
-        raise ValueError(f"hidden/out: expected positive widths, got hidden={hidden}, out={out}")
+    if any(h <= 0 for h in hidden) or num_outputs <= 0:
+        raise ValueError(f"hidden/num_outputs: expected positive widths, got hidden={hidden}, "
+                         f"num_outputs={num_outputs}")
     act = activation_fn(activation)
 
     def network(x):
         x = x.reshape(x.shape[0], -1)
-        return hk.nets.MLP(hidden + (out,), activation=act, with_bias=with_bias, name=name)(x)
+        return hk.nets.MLP(hidden + (num_outputs,), activation=act, with_bias=with_bias, name=name)(x)
 
     return network
 
 
-def deep_linear(depth: int, width: int, out: int, name: str = "deep_linear"):
+def deep_linear(depth: int, width: int, num_outputs: int, name: str = "deep_linear"):
     """A deep linear network x -> x W_1 W_2 ... W_L (no biases, no activation; Liberty-or-Depth section 2).
 
-    Layer widths: `width` for the L-1 hidden layers, `out` for the last. The product matrix
-    W_1 ... W_L (D, out) is `product_matrix(params)`.
+    Layer widths: `width` for the L-1 hidden layers, `num_outputs` for the last. The product matrix
+    W_1 ... W_L (D, num_outputs) is `product_matrix(params)`.
     """
     if depth < 1:
         raise ValueError(f"depth: expected at least 1 layer, got {depth}")
-    return mlp((width,) * (depth - 1), out, activation="linear", with_bias=False, name=name)
+    return mlp((width,) * (depth - 1), num_outputs, activation="linear", with_bias=False, name=name)
 
 
 def product_matrix(params: dict, name: str = "deep_linear"):
     """The product W_1 W_2 ... W_L of a deep linear network's weight sites {site: (..., m, n)}.
 
-    Leading (sample) axes broadcast: draws (S, m, n) per layer give (S, D, out).
+    Leading (sample) axes broadcast: draws (S, m, n) per layer give (S, D, num_outputs).
     """
     layers = sorted(
         (k for k in params if k.startswith(f"{name}/~/linear_") and k.endswith("/w")),
@@ -63,7 +65,7 @@ def product_matrix(params: dict, name: str = "deep_linear"):
     )
     if not layers:
         raise ValueError(f"params: no weight sites named {name}/~/linear_i/w")
-    out = params[layers[0]]
+    product = params[layers[0]]
     for k in layers[1:]:
-        out = jnp.matmul(out, params[k])
-    return out
+        product = jnp.matmul(product, params[k])
+    return product

@@ -42,19 +42,19 @@ class BasicBlock(ResidualBlock):
 class ResNet(hk.Module):
     """CIFAR ResNet of basic blocks; `blocks=(2, 2, 2, 2)` is ResNet-18."""
 
-    def __init__(self, num_classes: int = 10, blocks: Sequence[int] = (2, 2, 2, 2),
+    def __init__(self, num_outputs: int = 10, blocks: Sequence[int] = (2, 2, 2, 2),
                  widths: Sequence[int] = (64, 128, 256, 512), width_multiplier: float = 1.0,
                  layers: Layers = PLAIN, name: str = "resnet18"):
         super().__init__(name=name)
         if len(blocks) != len(widths):
             raise ValueError(f"blocks and widths must have equal lengths; got {blocks}, {widths}")
-        self.num_classes = num_classes
+        self.num_outputs = num_outputs
         self.blocks = tuple(blocks)
         self.widths = tuple(max(1, round(w * width_multiplier)) for w in widths)
         self.layers = layers
 
     def __call__(self, x: jax.Array, is_training: bool = False) -> jax.Array:
-        """(N, H, W, C_in) float32 -> logits (N, num_classes)."""
+        """(N, H, W, C_in) float32 -> logits (N, num_outputs)."""
         check_image_batch(x, self.module_name)
         h = self.layers.conv(self.widths[0], 3, with_bias=False,
                              name="stem_conv")(self.layers.tile(x))
@@ -64,21 +64,21 @@ class ResNet(hk.Module):
                 stride = 2 if stage > 1 and b == 1 else 1
                 h = BasicBlock(width, stride, self.layers, name=f"stage{stage}_block{b}")(
                     h, is_training)
-        return self.layers.dense(self.num_classes, name="logits")(global_avg_pool(h))
+        return self.layers.dense(self.num_outputs, name="logits")(global_avg_pool(h))
 
 
-def resnet18(num_classes: int = 10, width_multiplier: float = 1.0,
+def resnet18(num_outputs: int = 10, width_multiplier: float = 1.0,
              num_components: int | None = None, blocks: Sequence[int] = (2, 2, 2, 2)):
     """ResNet-18 (CIFAR stem). Returns `network_fn(x, is_training=False) -> logits`.
 
     `blocks`: basic blocks per stage; (2, 2, 2, 2) is ResNet-18, (1, 1, 1, 1) the same code at depth 10.
-    x: (N, 32, 32, 3) float32 on CIFAR; logits (N, num_classes), or (K N, num_classes) with rank-1
+    x: (N, 32, 32, 3) float32 on CIFAR; logits (N, num_outputs), or (K N, num_outputs) with rank-1
     layers (num_components=K). Batch-norm statistics are Haiku state: transform with
     `hk.transform_with_state`.
     """
     layers = Layers(num_components)
 
     def network_fn(x: jax.Array, is_training: bool = False) -> jax.Array:
-        return ResNet(num_classes, blocks=blocks, width_multiplier=width_multiplier, layers=layers)(x, is_training)
+        return ResNet(num_outputs, blocks=blocks, width_multiplier=width_multiplier, layers=layers)(x, is_training)
 
     return network_fn

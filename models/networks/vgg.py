@@ -27,14 +27,14 @@ VGG_DEPTHS = (2, 2, 3, 3, 3)
 class VGG(hk.Module):
     """VGG-like network; see the module docstring. Widths are scaled by `width_multiplier`."""
 
-    def __init__(self, num_classes: int = 10, widths: Sequence[int] = VGG_WIDTHS,
+    def __init__(self, num_outputs: int = 10, widths: Sequence[int] = VGG_WIDTHS,
                  depths: Sequence[int] = VGG_DEPTHS, hidden: int = 512,
                  width_multiplier: float = 1.0, activation: Activation = jax.nn.relu,
                  layers: Layers = PLAIN, name: str = "vgg"):
         super().__init__(name=name)
         if len(widths) != len(depths):
             raise ValueError(f"widths and depths must have equal lengths; got {widths}, {depths}")
-        self.num_classes = num_classes
+        self.num_outputs = num_outputs
         self.widths = tuple(max(1, round(w * width_multiplier)) for w in widths)
         self.depths = tuple(depths)
         self.hidden = max(1, round(hidden * width_multiplier))
@@ -42,7 +42,7 @@ class VGG(hk.Module):
         self.layers = layers
 
     def __call__(self, x: jax.Array, is_training: bool = False) -> jax.Array:
-        """(N, H, W, C_in) float32 -> logits (N, num_classes) ((K N, ...) with rank-1 layers).
+        """(N, H, W, C_in) float32 -> logits (N, num_outputs) ((K N, ...) with rank-1 layers).
 
         32x32 inputs pool down to 1x1.
         """
@@ -55,21 +55,21 @@ class VGG(hk.Module):
             h = max_pool2(h)
         h = self.layers.dense(self.hidden, name="dense1")(hk.Flatten()(h))
         h = self.activation(batch_norm(h, is_training, name="bn_dense1"))
-        return self.layers.dense(self.num_classes, name="dense2")(h)
+        return self.layers.dense(self.num_outputs, name="dense2")(h)
 
 
-def vgg(num_classes: int = 10, widths: Sequence[int] = VGG_WIDTHS,
+def vgg(num_outputs: int = 10, widths: Sequence[int] = VGG_WIDTHS,
         depths: Sequence[int] = VGG_DEPTHS, hidden: int = 512, width_multiplier: float = 1.0,
         activation: Activation = jax.nn.relu, num_components: int | None = None):
-    """VGG-like CIFAR net. Returns `network_fn(x, is_training=False) -> logits (N, num_classes)`.
+    """VGG-like CIFAR net. Returns `network_fn(x, is_training=False) -> logits (N, num_outputs)`.
 
     x: (N, 32, 32, 3) float32 on CIFAR. `width_multiplier=0.25` gives a small variant
-    (16-32-64-128-128, dense 128). num_components=K: rank-1 layers, logits (K N, num_classes).
+    (16-32-64-128-128, dense 128). num_components=K: rank-1 layers, logits (K N, num_outputs).
     """
     layers = Layers(num_components)
 
     def network_fn(x: jax.Array, is_training: bool = False) -> jax.Array:
-        return VGG(num_classes, widths, depths, hidden, width_multiplier, activation,
+        return VGG(num_outputs, widths, depths, hidden, width_multiplier, activation,
                    layers)(x, is_training)
 
     return network_fn

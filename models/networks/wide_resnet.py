@@ -46,18 +46,18 @@ def blocks_per_group(depth: int) -> int:
 class WideResNet(hk.Module):
     """WRN-depth-k; see the module docstring."""
 
-    def __init__(self, num_classes: int = 10, depth: int = 28, k: int = 2,
+    def __init__(self, num_outputs: int = 10, depth: int = 28, k: int = 2,
                  layers: Layers = PLAIN, name: str = "wide_resnet"):
         super().__init__(name=name)
         if k < 1:
             raise ValueError(f"widen factor k must be >= 1; got {k}")
-        self.num_classes = num_classes
+        self.num_outputs = num_outputs
         self.n = blocks_per_group(depth)
         self.widths = (16 * k, 32 * k, 64 * k)
         self.layers = layers
 
     def __call__(self, x: jax.Array, is_training: bool = False) -> jax.Array:
-        """(N, H, W, C_in) float32 -> logits (N, num_classes)."""
+        """(N, H, W, C_in) float32 -> logits (N, num_outputs)."""
         check_image_batch(x, self.module_name)
         h = self.layers.conv(16, 3, with_bias=False, name="stem_conv")(self.layers.tile(x))
         for group, width in enumerate(self.widths, start=1):
@@ -66,20 +66,20 @@ class WideResNet(hk.Module):
                 h = PreActBlock(width, stride, self.layers, name=f"group{group}_block{b}")(
                     h, is_training)
         h = jax.nn.relu(batch_norm(h, is_training, name="final_bn"))
-        return self.layers.dense(self.num_classes, name="logits")(global_avg_pool(h))
+        return self.layers.dense(self.num_outputs, name="logits")(global_avg_pool(h))
 
 
-def wide_resnet(num_classes: int = 10, depth: int = 28, k: int = 2,
+def wide_resnet(num_outputs: int = 10, depth: int = 28, k: int = 2,
                 num_components: int | None = None):
     """WRN-depth-k, default WRN-28-2 (the rank-1 paper uses k = 10, rank-1 with K = 4).
 
-    Returns `network_fn(x, is_training=False) -> logits (N, num_classes)` ((K N, num_classes) with
+    Returns `network_fn(x, is_training=False) -> logits (N, num_outputs)` ((K N, num_outputs) with
     rank-1 layers, num_components=K); x (N, 32, 32, 3) float32 on CIFAR. Batch-norm statistics are
     Haiku state (`hk.transform_with_state`); batch norm stays shared by the K components.
     """
     layers = Layers(num_components)
 
     def network_fn(x: jax.Array, is_training: bool = False) -> jax.Array:
-        return WideResNet(num_classes, depth, k, layers)(x, is_training)
+        return WideResNet(num_outputs, depth, k, layers)(x, is_training)
 
     return network_fn

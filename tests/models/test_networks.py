@@ -54,16 +54,16 @@ def abstract_output(network_fn, x, is_training):
 
 # Tiny configurations: (network, input, expected output shape).
 TINY = {
-    "lenet5": (lenet5(num_classes=10, channels=(2, 3), hidden=8, padding="SAME"),
+    "lenet5": (lenet5(num_outputs=10, channels=(2, 3), hidden=8, padding="SAME"),
                np.ones((2, 8, 8, 1), np.float32), (2, 10)),
     "lenet5_valid_28": (lenet5(channels=(2, 3), hidden=8), np.ones((2, 28, 28, 1), np.float32),
                         (2, 10)),
-    "lenet_cnn": (lenet_cnn(num_classes=5, channels=(2, 3), hidden=8),
+    "lenet_cnn": (lenet_cnn(num_outputs=5, channels=(2, 3), hidden=8),
                   np.ones((2, 8, 8, 3), np.float32), (2, 5)),
-    "vgg": (vgg(num_classes=4, width_multiplier=1 / 32), np.ones((2, 8, 8, 3), np.float32), (2, 4)),
-    "resnet18": (resnet18(num_classes=3, width_multiplier=1 / 16),
+    "vgg": (vgg(num_outputs=4, width_multiplier=1 / 32), np.ones((2, 8, 8, 3), np.float32), (2, 4)),
+    "resnet18": (resnet18(num_outputs=3, width_multiplier=1 / 16),
                  np.ones((2, 8, 8, 3), np.float32), (2, 3)),
-    "wide_resnet": (wide_resnet(num_classes=3, depth=10, k=1), np.ones((2, 8, 8, 3), np.float32),
+    "wide_resnet": (wide_resnet(num_outputs=3, depth=10, k=1), np.ones((2, 8, 8, 3), np.float32),
                     (2, 3)),
     "lstm": (lstm_classifier(vocab_size=11, embed_dim=4, hidden=5),
              np.array([[0, 0, 1, 5], [1, 3, 10, 2]], np.int32), (2, 1)),
@@ -72,11 +72,11 @@ TINY = {
     # rank-1 versions (K = 3 components): outputs have K N rows
     "rank1_lenet5": (lenet5(channels=(2, 3), hidden=8, padding="SAME", num_components=3),
                      np.ones((2, 8, 8, 1), np.float32), (6, 10)),
-    "rank1_wide_resnet": (wide_resnet(num_classes=3, depth=10, k=1, num_components=3),
+    "rank1_wide_resnet": (wide_resnet(num_outputs=3, depth=10, k=1, num_components=3),
                           np.ones((2, 8, 8, 3), np.float32), (6, 3)),
-    "rank1_resnet18": (resnet18(num_classes=3, width_multiplier=1 / 16, num_components=2),
+    "rank1_resnet18": (resnet18(num_outputs=3, width_multiplier=1 / 16, num_components=2),
                        np.ones((2, 8, 8, 3), np.float32), (4, 3)),
-    "rank1_vgg": (vgg(num_classes=4, width_multiplier=1 / 32, num_components=2),
+    "rank1_vgg": (vgg(num_outputs=4, width_multiplier=1 / 32, num_components=2),
                   np.ones((2, 8, 8, 3), np.float32), (4, 4)),
 }
 

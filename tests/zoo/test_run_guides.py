@@ -1,32 +1,33 @@
 """`zoo run`'s digits table: every registered guide is in it, and each row's parameter count is its formula."""
 import jax
 import numpy as np
+import pytest
 
 import inference
 import zoo
 from inference.fit import guide_param_init
-from zoo.run import DIGITS_GUIDES
+from zoo.run import DIGITS_GUIDES, fit_with_settings
 
 
 def test_the_table_covers_every_registered_guide_with_unique_labels():
-    assert {row[3] for row in DIGITS_GUIDES} == set(inference.GUIDES)
-    labels = [row[0] for row in DIGITS_GUIDES]
+    assert {row.guide for row in DIGITS_GUIDES} == set(inference.GUIDES)
+    labels = [row.label for row in DIGITS_GUIDES]
     assert len(set(labels)) == len(labels)
 
 
 def test_each_row_builds_and_counts_its_free_parameters_by_the_papers_formula():
     seen = {}
-    for label, entry_name, entry_kwargs, guide_name, guide_kwargs, fit_settings in DIGITS_GUIDES:
-        entry = zoo.get(entry_name, data="digits", **entry_kwargs)
-        guide = inference.make_guide(guide_name, entry.model, **guide_kwargs)
+    for row in DIGITS_GUIDES:
+        entry = zoo.get(row.entry, data="digits", **row.entry_kwargs)
+        guide = inference.make_guide(row.guide, entry.model, **row.guide_kwargs)
         x, y = entry.train.x[:2], entry.train.y[:2]
         params_u, _, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(entry.train))
         free = sum(int(np.size(v)) for v in params_u.values())  # a Cholesky factor is stored by its free entries
-        assert free == guide.num_params_formula(), label
-        start = fit_settings.get("warm_start")
+        assert free == guide.num_params_formula(), row.label
+        start = row.settings.warm_start
         if start is not None:  # started from an earlier row's mean field of the same network
-            assert seen[start] == (entry_name, entry_kwargs), label
-        seen[label] = (entry_name, entry_kwargs)
+            assert seen[start] == (row.entry, row.entry_kwargs), row.label
+        seen[row.label] = (row.entry, row.entry_kwargs)
 
 
 def test_rank1_entry_with_fixed_weights_samples_only_the_factors_and_rebuilds_from_its_config():
@@ -43,3 +44,8 @@ def test_rank1_entry_with_fixed_weights_samples_only_the_factors_and_rebuilds_fr
     rebuilt = zoo.get(**json.loads(json.dumps(fixed.config)))
     x = entry.test.x[:5]
     np.testing.assert_allclose(rebuilt.model.apply(factors, x), entry.model.apply(values, x), rtol=1e-5, atol=1e-6)
+
+
+def test_fit_with_settings_names_the_settings_type_it_expects():
+    with pytest.raises(TypeError, match="settings: expected a zoo.run.FitSettings, got dict"):
+        fit_with_settings(None, None, {"steps": 10, "lr": 1e-3, "schedule": "constant", "kl_warmup_fraction": 0.0})
