@@ -17,9 +17,9 @@ import zoo
 GUIDES = [
     ("mean_field", "mlp", "mean_field", {}),
     ("point_estimate", "mlp", "point_estimate", {}),
-    ("1-tied", "mlp", "k_tied", {"rank": 1}),
-    ("2-tied", "mlp", "k_tied", {"rank": 2}),
-    ("3-tied", "mlp", "k_tied", {"rank": 3}),
+    ("1-tied", "mlp", "k_tied", {"k": 1}),
+    ("2-tied", "mlp", "k_tied", {"k": 2}),
+    ("3-tied", "mlp", "k_tied", {"k": 3}),
     ("zero_mean", "mlp", "zero_mean", {"variance_sites": ["mlp/~/linear_1/w"]}),
     ("rank1_normal K=4", "rank1_mlp", "rank1_mixture", {"family": "normal"}),
 ]
@@ -29,7 +29,7 @@ def step_ms(entry, guide_name, guide_kwargs, batch, steps=1200, chunk=200):
     guide = inference.make_guide(guide_name, entry.model, **guide_kwargs)
     post = inference.fit(entry.model, guide, entry.train, steps=steps, batch_size=batch, chunk_size=chunk,
                          progress=False)
-    return 1000 * (post.info["fit_s"] - post.info["first_step_s"]) / (steps - chunk)
+    return 1000 * (post.info.fit_s - post.info.first_step_s) / (steps - chunk)
 
 
 def main():

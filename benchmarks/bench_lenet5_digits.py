@@ -21,7 +21,7 @@ def main(steps: int = 600):
     table = evals.score(post, entry.test, num_samples=20, verbose=False)
     print(f"LeNet-5, digits, mean field, {steps} steps: weights {entry.num_weights()}, "
           f"test accuracy {table.accuracy.iloc[0]:.4f}, NLL {table.nll.iloc[0]:.4f}, ECE {table.ece.iloc[0]:.4f}, "
-          f"fit {post.info['fit_s']:.0f} s, total {time.perf_counter() - t0:.0f} s")
+          f"fit {post.info.fit_s:.0f} s, total {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

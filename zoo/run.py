@@ -97,11 +97,11 @@ _VARIANCE_SITE = "mlp/~/linear_1/w"
 DIGITS_GUIDES = [
     DigitsGuide("point_estimate", "mlp", _MLP, "point_estimate", {}, CONVERGED),
     DigitsGuide("mean_field", "mlp", _MLP, "mean_field", _PAPER_INIT, CONVERGED),
-    DigitsGuide("1-tied", "mlp", _MLP, "k_tied", {"rank": 1, **_PAPER_INIT}, CONVERGED),
-    DigitsGuide("2-tied", "mlp", _MLP, "k_tied", {"rank": 2, **_PAPER_INIT}, CONVERGED),
-    DigitsGuide("3-tied", "mlp", _MLP, "k_tied", {"rank": 3, **_PAPER_INIT}, CONVERGED),
+    DigitsGuide("1-tied", "mlp", _MLP, "k_tied", {"k": 1, **_PAPER_INIT}, CONVERGED),
+    DigitsGuide("2-tied", "mlp", _MLP, "k_tied", {"k": 2, **_PAPER_INIT}, CONVERGED),
+    DigitsGuide("3-tied", "mlp", _MLP, "k_tied", {"k": 3, **_PAPER_INIT}, CONVERGED),
     # k-tied (k = 2) weight matrices with point-estimated biases: families chosen per site
-    DigitsGuide("by_site", "mlp", _MLP, "by_site", {"families": {"*/w": ("k_tied", {"rank": 2, **_PAPER_INIT})},
+    DigitsGuide("by_site", "mlp", _MLP, "by_site", {"families": {"*/w": ("k_tied", {"k": 2, **_PAPER_INIT})},
                                                      "default": "point_estimate"}, CONVERGED),
     # variance networks: the variance layer has the log-uniform prior, so the zero-mean KL is a constant (app. C)
     DigitsGuide("zero_mean", "mlp", {**_MLP, "log_uniform_sites": [_VARIANCE_SITE]}, "zero_mean",
@@ -128,27 +128,27 @@ class RunSizes:
 
     Attributes:
       moons_steps: mean-field SVI steps on two moons (KL annealed over the first 20 %).
-      warmup, samples: NUTS warm-up and kept samples per chain on two moons (2 chains).
+      warmup, draws_per_chain: NUTS warm-up and kept draws per chain on two moons (2 chains).
       draws: predictive draws per posterior for the results table and the plots.
       ood_draws: predictive draws per posterior and corrupted set on digits-C.
-      rank1_warmup, rank1_samples: NUTS over the rank-1 factors (2 chains, tree depth 6).
+      rank1_warmup, rank1_draws_per_chain: NUTS over the rank-1 factors (2 chains, tree depth 6).
       digits_steps: SVI steps of every digits row; None: each row's `FitSettings.steps`.
     """
 
     moons_steps: int
     warmup: int
-    samples: int
+    draws_per_chain: int
     draws: int
     ood_draws: int
     rank1_warmup: int
-    rank1_samples: int
+    rank1_draws_per_chain: int
     digits_steps: int | None
 
 
-FULL = RunSizes(moons_steps=3000, warmup=400, samples=400, draws=200, ood_draws=10, rank1_warmup=100,
-                rank1_samples=100, digits_steps=None)
-QUICK = RunSizes(moons_steps=300, warmup=50, samples=50, draws=20, ood_draws=5, rank1_warmup=20,
-                 rank1_samples=20, digits_steps=200)
+FULL = RunSizes(moons_steps=3000, warmup=400, draws_per_chain=400, draws=200, ood_draws=10, rank1_warmup=100,
+                rank1_draws_per_chain=100, digits_steps=None)
+QUICK = RunSizes(moons_steps=300, warmup=50, draws_per_chain=50, draws=20, ood_draws=5, rank1_warmup=20,
+                 rank1_draws_per_chain=20, digits_steps=200)
 
 
 @dataclass(frozen=True)
@@ -261,8 +261,7 @@ def _fit_digits_row(spec: DigitsGuide, sizes: RunSizes, fitted: dict, seed: int,
     row["deterministic_acc"] = evals.metrics.accuracy(
         inference.predictions_by_procedure(post, digits.test.x, num_samples=2, seed=seed)["deterministic"],
         digits.test.y)
-    if hasattr(guide, "num_params_formula"):
-        row["formula_params"] = guide.num_params_formula()
+    row["formula_params"] = guide.num_params_formula()
     return row, post, digits.test
 
 
@@ -276,9 +275,9 @@ def _rank1_nuts(rank1_svi, sizes: RunSizes, seed: int, progress: bool):
     spec = next(s for s in DIGITS_GUIDES if s.label == "rank1_normal")
     fixed = zoo.get(spec.entry, data="digits", **spec.entry_kwargs, fixed=rank1_svi.median())
     mcmc = inference.nuts(fixed.model, fixed.train, init=rank1_svi, num_chains=2, num_warmup=sizes.rank1_warmup,
-                          num_samples=sizes.rank1_samples, max_tree_depth=6, seed=seed, progress=progress)
+                          draws_per_chain=sizes.rank1_draws_per_chain, max_tree_depth=6, seed=seed, progress=progress)
     row = _row("digits", "rank1_nuts", mcmc, fixed, sizes.draws, seed)
-    row.update({"network": spec.network, "divergences": mcmc.info["divergences"], "seconds": mcmc.info["nuts_s"],
+    row.update({"network": spec.network, "divergences": mcmc.info.divergences, "seconds": mcmc.info.nuts_s,
                 "rhat_max_predictive": diagnostics.max_rhat(mcmc, fixed.test.x[:20])})
     return row, mcmc
 
@@ -299,20 +298,20 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
                         batch_size=128, kl_warmup=sizes.moons_steps // 5, seed=seed, progress=progress,
                         config={"entry": moons.config})
     mcmc = inference.nuts(moons.model, moons.train, init=svi, num_chains=2, num_warmup=sizes.warmup,
-                          num_samples=sizes.samples, seed=seed, progress=progress, config={"entry": moons.config})
+                          draws_per_chain=sizes.draws_per_chain, seed=seed, progress=progress, config={"entry": moons.config})
     probe = moons.test.x[:20]
     rhat = diagnostics.max_rhat(mcmc, probe)
     nuts_row = _row("two_moons", "nuts", mcmc, moons, sizes.draws, seed)
-    nuts_row.update({"divergences": mcmc.info["divergences"], "rhat_max_predictive": rhat,
-                     "seconds": mcmc.info["nuts_s"]})
+    nuts_row.update({"divergences": mcmc.info.divergences, "rhat_max_predictive": rhat,
+                     "seconds": mcmc.info.nuts_s})
     table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
-    idata = {"mean_field": inference.to_arviz(svi, moons.test, num_samples=sizes.samples * 2, seed=seed),
+    idata = {"mean_field": inference.to_arviz(svi, moons.test, num_samples=sizes.draws_per_chain * 2, seed=seed),
              "nuts": inference.to_arviz(mcmc, moons.test, seed=seed)}
     return MoonsExperiment(
         table.set_index(["data", "posterior"]), {"mean_field": svi, "nuts": mcmc}, moons.test,
         comparison=az.compare(idata), predictive_summary=diagnostics.predictive_summary(mcmc, probe),
         weight_summary=az.summary(idata["nuts"], var_names=["mlp/~/linear_2/b"], round_to=4),
-        rhat_max_predictive=rhat, divergences=mcmc.info["divergences"])
+        rhat_max_predictive=rhat, divergences=mcmc.info.divergences)
 
 
 def _write_digits(digits: Experiment, out: str, sizes: RunSizes):
@@ -397,14 +396,14 @@ def _row(data_name, label, posterior, entry, draws, seed):
     row = evals.score(posterior, entry.test, num_samples=draws, seed=seed, verbose=False).iloc[0].to_dict()
     row.update({"data": data_name, "posterior": label, "weights": entry.num_weights()})
     if posterior.kind == "svi":
-        row["seconds"] = posterior.info["fit_s"]
+        row["seconds"] = posterior.info.fit_s
         row["guide_params"] = free_params(posterior)
     return row
 
 
 def free_params(posterior) -> int:
     """Free variational parameters of an SVI posterior: a Cholesky factor counts n(n+1)/2, not its n² stored entries."""
-    return int(posterior.guide.num_params(posterior.params))
+    return int(posterior.guide.num_free_params(posterior.params))
 
 
 def _has_tabulate():
