@@ -25,7 +25,7 @@ from inference.data_args import as_arrays, check_model_data
 from inference.elbo import annealed_elbo_loss
 from inference.posterior import Posterior
 from models.bridge import BNN, STATE_SITE
-from zoo.data.batches import minibatches
+from inference.batches import minibatches
 
 
 class NonFiniteLossError(FloatingPointError):

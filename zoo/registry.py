@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from zoo.data.dataset import Dataset
+from inference.data import Dataset
 from zoo.data.embedded import EMBEDDED
 
 # Input shape and classes of every named data set (None classes: regression), so that `zoo.list` can
