@@ -133,7 +133,7 @@ def cmd_nuts(args):
     from inference import diagnostics
 
     entry = _entry(args)
-    init = inference.load(args.init, model=entry.model) if args.init else None
+    init = _init_posterior(args.init, entry) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
                           num_samples=args.samples, seed=args.seed, progress=not args.quiet,
                           config={"entry": entry.config})
@@ -146,13 +146,23 @@ def cmd_nuts(args):
     return 0
 
 
-def cmd_score(args):
-    import evals
-    import inference
+def _init_posterior(path, entry):
+    """The SVI posterior saved at `path` (``zoo.load``), refused unless its sites are those of `entry`'s model."""
     import zoo
 
-    post = inference.load(args.path)
-    entry = zoo.get(**post.config["entry"])
+    init = zoo.load(path)
+    feature_shape = entry.train.feature_shape
+    if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
+        raise ValueError(f"--init: the posterior at {path!r} is of entry {init.model.origin}, whose sites differ "
+                         f"from those of {entry.config}")
+    return init
+
+
+def cmd_score(args):
+    import evals
+    from zoo.checkpoints import load_entry
+
+    entry, post = load_entry(args.path)  # zoo.load, keeping the rebuilt entry for its test set
     evals.score(post, entry.test, num_samples=args.samples)
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -29,7 +30,8 @@ TFDS_DATA = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews")
 class Entry:
     """A ready-made BNN: `model` is the NumPyro model (a `models.BNN`), `train`/`test` its data.
 
-    `config` is the JSON-able spec that rebuilds this entry: ``zoo.get(**entry.config)``.
+    `config` is the JSON-able spec that rebuilds this entry: ``zoo.get(**entry.config)``; a copy is the
+    model's ``origin`` (so checkpoints of its posteriors name the entry, see ``zoo.load``).
     """
 
     name: str
@@ -101,6 +103,7 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
     config = {"name": name, "data": data_name, "data_kwargs": dict(data_kwargs or {}), **_jsonable(kwargs)}
     if data_name is None:
         config.pop("data")
+    model.origin = copy.deepcopy(config)  # the model knows the entry that built it (checkpoints store it)
     return Entry(name, model, train, test, config, s.description)
 
 

@@ -67,7 +67,7 @@ def test_predict_is_chunked_and_consistent(moons_svi, moons_entry):
 def test_checkpoints_round_trip_exactly(which, moons_svi, moons_nuts, moons_entry, tmp_path):
     post = moons_svi if which == "svi" else moons_nuts
     inference.save(post, tmp_path / which)
-    back = inference.load(tmp_path / which)  # rebuilds the model from the stored zoo entry
+    back = zoo.load(tmp_path / which)  # rebuilds the model from the stored zoo entry
     stored = post.params if which == "svi" else post.samples
     loaded = back.params if which == "svi" else back.samples
     assert set(stored) == set(loaded)
@@ -82,3 +82,11 @@ def test_checkpoints_round_trip_exactly(which, moons_svi, moons_nuts, moons_entr
         inference.load(tmp_path / which, model=other)
     with pytest.raises(FileNotFoundError, match="path: no checkpoint"):
         inference.load(tmp_path / "missing")
+
+
+def test_inference_load_needs_the_model(moons_svi, moons_entry, tmp_path):
+    inference.save(moons_svi, tmp_path / "svi")
+    with pytest.raises(ValueError, match=r"model: .*got None; pass model=\.\.\., or use zoo\.load\(path\)"):
+        inference.load(tmp_path / "svi")
+    back = inference.load(tmp_path / "svi", model=moons_entry.model)
+    assert back.model is moons_entry.model
