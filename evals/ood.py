@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
-from evals.score import classification_row
+from evals.scoring import classification_row
 
 METRICS = ("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")
 CLEAN = "clean"

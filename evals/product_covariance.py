@@ -23,7 +23,6 @@ __all__ = [
     "product_covariance",
     "closed_form_check",
     "posterior_product_covariance",
-    "deep_linear_product_covariance",
     "plot_covariance_heatmaps",
 ]
 
@@ -263,25 +262,6 @@ def posterior_product_covariance(posterior, num_samples: int = 10_000, seed: int
     product = np.asarray(product_matrix(posterior.draws(num_samples, seed), name), dtype=np.float64)
     products = product.reshape(product.shape[0], -1)
     return np.cov(products, rowvar=False), products
-
-
-def deep_linear_product_covariance(depth: int = 10, width: int = 16, steps: int = 3000, batch_size: int = 128,
-                                   num_samples: int = 10_000, seed: int = 0, progress: bool = False):
-    """Train a mean-field deep linear network on digits and return its product-matrix covariance.
-
-    The blog shows a 10-layer linear network on FashionMNIST; digits (8x8 pixels, 10 classes) keeps
-    the product matrix at 64 x 10, so the covariance is 640 x 640. Unit Normal prior, mean-field SVI
-    (Adam 1e-3), ``num_samples`` draws of the guide.
-    Returns:
-      (cov (640, 640), posterior).
-    """
-    import zoo
-    from inference import fit, mean_field
-
-    entry = zoo.get("deep_linear", data="digits", depth=depth, width=width, prior_scale=1.0)
-    posterior = fit(entry.model, mean_field(entry.model), entry.train, steps=steps, batch_size=batch_size,
-                    seed=seed, progress=progress)
-    return posterior_product_covariance(posterior, num_samples, seed)[0], posterior
 
 
 def plot_covariance_heatmaps(covariances: dict, title: str = "", axes=None):

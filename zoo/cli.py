@@ -168,7 +168,7 @@ def cmd_score(args):
 
 
 def _reproduce_liberty_or_depth(out, full, overrides):
-    from evals.depth_sweep import reproduce_liberty_or_depth
+    from zoo.reproduce.liberty_or_depth import reproduce_liberty_or_depth
 
     reproduce_liberty_or_depth(out, "full" if full else "quick", **overrides)
 

@@ -110,7 +110,7 @@ def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=N
     """Yield ``(type, severity, images, labels)`` for every type in ``types`` and severity.
 
     test_set: any object with ``.x`` (N, H, W, C) float in [0, 1] (or (N, D) flat features with
-    ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on zoo.data.Dataset;
+    ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on inference.data.Dataset;
     images then come back flat, (N, D)) and ``.y`` (N,) labels. Standardised features are not
     images: corrupt the raw pixels and standardise in the predictor.
     types: names or aliases (default: all 19 ``CORRUPTIONS``); yielded under canonical names.

@@ -162,7 +162,7 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
 
     Args:
       a, b: `inference.Posterior` (SVI or MCMC) or ``az.InferenceData`` with a posterior group.
-      data: optional `zoo.data.Dataset` or (x, y) / (x, None) for the function-space rows.
+      data: optional `inference.data.Dataset` or (x, y) / (x, None) for the function-space rows.
       sites: site names to compare (default: those both posteriors have, in a's order).
       num_samples: draws taken from an SVI posterior and for the predictive; seed: their seed.
       jitter: diagonal jitter of the Gaussian fits (appendix B).

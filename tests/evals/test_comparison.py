@@ -1,4 +1,4 @@
-"""evals.compare on tiny synthetic draws (InferenceData) and a tiny BNN (MCMC Posterior)."""
+"""evals.comparison (evals.compare) on tiny synthetic draws (InferenceData) and a tiny BNN (MCMC Posterior)."""
 
 import matplotlib
 
@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 
-from evals.compare import compare, plot_predictions, plot_weights, to_inference_data
+from evals.comparison import compare, plot_predictions, plot_weights, to_inference_data
 from evals.gaussians import JITTER, fit_gaussian, kl_closest_diagonal
 
 
