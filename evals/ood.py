@@ -122,7 +122,8 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     """Score every predictor on every set of ``sets``.
 
     predictors: {name: predictor} (see the module docstring). sets: iterable of
-    (type, severity, x, y), e.g. ``evals.corruptions.corrupted(test)`` or ``tfds_corrupted()``.
+    (type, severity, x, y), e.g. ``evals.corruptions.corrupted(test)`` or CIFAR-10-C from TFDS
+    (``zoo.data.cifar10_c.tfds_corrupted()``).
     clean: optional (x, y) or Dataset of the clean test set (rows of type "clean", severity 0).
     num_samples, seed: passed to ``.predict`` objects (the same seed for every set, so every set
     sees the same draws). preprocess: optional x -> x applied before predicting (e.g. the training

@@ -57,7 +57,6 @@ __all__ = [
     "corrupt",
     "corrupted",
     "resolve",
-    "tfds_corrupted",
     "tfds_name",
 ]
 
@@ -130,20 +129,3 @@ def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=N
         for severity in severities:
             images = corrupt(x, name, severity, seed)
             yield name, severity, images.reshape(len(images), -1) if flat else images, y
-
-
-def tfds_corrupted(types=None, severities=SEVERITIES, data_dir=None):
-    """The TFDS ``cifar10_corrupted`` test sets in the form of :func:`corrupted`: yields
-    ``(type, severity, images (N, 32, 32, 3) float32 in [0, 1], labels (N,))`` with canonical
-    type names, read through ``zoo.data.tfds_loaders.load_tfds`` (nothing downloads; a set that is
-    not prepared raises its DatasetNotPreparedError)."""
-    from zoo.data.tfds_loaders import load_tfds
-
-    names = [resolve(t) for t in (CORRUPTIONS if types is None else types)]
-    for severity in severities:
-        if severity not in SEVERITIES:
-            raise ValueError(f"severities: TFDS has severities 1..5, got {severity!r}")
-    for name in names:
-        for severity in severities:
-            data = load_tfds(f"cifar10_corrupted/{tfds_name(name)}_{severity}", "test", data_dir)
-            yield name, severity, data.x, data.y
