@@ -39,7 +39,7 @@ from evals.gaussians import (
     wasserstein2_gaussians,
 )
 
-__all__ = ["compare", "chain_draws", "to_inference_data", "plot_weights", "plot_predictions"]
+__all__ = ["compare", "chain_draws", "flat_draws", "to_inference_data", "plot_weights", "plot_predictions"]
 
 COLUMNS = ["scope", "metric", "posterior", "value"]
 
@@ -74,8 +74,10 @@ def to_inference_data(draws: dict):
     return az.from_dict(posterior={k: np.asarray(v) for k, v in draws.items()})
 
 
-def _flat(draws: dict, sites) -> np.ndarray:
-    """(chains, draws, D): the chosen sites flattened and concatenated in order."""
+def flat_draws(draws: dict, sites=None) -> np.ndarray:
+    """(chains, draws, D): the draws {site: (chains, draws, *site_shape)} of the chosen sites (default: all, in
+    the dict's order) flattened and concatenated in order; D is their total number of scalar entries."""
+    sites = list(draws) if sites is None else sites
     return np.concatenate([draws[s].reshape(draws[s].shape[:2] + (-1,)) for s in sites], axis=-1)
 
 
@@ -183,9 +185,9 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
             raise ValueError(f"sites: {s!r} has shape {draws_a[s].shape[2:]} in a but {draws_b[s].shape[2:]} in b")
     rows = []
     for s in sites:
-        rows += _weight_rows(s, _flat(draws_a, [s]), _flat(draws_b, [s]), jitter, max_dim, seed)
+        rows += _weight_rows(s, flat_draws(draws_a, [s]), flat_draws(draws_b, [s]), jitter, max_dim, seed)
     if len(sites) > 1:
-        rows += _weight_rows("all", _flat(draws_a, sites), _flat(draws_b, sites), jitter, max_dim, seed)
+        rows += _weight_rows("all", flat_draws(draws_a, sites), flat_draws(draws_b, sites), jitter, max_dim, seed)
     if data is not None:
         y = data[1] if isinstance(data, tuple) else data.y
         probs_a = _predictive(a, b, data, model, num_samples, seed)
@@ -198,7 +200,7 @@ def _pick_weights(draws_a: dict, draws_b: dict, num: int) -> list:
     """The `num` (site, flat index) entries whose means differ most between a and b."""
     scored = []
     for site in (s for s in draws_a if s in draws_b):
-        diff = np.abs(_flat(draws_a, [site]).mean((0, 1)) - _flat(draws_b, [site]).mean((0, 1)))
+        diff = np.abs(flat_draws(draws_a, [site]).mean((0, 1)) - flat_draws(draws_b, [site]).mean((0, 1)))
         scored += [(float(d), site, int(i)) for i, d in enumerate(diff)]
     return [(site, i) for _, site, i in sorted(scored, reverse=True)[:num]]
 

@@ -1,9 +1,9 @@
 """The analysis of the Liberty-or-Depth depth sweep (section 4, appendix B, Fig. 2 and the blog's figures).
 
-Given the NUTS draws of one run (``chain_draws``), ``gaussian_metrics`` fits a full-covariance Gaussian
-to the draws of all weights (appendix B jitter) and gives KL(q_diag || q_full) with the closest diagonal
-(eq. 5-6), its floors (``shift_null``) and the blog's Wasserstein extra error of the mean-field
-assumption. ``summarise`` gives the mean and standard error over seeds per depth; ``plot_depth_sweep``
+Given the NUTS draws of one run by chain, (C, S_c, D) (``evals.comparison.flat_draws``),
+``gaussian_metrics`` fits a full-covariance Gaussian to the draws of all weights (appendix B jitter) and
+gives KL(q_diag || q_full) with the closest diagonal (eq. 5-6), its floors (``shift_null``) and the blog's
+Wasserstein extra error of the mean-field assumption. ``summarise`` gives the mean and standard error over seeds per depth; ``plot_depth_sweep``
 draws Fig. 2. The runs themselves (training, NUTS) are `zoo.reproduce.liberty_or_depth`.
 """
 
@@ -23,7 +23,6 @@ from evals.gaussians import (
 )
 
 __all__ = [
-    "chain_draws",
     "shift_null",
     "gaussian_metrics",
     "summarise",
@@ -34,13 +33,6 @@ __all__ = [
 # The empirical W2 of the blog's extra error solves an S x S assignment problem; more draws than
 # this are thinned evenly for it (the Gaussian fit and the KLs use all of them).
 W2_MAX_DRAWS = 1000
-
-
-def chain_draws(posterior) -> np.ndarray:
-    """(C, S_c, D) draws by chain of an MCMC `inference.Posterior` (``samples`` {site: (C, S_c, ...)}):
-    every site flattened and concatenated in site order, D the number of scalar weights."""
-    return np.concatenate([np.asarray(v).reshape(v.shape[:2] + (-1,)) for v in posterior.samples.values()],
-                          axis=-1)
 
 
 def shift_null(draws, seed: int = 0) -> np.ndarray:
@@ -157,11 +149,12 @@ def plot_depth_sweep(summary: pd.DataFrame, metrics=("kl_diag_full", "w2_extra_e
     Returns:
       the matplotlib Figure.
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
 
     titles = {"kl_diag_full": "KL(q_diag || q_full)", "w2_extra_error": "Wasserstein error (diag - full)",
               "w2_gaussian": "W2(q_diag, q_full), Gaussian", "kl_full_marginal": "KL(q_full || q_marg)"}
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.6), squeeze=False)
+    fig = Figure(figsize=(5 * len(metrics), 3.6))
+    axes = fig.subplots(1, len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         for activation, rows in summary.groupby("activation"):
             mean, se = rows[f"{metric}_mean"].to_numpy(), rows[f"{metric}_se"].fillna(0).to_numpy()

@@ -271,14 +271,12 @@ def save(results, directory, reference="point_estimate", stem="ood"):
 def plot_severity(results, path, metrics_shown=("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")):
     """Each metric (mean over types) vs severity, one line per method, severity 0 = clean; one
     panel per metric (diversity only where some method has members). Writes a PNG, returns path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
 
     curves = by_severity(results.table)
     shown = [m for m in metrics_shown if m in curves and curves[m].notna().any()]
-    fig, axes = plt.subplots(1, len(shown), figsize=(3.2 * len(shown), 3.0), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(shown), 3.0))
+    axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, metric in zip(axes[0], shown):
         for method, frame in curves.groupby(level="method"):
             ax.plot(frame.index.get_level_values("severity"), frame[metric], marker="o", label=method)
@@ -287,7 +285,6 @@ def plot_severity(results, path, metrics_shown=("nll", "accuracy", "ece", "brier
     axes[0][-1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 

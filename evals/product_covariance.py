@@ -277,11 +277,10 @@ def plot_covariance_heatmaps(covariances: dict, title: str = "", axes=None):
     Returns:
       the matplotlib Figure.
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
 
     if axes is None:
-        fig, axes = plt.subplots(1, len(covariances), figsize=(4 * len(covariances), 3.6), squeeze=False)
-        axes = axes[0]
+        axes = Figure(figsize=(4 * len(covariances), 3.6)).subplots(1, len(covariances), squeeze=False)[0]
     fig = axes[0].figure
     for ax, (name, cov) in zip(axes, covariances.items()):
         cov = np.asarray(cov)

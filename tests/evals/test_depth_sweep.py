@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals.depth_sweep import chain_draws, gaussian_metrics, plot_depth_sweep, shift_null, summarise
+from evals.depth_sweep import gaussian_metrics, plot_depth_sweep, shift_null, summarise
 
 
 def test_gaussian_metrics_separate_correlated_from_independent_draws():
@@ -74,12 +74,3 @@ def test_summary_gives_the_mean_and_standard_error_over_seeds():
     assert summary["n"].tolist() == [2, 2]
     fig = plot_depth_sweep(summary, metrics=("kl_diag_full",))
     np.testing.assert_array_equal(fig.axes[0].lines[0].get_ydata(), [3.0, 1.0])
-
-
-def test_chain_draws_flattens_every_site_in_site_order():
-    from types import SimpleNamespace
-
-    samples = {"a/w": np.arange(2 * 3 * 4).reshape(2, 3, 2, 2), "a/b": -np.arange(2 * 3).reshape(2, 3, 1)}
-    draws = chain_draws(SimpleNamespace(samples=samples))
-    assert draws.shape == (2, 3, 5)
-    np.testing.assert_array_equal(draws[1, 2], [20, 21, 22, 23, -5])

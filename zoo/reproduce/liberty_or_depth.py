@@ -21,7 +21,8 @@ import numpy as np
 import optax
 import pandas as pd
 
-from evals.depth_sweep import chain_draws, gaussian_metrics, plot_depth_sweep, summarise
+from evals.comparison import chain_draws, flat_draws
+from evals.depth_sweep import gaussian_metrics, plot_depth_sweep, summarise
 from evals.gaussians import JITTER
 from evals.metrics import accuracy
 from evals.product_covariance import (
@@ -122,7 +123,7 @@ def run_one(config: DepthSweepConfig, depth: int, activation: str, seed: int, pr
     mcmc = nuts(entry.model, entry.train, init=svi, num_chains=config.num_chains, num_warmup=config.num_warmup,
                 num_samples=config.num_samples, seed=seed, max_tree_depth=config.max_tree_depth,
                 target_accept_prob=config.target_accept_prob, progress=progress)
-    draws = chain_draws(mcmc)
+    draws = flat_draws(chain_draws(mcmc))  # (chains, draws, D), every site in site order
     svi_sd = np.concatenate([np.asarray(v).std(0).ravel() for v in svi.draws(200, seed=seed).values()])
     probs = mcmc.predict(entry.test.x, num_samples=100)
     return {
