@@ -3,7 +3,8 @@
 Every (corruption type, severity) pair is its own test set, scored with the metrics of
 :mod:`evals.metrics` (NLL of the ensemble, accuracy, ECE with 15 bins, Brier, mean predictive
 entropy, mean mutual information) plus ensemble diversity for predictors with several members.
-Aggregates follow ``/work/shared/reference/evals-facts.md`` ("Aggregating corrupted sets"):
+Aggregates follow the CIFAR-10-C / ImageNet-C benchmark (Hendrycks and Dietterich, 2019) as the
+uncertainty baselines aggregate it:
 
 * per severity, the mean (and median) over types; cNLL / cA / cECE = mean over severities of those
   per-severity means (``*_median``: of the medians);

@@ -3,8 +3,9 @@
 Pure pieces underneath (blackjax style): `init_state` and `make_chunk` build the state and the scanned
 update; `fit` is the convenient front end (validation, minibatch indices, progress bar, NaN stop).
 Minibatch indices are drawn on the host with a seeded NumPy generator (fixed batch size, last partial
-batch dropped, reshuffled every epoch) and passed in, never drawn by NumPyro's plate (reference facts:
-6x cheaper per step). The whole chunk of steps is one ``lax.scan`` inside one ``jax.jit``; the training
+batch dropped, reshuffled every epoch) and passed in, never drawn by NumPyro's plate (measured on 2 CPU
+cores: plate subsampling, a Fisher-Yates ``lax.scan``, cost 436-496 us/step vs 76.5 us/step with indices
+passed in, about 6x). The whole chunk of steps is one ``lax.scan`` inside one ``jax.jit``; the training
 data are jit arguments, so a fit compiles once.
 """
 

@@ -4,7 +4,8 @@
 or colour; ``corrupted(test_set, ...)`` yields every (type, severity) set of a test set. Kind names
 are the CIFAR-10-C file names; TFDS's ``frosted_glass_blur`` and ``elastic`` are aliases.
 
-Parameters: the 32x32 table of ``/work/shared/reference/evals-facts.md``; how spatial ones carry
+Parameters: those of the CIFAR-10-C generation script at 32x32 (listed per kind in
+:mod:`evals.corruptions.registry`); how spatial ones carry
 over to 8x8 or 28x28 images is the rule of :mod:`evals.corruptions.scale` (run on a canvas blown
 up ``ceil(32 / side)`` times, lengths times ``canvas_side / 32``). Photometric ones carry over.
 
