@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import json
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -103,7 +103,7 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
     config = {"name": name, "data": data_name, "data_kwargs": dict(data_kwargs or {}), **_jsonable(kwargs)}
     if data_name is None:
         config.pop("data")
-    model.origin = copy.deepcopy(config)  # the model knows the entry that built it (checkpoints store it)
+    model.origin = _json_copy(config)  # the model knows the entry that built it (checkpoints store it)
     return Entry(name, model, train, test, config, s.description)
 
 
@@ -163,3 +163,12 @@ def _jsonable(kwargs):
         return v
 
     return {k: convert(v) for k, v in kwargs.items()}
+
+
+def _json_copy(config: dict) -> dict | None:
+    """A JSON round trip of `config` (a deep copy, tuples as lists), or None when an argument is not JSON-able
+    (e.g. a callable activation): then the model names no entry and checkpoints of it still save."""
+    try:
+        return json.loads(json.dumps(config))
+    except (TypeError, ValueError):
+        return None

@@ -28,6 +28,15 @@ def test_the_model_knows_its_entry(tiny):
     assert "entry" not in post.config
 
 
+def test_an_entry_with_arguments_json_cannot_hold_names_no_origin():
+    from zoo.registry import _json_copy
+
+    assert _json_copy({"name": "custom", "fn": len}) is None
+    config = {"name": "mlp", "hidden": [4], "data_kwargs": {"n": 100}}
+    copied = _json_copy(config)
+    assert copied == config and copied["data_kwargs"] is not config["data_kwargs"]
+
+
 def test_readme_quick_start_round_trip(tiny, tmp_path):
     _, post = tiny
     inference.save(post, tmp_path / "mlp")
