@@ -14,16 +14,14 @@ def plot_corruption_grid(image, path, seed=0, kinds=CORRUPTIONS):
     """Save a len(kinds) x 6 grid of ``image`` corrupted by every kind at severities 0..5 to ``path``.
 
     image: (H, W), (H, W, 1) or (H, W, 3) float in [0, 1]. path: PNG file name. Returns the
-    matplotlib Figure (already saved and closed).
+    matplotlib Figure (already saved).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
 
     image = np.asarray(image, dtype=np.float32)
     batch = (image[..., None] if image.ndim == 2 else image)[None]
-    fig, axes = plt.subplots(len(kinds), 1 + len(SEVERITIES), figsize=(1.3 * (1 + len(SEVERITIES)) + 1.5, 1.3 * len(kinds)), squeeze=False)
+    fig = Figure(figsize=(1.3 * (1 + len(SEVERITIES)) + 1.5, 1.3 * len(kinds)))
+    axes = fig.subplots(len(kinds), 1 + len(SEVERITIES), squeeze=False)
     for row, kind in enumerate(kinds):
         for col, severity in enumerate((0, *SEVERITIES)):
             out = corrupt(batch, kind, severity, seed)[0]
@@ -40,7 +38,6 @@ def plot_corruption_grid(image, path, seed=0, kinds=CORRUPTIONS):
                 ax.set_ylabel(kind, rotation=0, ha="right", va="center", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
-    plt.close(fig)
     return fig
 
 

@@ -1,4 +1,5 @@
-"""Classification metrics of a posterior's predictive distribution (definitions: reference/evals-facts.md).
+"""Classification metrics of a posterior's predictive distribution, defined as the uncertainty baselines' code
+defines them (ECE: 15 equal-width bins, a confidence of 1.0 in the last; NLL: of the averaged probabilities).
 
 Shapes: ``member_probs`` (S, N, C) are per-draw (or per-member) probabilities; ``probs`` (N, C) are the
 averaged predictive probabilities (the mean over S of member_probs: average probabilities, never logits);

@@ -3,7 +3,8 @@
 Every (corruption type, severity) pair is its own test set, scored with the metrics of
 :mod:`evals.metrics` (NLL of the ensemble, accuracy, ECE with 15 bins, Brier, mean predictive
 entropy, mean mutual information) plus ensemble diversity for predictors with several members.
-Aggregates follow ``/work/shared/reference/evals-facts.md`` ("Aggregating corrupted sets"):
+Aggregates follow the CIFAR-10-C / ImageNet-C benchmark (Hendrycks and Dietterich, 2019) as the
+uncertainty baselines aggregate it:
 
 * per severity, the mean (and median) over types; cNLL / cA / cECE = mean over severities of those
   per-severity means (``*_median``: of the medians);
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
-from evals.score import classification_row
+from evals.scoring import classification_row
 
 METRICS = ("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")
 CLEAN = "clean"
@@ -122,7 +123,8 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     """Score every predictor on every set of ``sets``.
 
     predictors: {name: predictor} (see the module docstring). sets: iterable of
-    (type, severity, x, y), e.g. ``evals.corruptions.corrupted(test)`` or ``tfds_corrupted()``.
+    (type, severity, x, y), e.g. ``evals.corruptions.corrupted(test)`` or CIFAR-10-C from TFDS
+    (``zoo.data.cifar10_c.tfds_corrupted()``).
     clean: optional (x, y) or Dataset of the clean test set (rows of type "clean", severity 0).
     num_samples, seed: passed to ``.predict`` objects (the same seed for every set, so every set
     sees the same draws). preprocess: optional x -> x applied before predicting (e.g. the training
@@ -270,14 +272,12 @@ def save(results, directory, reference="point_estimate", stem="ood"):
 def plot_severity(results, path, metrics_shown=("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")):
     """Each metric (mean over types) vs severity, one line per method, severity 0 = clean; one
     panel per metric (diversity only where some method has members). Writes a PNG, returns path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
 
     curves = by_severity(results.table)
     shown = [m for m in metrics_shown if m in curves and curves[m].notna().any()]
-    fig, axes = plt.subplots(1, len(shown), figsize=(3.2 * len(shown), 3.0), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(shown), 3.0))
+    axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, metric in zip(axes[0], shown):
         for method, frame in curves.groupby(level="method"):
             ax.plot(frame.index.get_level_values("severity"), frame[metric], marker="o", label=method)
@@ -286,7 +286,6 @@ def plot_severity(results, path, metrics_shown=("nll", "accuracy", "ece", "brier
     axes[0][-1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 

@@ -1,14 +1,15 @@
-"""Plots of scores: reliability diagrams and loss curves (matplotlib, Agg backend)."""
+"""Plots of scores: reliability diagrams, loss curves, predictive maps, written to PNG files.
+
+Figures are built with matplotlib's object API (``matplotlib.figure.Figure``), which needs no pyplot, so
+writing them never selects or changes the matplotlib backend (a notebook keeps its own).
+"""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from evals import metrics  # noqa: E402
+from evals import metrics
 
 
 def reliability_diagram(probs_by_name: dict, y, path: str, num_bins: int = 15, title: str = "") -> str:
@@ -17,7 +18,8 @@ def reliability_diagram(probs_by_name: dict, y, path: str, num_bins: int = 15, t
     probs_by_name: {label: averaged probabilities (N, C)}; y: (N,). Writes a PNG to `path`.
     """
     n = len(probs_by_name)
-    fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 3.2), squeeze=False)
+    fig = Figure(figsize=(3.2 * n, 3.2))
+    axes = fig.subplots(1, n, squeeze=False)
     for ax, (label, probs) in zip(axes[0], probs_by_name.items()):
         centres, acc, conf, counts = metrics.reliability(probs, y, num_bins)
         width = 1.0 / num_bins
@@ -32,13 +34,13 @@ def reliability_diagram(probs_by_name: dict, y, path: str, num_bins: int = 15, t
         fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
 def loss_curve(losses: np.ndarray, path: str, title: str = "SVI loss") -> str:
     """The negative ELBO per step (log scale when positive) to a PNG at `path`."""
-    fig, ax = plt.subplots(figsize=(5, 3))
+    fig = Figure(figsize=(5, 3))
+    ax = fig.subplots()
     ax.plot(np.asarray(losses), lw=0.8)
     if np.all(np.asarray(losses) > 0):
         ax.set_yscale("log")
@@ -47,7 +49,6 @@ def loss_curve(losses: np.ndarray, path: str, title: str = "SVI loss") -> str:
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -61,7 +62,8 @@ def predictive_map(predict_by_name: dict, x, y, path: str, resolution: int = 80)
     g0, g1 = np.meshgrid(np.linspace(lo[0], hi[0], resolution), np.linspace(lo[1], hi[1], resolution))
     grid = np.stack([g0.ravel(), g1.ravel()], -1).astype(np.float32)
     n = len(predict_by_name)
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.2), squeeze=False)
+    fig = Figure(figsize=(3.6 * n, 3.2))
+    axes = fig.subplots(1, n, squeeze=False)
     for ax, (label, predict) in zip(axes[0], predict_by_name.items()):
         p1 = np.asarray(predict(grid))[:, 1].reshape(g0.shape)
         im = ax.contourf(g0, g1, p1, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.8)
@@ -69,5 +71,4 @@ def predictive_map(predict_by_name: dict, x, y, path: str, resolution: int = 80)
         ax.set_title(label, fontsize=9)
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="p(y=1|x)")
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

@@ -23,7 +23,6 @@ __all__ = [
     "product_covariance",
     "closed_form_check",
     "posterior_product_covariance",
-    "deep_linear_product_covariance",
     "plot_covariance_heatmaps",
 ]
 
@@ -265,25 +264,6 @@ def posterior_product_covariance(posterior, num_samples: int = 10_000, seed: int
     return np.cov(products, rowvar=False), products
 
 
-def deep_linear_product_covariance(depth: int = 10, width: int = 16, steps: int = 3000, batch_size: int = 128,
-                                   num_samples: int = 10_000, seed: int = 0, progress: bool = False):
-    """Train a mean-field deep linear network on digits and return its product-matrix covariance.
-
-    The blog shows a 10-layer linear network on FashionMNIST; digits (8x8 pixels, 10 classes) keeps
-    the product matrix at 64 x 10, so the covariance is 640 x 640. Unit Normal prior, mean-field SVI
-    (Adam 1e-3), ``num_samples`` draws of the guide.
-    Returns:
-      (cov (640, 640), posterior).
-    """
-    import zoo
-    from inference import fit, mean_field
-
-    entry = zoo.get("deep_linear", data="digits", depth=depth, width=width, prior_scale=1.0)
-    posterior = fit(entry.model, mean_field(entry.model), entry.train, steps=steps, batch_size=batch_size,
-                    seed=seed, progress=progress)
-    return posterior_product_covariance(posterior, num_samples, seed)[0], posterior
-
-
 def plot_covariance_heatmaps(covariances: dict, title: str = "", axes=None):
     """Fig. 1-style heatmaps of product-matrix covariances, one panel per entry.
 
@@ -297,11 +277,10 @@ def plot_covariance_heatmaps(covariances: dict, title: str = "", axes=None):
     Returns:
       the matplotlib Figure.
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
 
     if axes is None:
-        fig, axes = plt.subplots(1, len(covariances), figsize=(4 * len(covariances), 3.6), squeeze=False)
-        axes = axes[0]
+        axes = Figure(figsize=(4 * len(covariances), 3.6)).subplots(1, len(covariances), squeeze=False)[0]
     fig = axes[0].figure
     for ax, (name, cov) in zip(axes, covariances.items()):
         cov = np.asarray(cov)

@@ -1,5 +1,7 @@
-"""`save` / `load` of a Posterior: arrays in ``arrays.npz`` (exact float round trip) and the config that
-rebuilds the model and guide in ``posterior.json``.
+"""`save` / `load` of a Posterior: arrays in ``arrays.npz`` (exact float round trip) and, in
+``posterior.json``, the site shapes, the model's ``spec`` (with its ``origin``) and the guide config that
+rebuilds the guide. `load` attaches the posterior to a model the caller passes; ``zoo.load`` rebuilds a
+catalogue entry's model from the stored origin first.
 
 ``Posterior.info`` is stored as {field: value} with its type's name ("FitInfo" / "NutsInfo") and loads
 back as that NamedTuple; a checkpoint from before those types (a plain dict) fills the matching fields
@@ -22,8 +24,9 @@ FORMAT = 1
 def save(posterior: Posterior, path: str) -> str:
     """Write `posterior` to the directory `path` (created). Returns the path.
 
-    Stored: kind, feature shape, site shapes, the model/guide/entry config, guide params or MCMC
-    samples, losses and sample stats, and ``info`` as {field: value} with its type's name in ``info_type``.
+    Stored: kind, feature shape, site shapes, the model's spec (its origin included), the guide and
+    posterior configs, guide params or MCMC samples, losses and sample stats, and ``info`` as
+    {field: value} with its type's name in ``info_type``.
     """
     os.makedirs(path, exist_ok=True)
     arrays = {}
@@ -53,11 +56,11 @@ def save(posterior: Posterior, path: str) -> str:
     return path
 
 
-def load(path: str, model=None) -> Posterior:
-    """Read a Posterior written by `save`.
+def read_meta(path: str) -> dict:
+    """The metadata ``posterior.json`` of the checkpoint at `path`: kind, feature_shape, site_shapes, model
+    (the BNN's ``spec``, with its ``origin``), guide, config, info.
 
-    `model`: the BNN to attach; if None it is rebuilt from the stored zoo entry (``config["entry"]``).
-    A model whose sites differ from the stored ones raises ValueError naming the first mismatch.
+    Raises FileNotFoundError when `path` holds no checkpoint, ValueError for another format version.
     """
     meta_path = os.path.join(path, "posterior.json")
     if not os.path.exists(meta_path):
@@ -66,14 +69,21 @@ def load(path: str, model=None) -> Posterior:
         meta = json.load(f)
     if meta.get("format") != FORMAT:
         raise ValueError(f"path: checkpoint format {meta.get('format')} is not {FORMAT}")
-    config = meta["config"]
-    if model is None:
-        entry_spec = config.get("entry")
-        if not entry_spec:
-            raise ValueError("model: this checkpoint does not name a zoo entry; pass the model it was trained with")
-        import zoo
+    return meta
 
-        model = zoo.get(**entry_spec).model
+
+def load(path: str, model=None) -> Posterior:
+    """Read a Posterior written by `save`, attached to `model`.
+
+    `model`: the BNN the checkpoint was saved from (a model of the same sites and shapes). It is required:
+    None raises ValueError (``zoo.load(path)`` rebuilds a catalogue entry's model from the checkpoint).
+    A model whose sites differ from the stored ones raises ValueError naming the first mismatch.
+    """
+    meta = read_meta(path)
+    if model is None:
+        raise ValueError(f"model: expected the BNN the checkpoint at {str(path)!r} was saved from, got None; "
+                         "pass model=..., or use zoo.load(path) to rebuild a catalogue entry's model")
+    config = meta["config"]
     feature_shape = tuple(meta["feature_shape"])
     stored = {k: tuple(v) for k, v in meta["site_shapes"].items()}
     current = dict(model.site_shapes(feature_shape))

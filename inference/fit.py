@@ -4,8 +4,9 @@ Pure pieces underneath (blackjax style): `init_state` and `make_chunk` build the
 update, `run_steps` runs the chunks and stops at the first non-finite step, `svi_posterior` builds the
 result; `fit` is the thin front end (validation, minibatch indices, progress bar, NaN stop).
 Minibatch indices are drawn on the host with a seeded NumPy generator (fixed batch size, last partial
-batch dropped, reshuffled every epoch) and passed in, never drawn by NumPyro's plate (reference facts:
-6x cheaper per step). The whole chunk of steps is one ``lax.scan`` inside one ``jax.jit``; the training
+batch dropped, reshuffled every epoch) and passed in, never drawn by NumPyro's plate (measured on 2 CPU
+cores: plate subsampling, a Fisher-Yates ``lax.scan``, cost 436-496 us/step vs 76.5 us/step with indices
+passed in, about 6x). The whole chunk of steps is one ``lax.scan`` inside one ``jax.jit``; the training
 data are jit arguments, so a fit compiles once.
 """
 
@@ -27,7 +28,7 @@ from inference.elbo import annealed_elbo_loss
 from inference.posterior import Posterior
 from inference.run_info import FitInfo
 from models.bridge import BNN, STATE_SITE
-from zoo.data.batches import minibatches
+from inference.batches import minibatches
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -135,7 +136,7 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
 
 
 def minibatch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndarray:
-    """(steps, batch_size) int32 indices: successive epochs of `zoo.data.batches.minibatches` drawn from one
+    """(steps, batch_size) int32 indices: successive epochs of `inference.batches.minibatches` drawn from one
     seeded generator (each epoch a fresh permutation, the last partial batch dropped)."""
     rng = np.random.default_rng(seed)
     epochs = math.ceil(steps / (n // batch_size))

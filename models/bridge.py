@@ -64,9 +64,11 @@ class BNN:
       prior: a prior callable (see `models.priors`), chosen per site.
       likelihood: see `models.likelihoods`.
       name: a label used in reports.
+      origin: an optional JSON-able description of what built this model (e.g. the catalogue entry's
+        ``zoo.get`` arguments, set by ``zoo.get``); stored in `spec`, so that a checkpoint can rebuild it.
     """
 
-    def __init__(self, network_fn: Callable, prior, likelihood, name: str = "bnn"):
+    def __init__(self, network_fn: Callable, prior, likelihood, name: str = "bnn", origin: dict | None = None):
         self.network_fn = network_fn
         takes_flag = "is_training" in inspect.signature(network_fn).parameters
 
@@ -79,7 +81,9 @@ class BNN:
         self.prior = prior
         self.likelihood = likelihood
         self.name = name
+        self.origin = origin
         self._sites_cache: dict = {}
+        self._output_width_cache: dict = {}
         self._stateful: dict = {}
         self._state_cache: dict = {}
         self._jit_init = jax.jit(self.init_fn)
@@ -119,6 +123,20 @@ class BNN:
     def num_weights(self, x_or_feature_shape) -> int:
         """Total number of scalar latent values (weights, biases and likelihood parameters)."""
         return int(sum(math.prod(s) for s in self.site_shapes(x_or_feature_shape).values()))
+
+    def output_width(self, x_or_feature_shape) -> int:
+        """The network's output width (the last axis of its (B, out) output) for inputs of this feature shape.
+
+        Found with ``jax.eval_shape`` (no compile, no FLOPs) and cached per feature shape, since tracing a
+        large network takes seconds.
+        """
+        feature_shape = _feature_shape(x_or_feature_shape)
+        if feature_shape not in self._output_width_cache:
+            example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
+            tree, state = jax.eval_shape(self.init_fn, jax.random.PRNGKey(0), example)
+            output = jax.eval_shape(self.transformed.apply, tree, state, example)[0]
+            self._output_width_cache[feature_shape] = int(output.shape[-1])
+        return self._output_width_cache[feature_shape]
 
     def is_stateful(self, x_or_feature_shape) -> bool:
         """Whether the network keeps Haiku state (e.g. batch-norm statistics) for these inputs."""
@@ -193,19 +211,22 @@ class BNN:
     # ----- checkpoints -----------------------------------------------------------------------
     @property
     def spec(self) -> dict:
+        """JSON-able description stored in checkpoints: name, prior and likelihood specs, and `origin`."""
         return {
             "name": self.name,
             "prior": getattr(self.prior, "spec", None),
             "likelihood": getattr(self.likelihood, "spec", None),
+            "origin": self.origin,
         }
 
 
-def bnn(network_fn: Callable, prior=None, likelihood=None, name: str = "bnn") -> BNN:
+def bnn(network_fn: Callable, prior=None, likelihood=None, name: str = "bnn", origin: dict | None = None) -> BNN:
     """Build a `BNN` NumPyro model from a Haiku network function.
 
-    Defaults: a unit Normal prior on every tensor and a categorical likelihood.
+    Defaults: a unit Normal prior on every tensor and a categorical likelihood; `origin` as in `BNN`.
     """
-    return BNN(network_fn, prior or priors_lib.normal(1.0), likelihood or likelihoods_lib.categorical(), name)
+    return BNN(network_fn, prior or priors_lib.normal(1.0), likelihood or likelihoods_lib.categorical(), name,
+               origin)
 
 
 def unconstrain(site_priors: dict, values: dict) -> dict:

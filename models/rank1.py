@@ -1,4 +1,5 @@
-"""Rank-1 layers (Dusenberry et al., 2020; ``rank1-bnn.txt`` section 3, ``reference/rank1-facts.md``).
+"""Rank-1 layers (Dusenberry et al., 2020, "Efficient and Scalable Bayesian Neural Nets with Rank-1
+Factors", section 3; as the TensorFlow reference layers ``DenseRank1`` / ``Conv2DRank1`` run them).
 
 A rank-1 layer keeps one weight W shared by K mixture components and, per component k, an input-side
 vector alpha_k (fan-in channels) and an output-side vector gamma_k (output channels) with an
@@ -39,15 +40,15 @@ OBJECTIVES = ("average", "mixture")
 """Training objectives of a rank-1 mixture: average per-component log-likelihood, log-mixture likelihood."""
 
 DRAW_CLIP = 10.0
-"""The reference implementation clips alpha and gamma draws to [-10, 10] (rank1-facts)."""
+"""The rank-1 reference implementation clips alpha and gamma draws to [-10, 10]."""
 
 
 def random_sign_init(v):
     """Initialiser ``init(key, shape, dtype=float32)`` for rank-1 factor locations (BatchEnsemble).
 
     v > 0: each entry is +1 with probability v and -1 otherwise (random sign flips); v <= 0: each
-    entry ~ N(1, |v|) (standard deviation |v|). Rank-1 paper section 3.5 and rank1-facts. Returns an
-    array of ``shape``.
+    entry ~ N(1, |v|) (standard deviation |v|): the "random sign" initialisation of rank-1 paper section
+    3.5 and of its reference implementation. Returns an array of ``shape``.
     """
     v = float(v)
     if v > 1.0:
@@ -160,7 +161,7 @@ class Rank1Dense(_Rank1Factors):
     Parameters: ``w`` (c_in, output_size) with Haiku's Linear initialisation, ``alpha`` (K, c_in),
     ``gamma`` (K, output_size) initialised by ``random_sign_init(sign_init)``, ``b`` (K, output_size)
     zeros. ``fixed``: constants for ``w`` / ``b`` (see `_Rank1Factors`). Rank-1 paper section 3 / eq. 3;
-    rank1-facts ``DenseRank1``.
+    the reference layer ``DenseRank1`` computes the same.
     """
 
     def __init__(self, output_size, num_components, with_bias=True, sign_init=0.5, clip=DRAW_CLIP, fixed=None,
@@ -179,7 +180,7 @@ class Rank1Dense(_Rank1Factors):
 class Rank1Conv2D(_Rank1Factors):
     """2-D convolutional rank-1 layer, NHWC: x (K n, H, W, c_in) -> (K n, H', W', output_channels).
 
-    alpha scales input channels, gamma output channels (rank1-facts ``Conv2DRank1``); ``w`` is
+    alpha scales input channels, gamma output channels (as the reference layer ``Conv2DRank1``); ``w`` is
     (kh, kw, c_in, c_out) with He-style fan-in initialisation; ``padding`` "SAME" or "VALID".
     """
 
@@ -319,7 +320,8 @@ def rank1_likelihood(base, num_components, objective="average"):
 
 def rank1_prior(factor="normal", factor_loc=1.0, factor_scale=0.1, weight_prior=None):
     """Prior for rank-1 models: Normal or Cauchy(factor_loc, factor_scale) on every ``*/alpha`` and
-    ``*/gamma`` site (rank1-facts: (1, 0.1)), `weight_prior` (default Normal(0, 1), i.e. L2) on the rest.
+    ``*/gamma`` site (the rank-1 reference implementation's factor prior on CIFAR: loc 1, scale 0.1),
+    `weight_prior` (default Normal(0, 1), i.e. L2) on the rest.
     """
     factor_priors = {"normal": priors_lib.normal, "cauchy": priors_lib.cauchy}
     if factor not in factor_priors:

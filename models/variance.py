@@ -1,6 +1,6 @@
 """The log-uniform prior of variance networks and its KL divergences.
 
-Variance networks (Neklyudov et al., 2018; ``variance-networks.txt``) pair a fully factorised
+Variance networks (Neklyudov et al., 2018, "Variance Networks") pair a fully factorised
 log-uniform prior p(w) ∝ 1/|w| (eq. 4) with Gaussian posteriors q(w) = N(mu, alpha mu²) (eq. 5, with
 alpha per layer, per neuron or per weight, eq. 17-19), the additive form N(mu, sigma²) (eq. 20), or
 the zero-mean form N(0, sigma²) (eq. 12).

@@ -45,11 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--init", default=None, help="folder of a saved SVI posterior (zoo fit --out)")
     n.add_argument("--chains", type=int, default=2)
     n.add_argument("--warmup", type=int, default=500)
-    n.add_argument("--samples", type=int, default=500)
+    n.add_argument("--draws-per-chain", type=int, default=500, help="kept draws per chain (after the warm-up)")
 
     s = sub.add_parser("score", help="score a saved posterior on its entry's test set")
     s.add_argument("path")
-    s.add_argument("--samples", type=int, default=100)
+    s.add_argument("--samples", type=int, default=100, help="posterior draws in total")
 
     c = sub.add_parser("corruptions", help="draw every corruption type x severity for one image (a PNG grid)")
     c.add_argument("rest", nargs=argparse.REMAINDER, help="--data digits --index 0 --out FILE --seed 0")
@@ -123,7 +123,7 @@ def cmd_fit(args):
                          seed=args.seed, progress=not args.quiet, config={"entry": entry.config})
     inference.save(post, args.out)
     evals.score(post, entry.test)
-    print(f"saved to {args.out} (first step after {post.info['first_step_s']:.1f} s, fit {post.info['fit_s']:.1f} s)")
+    print(f"saved to {args.out} (first step after {post.info.first_step_s:.1f} s, fit {post.info.fit_s:.1f} s)")
     return 0
 
 
@@ -133,32 +133,42 @@ def cmd_nuts(args):
     from inference import diagnostics
 
     entry = _entry(args)
-    init = inference.load(args.init, model=entry.model) if args.init else None
+    init = _init_posterior(args.init, entry) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
-                          num_samples=args.samples, seed=args.seed, progress=not args.quiet,
+                          draws_per_chain=args.draws_per_chain, seed=args.seed, progress=not args.quiet,
                           config={"entry": entry.config})
     inference.save(post, args.out)
     evals.score(post, entry.test)
-    print(f"divergences: {post.info['divergences']}, NUTS {post.info['nuts_s']:.1f} s")
+    print(f"divergences: {post.info.divergences}, NUTS {post.info.nuts_s:.1f} s")
     if args.chains > 1:
         print(f"max R-hat of predictive probabilities (20 test points): {diagnostics.max_rhat(post, entry.test.x[:20]):.4f}")
     print(f"saved to {args.out}")
     return 0
 
 
-def cmd_score(args):
-    import evals
-    import inference
+def _init_posterior(path, entry):
+    """The SVI posterior saved at `path` (``zoo.load``), refused unless its sites are those of `entry`'s model."""
     import zoo
 
-    post = inference.load(args.path)
-    entry = zoo.get(**post.config["entry"])
+    init = zoo.load(path)
+    feature_shape = entry.train.feature_shape
+    if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
+        raise ValueError(f"--init: the posterior at {path!r} is of entry {init.model.origin}, whose sites differ "
+                         f"from those of {entry.config}")
+    return init
+
+
+def cmd_score(args):
+    import evals
+    from zoo.checkpoints import load_entry
+
+    entry, post = load_entry(args.path)  # zoo.load, keeping the rebuilt entry for its test set
     evals.score(post, entry.test, num_samples=args.samples)
     return 0
 
 
 def _reproduce_liberty_or_depth(out, full, overrides):
-    from evals.depth_sweep import reproduce_liberty_or_depth
+    from zoo.reproduce.liberty_or_depth import reproduce_liberty_or_depth
 
     reproduce_liberty_or_depth(out, "full" if full else "quick", **overrides)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from zoo.data.dataset import Dataset
+from inference.data import Dataset
 from zoo.data.embedded import EMBEDDED
 
 # Input shape and classes of every named data set (None classes: regression), so that `zoo.list` can
@@ -29,7 +30,8 @@ TFDS_DATA = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews")
 class Entry:
     """A ready-made BNN: `model` is the NumPyro model (a `models.BNN`), `train`/`test` its data.
 
-    `config` is the JSON-able spec that rebuilds this entry: ``zoo.get(**entry.config)``.
+    `config` is the JSON-able spec that rebuilds this entry: ``zoo.get(**entry.config)``; a copy is the
+    model's ``origin`` (so checkpoints of its posteriors name the entry, see ``zoo.load``).
     """
 
     name: str
@@ -101,6 +103,7 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
     config = {"name": name, "data": data_name, "data_kwargs": dict(data_kwargs or {}), **_jsonable(kwargs)}
     if data_name is None:
         config.pop("data")
+    model.origin = _json_copy(config)  # the model knows the entry that built it (checkpoints store it)
     return Entry(name, model, train, test, config, s.description)
 
 
@@ -160,3 +163,12 @@ def _jsonable(kwargs):
         return v
 
     return {k: convert(v) for k, v in kwargs.items()}
+
+
+def _json_copy(config: dict) -> dict | None:
+    """A JSON round trip of `config` (a deep copy, tuples as lists), or None when an argument is not JSON-able
+    (e.g. a callable activation): then the model names no entry and checkpoints of it still save."""
+    try:
+        return json.loads(json.dumps(config))
+    except (TypeError, ValueError):
+        return None

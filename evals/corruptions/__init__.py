@@ -4,7 +4,8 @@
 or colour; ``corrupted(test_set, ...)`` yields every (type, severity) set of a test set. Kind names
 are the CIFAR-10-C file names; TFDS's ``frosted_glass_blur`` and ``elastic`` are aliases.
 
-Parameters: the 32x32 table of ``/work/shared/reference/evals-facts.md``; how spatial ones carry
+Parameters: those of the CIFAR-10-C generation script at 32x32 (listed per kind in
+:mod:`evals.corruptions.registry`); how spatial ones carry
 over to 8x8 or 28x28 images is the rule of :mod:`evals.corruptions.scale` (run on a canvas blown
 up ``ceil(32 / side)`` times, lengths times ``canvas_side / 32``). Photometric ones carry over.
 
@@ -57,7 +58,6 @@ __all__ = [
     "corrupt",
     "corrupted",
     "resolve",
-    "tfds_corrupted",
     "tfds_name",
 ]
 
@@ -110,7 +110,7 @@ def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=N
     """Yield ``(type, severity, images, labels)`` for every type in ``types`` and severity.
 
     test_set: any object with ``.x`` (N, H, W, C) float in [0, 1] (or (N, D) flat features with
-    ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on zoo.data.Dataset;
+    ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on inference.data.Dataset;
     images then come back flat, (N, D)) and ``.y`` (N,) labels. Standardised features are not
     images: corrupt the raw pixels and standardise in the predictor.
     types: names or aliases (default: all 19 ``CORRUPTIONS``); yielded under canonical names.
@@ -130,20 +130,3 @@ def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=N
         for severity in severities:
             images = corrupt(x, name, severity, seed)
             yield name, severity, images.reshape(len(images), -1) if flat else images, y
-
-
-def tfds_corrupted(types=None, severities=SEVERITIES, data_dir=None):
-    """The TFDS ``cifar10_corrupted`` test sets in the form of :func:`corrupted`: yields
-    ``(type, severity, images (N, 32, 32, 3) float32 in [0, 1], labels (N,))`` with canonical
-    type names, read through ``zoo.data.tfds_loaders.load_tfds`` (nothing downloads; a set that is
-    not prepared raises its DatasetNotPreparedError)."""
-    from zoo.data.tfds_loaders import load_tfds
-
-    names = [resolve(t) for t in (CORRUPTIONS if types is None else types)]
-    for severity in severities:
-        if severity not in SEVERITIES:
-            raise ValueError(f"severities: TFDS has severities 1..5, got {severity!r}")
-    for name in names:
-        for severity in severities:
-            data = load_tfds(f"cifar10_corrupted/{tfds_name(name)}_{severity}", "test", data_dir)
-            yield name, severity, data.x, data.y

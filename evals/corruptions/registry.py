@@ -1,9 +1,8 @@
 """The 19 corruptions: names, aliases, functions and their five severity parameters.
 
-Parameters are those of the CIFAR-10-C generator at 32x32 (table in
-``/work/shared/reference/evals-facts.md``); elastic_transform's are written as fractions of the
-image side. ``spatial`` says whether the corruption runs on the canvas of
-:mod:`evals.corruptions.scale`.
+Parameters are those of the CIFAR-10-C generation script at 32x32 (Hendrycks and Dietterich, 2019);
+elastic_transform's are written as fractions of the image side. ``spatial`` says whether the corruption
+runs on the canvas of :mod:`evals.corruptions.scale`.
 """
 
 from typing import Any, Callable, NamedTuple

@@ -1,7 +1,7 @@
 """The rescale rule: how the 32x32 corruption parameters carry over to other image sizes.
 
-The parameter table (``/work/shared/reference/evals-facts.md``) is written for 32x32 images
-(CIFAR-10-C). Two kinds of corruption are told apart:
+The parameter table (the CIFAR-10-C generation script's, listed in :mod:`evals.corruptions.registry`) is
+written for 32x32 images (CIFAR-10-C). Two kinds of corruption are told apart:
 
 * **Photometric, per pixel** (gaussian/shot/impulse/speckle noise, brightness, contrast, saturate):
   the parameters carry over unchanged and the corruption runs on the image as it is.

@@ -11,7 +11,6 @@ from evals.corruptions import (
     CORRUPTIONS,
     corrupt,
     corrupted,
-    tfds_name,
 )
 from evals.corruptions import ops
 from evals.corruptions.digital import displacement_field
@@ -52,12 +51,6 @@ def test_names():
     assert set(CORRUPTIONS) - set(BENCHMARK_CORRUPTIONS) == {"speckle_noise", "gaussian_blur", "spatter", "saturate"}
     assert ALIASES == {"frosted_glass_blur": "glass_blur", "elastic": "elastic_transform"}
     assert all(len(c.params) == 5 for c in REGISTRY.values())
-
-
-def test_tfds_names_match_the_tfds_loader():
-    from zoo.data.tfds_loaders import CIFAR10_CORRUPTIONS
-
-    assert {tfds_name(k) for k in CORRUPTIONS} == set(CIFAR10_CORRUPTIONS)
 
 
 @pytest.mark.parametrize("kind", CORRUPTIONS)

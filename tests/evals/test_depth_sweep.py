@@ -1,4 +1,4 @@
-"""The depth sweep's pieces: Gaussian metrics, the summary and one tiny end-to-end run."""
+"""The depth sweep's analysis: Gaussian metrics, the shift null, the summary and Fig. 2 (the runs: tests/zoo/test_liberty_or_depth.py)."""
 
 import matplotlib
 
@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals.depth_sweep import QUICK, gaussian_metrics, plot_depth_sweep, run_one, shift_null, summarise
-from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
+from evals.depth_sweep import gaussian_metrics, plot_depth_sweep, shift_null, summarise
 
 
 def test_gaussian_metrics_separate_correlated_from_independent_draws():
@@ -75,19 +74,3 @@ def test_summary_gives_the_mean_and_standard_error_over_seeds():
     assert summary["n"].tolist() == [2, 2]
     fig = plot_depth_sweep(summary, metrics=("kl_diag_full",))
     np.testing.assert_array_equal(fig.axes[0].lines[0].get_ydata(), [3.0, 1.0])
-
-
-def test_one_tiny_run_goes_through_svi_nuts_and_the_gaussian_fit():
-    from dataclasses import replace
-
-    tiny = replace(QUICK, n_data=100, weight_budget=40, svi_epochs=2, batch_size=32, num_warmup=20,
-                   num_samples=40, max_tree_depth=3)
-    assert tiny.num_chains == 2  # QUICK's parallel chains (tests/conftest.py sets 2 host devices)
-    row = run_one(tiny, depth=2, activation="relu", seed=0)
-    assert row["width"] == widest_mlp_under_budget(2, budget=40) == 3
-    assert row["num_weights"] == mlp_param_count(2, 3) == 29  # every NUTS site is in the Gaussian fit
-    assert row["num_draws"] == 2 * 40  # both chains pooled
-    assert np.isfinite(row["kl_diag_full"]) and row["kl_diag_full"] > 0
-    assert np.isfinite(row["rhat_max"]) and row["rhat_max"] >= 1.0
-    assert 0.0 < row["svi_mean_sd"] < row["nuts_mean_sd"]  # init_scale 1e-3 barely grows in 2 epochs
-    assert 0.0 <= row["nuts_accuracy"] <= 1.0

@@ -149,18 +149,3 @@ def test_point_estimate_accuracy_falls_with_severity_on_digits_c():
     results = ood.score_sets({"point_estimate": mlp.predict_proba}, corrupted(test), clean=test)
     by_severity = ood.by_severity(results.table)["accuracy"].loc["point_estimate"]
     assert np.all(np.diff(by_severity.to_numpy()) < 0), by_severity
-
-
-def test_tfds_cifar10_corrupted_plugs_into_scoring():
-    tfds = pytest.importorskip("tensorflow_datasets")
-    from evals.corruptions import tfds_corrupted
-
-    with tfds.testing.mock_data(num_examples=6):
-        sets = list(tfds_corrupted(types=["frosted_glass_blur", "elastic_transform"], severities=(1, 5)))
-    assert [(t, s) for t, s, _, _ in sets] == [("glass_blur", 1), ("glass_blur", 5), ("elastic_transform", 1),
-                                               ("elastic_transform", 5)]
-    assert sets[0][2].shape == (6, 32, 32, 3) and 0 <= sets[0][2].min() and sets[0][2].max() <= 1
-    results = ood.score_sets({"point_estimate": lambda v: np.full((len(v), 10), 0.1)}, sets)
-    assert len(results.table) == 4 and results.table["nll"].to_numpy() == pytest.approx(np.log(10))
-    with pytest.raises(ValueError, match="severities"):
-        next(tfds_corrupted(severities=(0,)))

@@ -308,7 +308,8 @@ def test_free_parameter_counts_match_the_formulas():
 
 # ----- by_site -----------------------------------------------------------------------------------------
 def test_by_site_draws_two_similar_sites_with_independent_keys():
-    """NumPyro's AutoGuideList hands every part the same key (corr = 1.0 measured); here two
+    """AutoGuideList.sample_posterior hands every part the same key (two similar parts drew perfectly
+    correlated noise: measured corr = 1.0 with NumPyro 0.22); here two
     identically initialised mean-field families over same-shaped sites must draw uncorrelated noise."""
     model = models.bnn(mlp([3, 3], 2), models.priors.normal(1.0))
     x = np.zeros((2, 3), np.float32)

@@ -70,7 +70,7 @@ def test_predict_is_chunked_and_consistent(moons_svi, moons_entry):
 def test_checkpoints_round_trip_exactly(which, moons_svi, moons_nuts, moons_entry, tmp_path):
     post = moons_svi if which == "svi" else moons_nuts
     inference.save(post, tmp_path / which)
-    back = inference.load(tmp_path / which)  # rebuilds the model from the stored zoo entry
+    back = zoo.load(tmp_path / which)  # rebuilds the model from the stored zoo entry
     stored = post.params if which == "svi" else post.samples
     loaded = back.params if which == "svi" else back.samples
     assert set(stored) == set(loaded)
@@ -98,11 +98,11 @@ def test_a_checkpoint_with_a_plain_dict_info_still_loads(moons_nuts, tmp_path):
     del meta["info_type"]
     meta["info"] = {"nuts_s": 1.5, "divergences": 3, "retired_counter": 7}
     meta_path.write_text(json.dumps(meta))
-    assert inference.load(tmp_path).info == NutsInfo(nuts_s=1.5, divergences=3, mean_leapfrog_steps=None,
+    assert inference.load(tmp_path, model=moons_nuts.model).info == NutsInfo(nuts_s=1.5, divergences=3, mean_leapfrog_steps=None,
                                                      chain_method=None)
     meta["info"] = {}
     meta_path.write_text(json.dumps(meta))
-    assert inference.load(tmp_path).info is None
+    assert inference.load(tmp_path, model=moons_nuts.model).info is None
 
 
 def test_info_is_a_named_tuple_or_none(moons_nuts):
@@ -128,3 +128,11 @@ def test_ess_rhat_is_arviz_bulk_ess_and_rank_rhat():
     assert got == {"ess_bulk_min": float(np.min(az.ess(data, method="bulk")["w"].values)),
                    "rhat_max": float(np.max(az.rhat(data)["w"].values))}
     assert np.isnan(diagnostics.ess_rhat(draws[:1])["rhat_max"])  # one chain: ArviZ's R-hat needs two
+
+
+def test_inference_load_needs_the_model(moons_svi, moons_entry, tmp_path):
+    inference.save(moons_svi, tmp_path / "svi")
+    with pytest.raises(ValueError, match=r"model: .*got None; pass model=\.\.\., or use zoo\.load\(path\)"):
+        inference.load(tmp_path / "svi")
+    back = inference.load(tmp_path / "svi", model=moons_entry.model)
+    assert back.model is moons_entry.model

@@ -1,4 +1,4 @@
-"""Rank-1 mixture guide and BatchEnsemble (rank-1 paper section 3, rank1-facts)."""
+"""Rank-1 mixture guide and BatchEnsemble (rank-1 paper section 3, as its reference implementation runs it)."""
 import math
 
 import jax

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoo.data.dataset import Dataset
+from inference.data import Dataset
 
 
 def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zoo.data import tokens as tokens_lib
-from zoo.data.dataset import Dataset
+from inference.data import Dataset
 
 CIFAR10_CORRUPTIONS = (
     "brightness", "contrast", "defocus_blur", "elastic", "fog", "frost", "frosted_glass_blur",

@@ -15,7 +15,7 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
 
     Args:
       posterior: an `inference.Posterior` (or anything with ``predict(x, num_samples, seed) -> (S, N, C)``).
-      data: a `zoo.data.Dataset`, or (x, y).
+      data: an `inference.data.Dataset` (as `zoo.get` entries hold), or (x, y).
     Returns:
       a one-row DataFrame indexed by `name` (default: the posterior's guide or "nuts"); printed if verbose.
     """

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from zoo.data.batches import minibatches
+from inference.batches import minibatches
 
 
 def test_shapes_drop_last_and_no_repeats():

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
+from inference.diagnostics import ess_rhat
 from evals.gaussians import (
     JITTER,
     fit_gaussian,
@@ -39,7 +40,7 @@ from evals.gaussians import (
     wasserstein2_gaussians,
 )
 
-__all__ = ["compare", "chain_draws", "to_inference_data", "plot_weights", "plot_predictions"]
+__all__ = ["compare", "chain_draws", "flat_draws", "to_inference_data", "plot_weights", "plot_predictions"]
 
 COLUMNS = ["scope", "metric", "posterior", "value"]
 
@@ -74,19 +75,11 @@ def to_inference_data(draws: dict):
     return az.from_dict(posterior={k: np.asarray(v) for k, v in draws.items()})
 
 
-def _flat(draws: dict, sites) -> np.ndarray:
-    """(chains, draws, D): the chosen sites flattened and concatenated in order."""
+def flat_draws(draws: dict, sites=None) -> np.ndarray:
+    """(chains, draws, D): the draws {site: (chains, draws, *site_shape)} of the chosen sites (default: all, in
+    the dict's order) flattened and concatenated in order; D is their total number of scalar entries."""
+    sites = list(draws) if sites is None else sites
     return np.concatenate([draws[s].reshape(draws[s].shape[:2] + (-1,)) for s in sites], axis=-1)
-
-
-def _diagnostics(flat: np.ndarray) -> tuple[float, float]:
-    """(smallest bulk ESS, largest R-hat) over the D entries of (chains, draws, D) draws."""
-    import arviz as az
-
-    data = az.convert_to_dataset({"w": flat})
-    ess = float(az.ess(data, method="bulk")["w"].min())
-    rhat = float(az.rhat(data)["w"].max())
-    return ess, rhat
 
 
 def _gaussian_rows(scope: str, flat_a: np.ndarray, flat_b: np.ndarray, jitter: float, seed: int) -> list:
@@ -115,8 +108,7 @@ def _weight_rows(scope: str, flat_a: np.ndarray, flat_b: np.ndarray, jitter: flo
         (scope, "mean_sd", "b", float(sd_b.mean())),
     ]
     for label, flat in (("a", flat_a), ("b", flat_b)):
-        ess, rhat = _diagnostics(flat)
-        rows += [(scope, "ess_bulk_min", label, ess), (scope, "rhat_max", label, rhat)]
+        rows += [(scope, key, label, value) for key, value in ess_rhat(flat).items()]
     if flat_a.shape[-1] <= max_dim:
         rows += _gaussian_rows(scope, flat_a, flat_b, jitter, seed)
     return rows
@@ -162,7 +154,7 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
 
     Args:
       a, b: `inference.Posterior` (SVI or MCMC) or ``az.InferenceData`` with a posterior group.
-      data: optional `zoo.data.Dataset` or (x, y) / (x, None) for the function-space rows.
+      data: optional `inference.data.Dataset` or (x, y) / (x, None) for the function-space rows.
       sites: site names to compare (default: those both posteriors have, in a's order).
       num_samples: draws taken from an SVI posterior and for the predictive; seed: their seed.
       jitter: diagonal jitter of the Gaussian fits (appendix B).
@@ -183,9 +175,9 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
             raise ValueError(f"sites: {s!r} has shape {draws_a[s].shape[2:]} in a but {draws_b[s].shape[2:]} in b")
     rows = []
     for s in sites:
-        rows += _weight_rows(s, _flat(draws_a, [s]), _flat(draws_b, [s]), jitter, max_dim, seed)
+        rows += _weight_rows(s, flat_draws(draws_a, [s]), flat_draws(draws_b, [s]), jitter, max_dim, seed)
     if len(sites) > 1:
-        rows += _weight_rows("all", _flat(draws_a, sites), _flat(draws_b, sites), jitter, max_dim, seed)
+        rows += _weight_rows("all", flat_draws(draws_a, sites), flat_draws(draws_b, sites), jitter, max_dim, seed)
     if data is not None:
         y = data[1] if isinstance(data, tuple) else data.y
         probs_a = _predictive(a, b, data, model, num_samples, seed)
@@ -198,7 +190,7 @@ def _pick_weights(draws_a: dict, draws_b: dict, num: int) -> list:
     """The `num` (site, flat index) entries whose means differ most between a and b."""
     scored = []
     for site in (s for s in draws_a if s in draws_b):
-        diff = np.abs(_flat(draws_a, [site]).mean((0, 1)) - _flat(draws_b, [site]).mean((0, 1)))
+        diff = np.abs(flat_draws(draws_a, [site]).mean((0, 1)) - flat_draws(draws_b, [site]).mean((0, 1)))
         scored += [(float(d), site, int(i)) for i, d in enumerate(diff)]
     return [(site, i) for _, site, i in sorted(scored, reverse=True)[:num]]
 

@@ -1,4 +1,4 @@
-"""evals.compare on tiny synthetic draws (InferenceData) and a tiny BNN (MCMC Posterior)."""
+"""evals.comparison (evals.compare) on tiny synthetic draws (InferenceData) and a tiny BNN (MCMC Posterior)."""
 
 import matplotlib
 
@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 
-from evals.compare import compare, plot_predictions, plot_weights, to_inference_data
+from evals.comparison import compare, plot_predictions, plot_weights, to_inference_data
 from evals.gaussians import JITTER, fit_gaussian, kl_closest_diagonal
 
 
@@ -135,3 +135,13 @@ def test_mean_field_against_nuts_on_two_moons(moons_entry, moons_svi, moons_nuts
     function = compare(moons_svi, moons_nuts, data=moons_entry.test, num_samples=200, max_dim=0)
     assert 0.5 < _value(function, "function", "agreement", "a-b") <= 1.0
     assert 0.0 <= _value(function, "function", "total_variation_mean", "a-b") < 0.5
+
+
+def test_flat_draws_flattens_the_chosen_sites_in_order():
+    from evals.comparison import flat_draws
+
+    draws = {"a/w": np.arange(2 * 3 * 4).reshape(2, 3, 2, 2), "a/b": -np.arange(2 * 3).reshape(2, 3, 1)}
+    flat = flat_draws(draws)
+    assert flat.shape == (2, 3, 5)
+    np.testing.assert_array_equal(flat[1, 2], [20, 21, 22, 23, -5])
+    np.testing.assert_array_equal(flat_draws(draws, ["a/b"])[..., 0], draws["a/b"][..., 0])
