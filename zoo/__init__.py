@@ -3,7 +3,7 @@
 
 from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
 from zoo.checkpoints import load
-from zoo.registry import Entry, get, names, register
+from zoo.registry import Entry, get, names, register, register_data
 from zoo.registry import list_entries as list  # noqa: A001
 
-__all__ = ["Entry", "get", "list", "load", "names", "register"]
+__all__ = ["Entry", "get", "list", "load", "names", "register", "register_data"]

@@ -24,6 +24,8 @@ DATA_SHAPES = {
     "imdb_reviews": ((80,), 2),
 }
 TFDS_DATA = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews")
+NAMED_DATA: dict[str, Callable] = dict(EMBEDDED)
+"""Loaders of the data sets known by name besides TFDS: {name: ``loader(**data_kwargs) -> (train, test)``}."""
 
 
 @dataclass
@@ -114,10 +116,11 @@ def load_data(data, data_kwargs: dict):
             from zoo.data.tfds_loaders import load_tfds
 
             return load_tfds(data, "train", **data_kwargs), load_tfds(data, "test", **data_kwargs), data
-        if data not in EMBEDDED:
-            raise ValueError(f"data: unknown data set {data!r}; expected one of {sorted(EMBEDDED) + list(TFDS_DATA)} "
+        if data not in NAMED_DATA:
+            raise ValueError(f"data: unknown data set {data!r}; expected one of {sorted(NAMED_DATA) + list(TFDS_DATA)} "
                              "or a tuple (x_train, y_train, x_test, y_test)")
-        train, test = EMBEDDED[data](**data_kwargs)
+        train, test = NAMED_DATA[data](**data_kwargs)
+        _check_named(data, train, test)
         return train, test, data
     if isinstance(data, (tuple, list)) and len(data) == 4:
         x_tr, y_tr, x_te, y_te = (np.asarray(a) for a in data)
@@ -128,6 +131,38 @@ def load_data(data, data_kwargs: dict):
         return (Dataset(x_tr, y_tr, num_classes, "train"), Dataset(x_te, y_te, num_classes, "test"), None)
     raise ValueError("data: expected a data set name or a tuple (x_train, y_train, x_test, y_test), "
                      f"got {type(data).__name__}")
+
+
+def register_data(name: str, loader: Callable, *, feature_shape, num_classes: int | None) -> None:
+    """Make a data set available by name: ``zoo.get(entry, data=name, data_kwargs={...})`` then calls
+    ``loader(**data_kwargs)``, which returns a (train, test) pair of `Dataset` with inputs of shape
+    (N, *feature_shape) and `num_classes` classes (None: regression). The shape and class count let
+    `zoo.list` size networks without loading anything; a loader whose data disagree is refused.
+    """
+    if not isinstance(name, str) or not name or name in TFDS_DATA:
+        raise ValueError(f"name: expected a new data set name (not a TFDS one: {list(TFDS_DATA)}), got {name!r}")
+    if not callable(loader):
+        raise ValueError(f"loader: expected a function (**data_kwargs) -> (train, test), got {loader!r}")
+    shape = tuple(feature_shape)
+    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise ValueError(f"feature_shape: expected a tuple of positive integers, got {feature_shape!r}")
+    if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 2):
+        raise ValueError(f"num_classes: expected an integer >= 2 or None (regression), got {num_classes!r}")
+    NAMED_DATA[name] = loader
+    DATA_SHAPES[name] = (shape, num_classes)
+
+
+def _check_named(name: str, train, test) -> None:
+    """Refuse a loader's (train, test) that are not Datasets of the registered feature shape and classes."""
+    if not (isinstance(train, Dataset) and isinstance(test, Dataset)):
+        raise ValueError(f"data: the loader of {name!r} must return a (train, test) pair of Dataset, got "
+                         f"({type(train).__name__}, {type(test).__name__})")
+    if name in DATA_SHAPES:
+        shape, classes = DATA_SHAPES[name]
+        for part, ds in (("train", train), ("test", test)):
+            if ds.feature_shape != shape or ds.num_classes != classes:
+                raise ValueError(f"data: {name!r} was registered with feature shape {shape} and {classes} classes; "
+                                 f"its loader's {part} set has {ds.feature_shape} and {ds.num_classes}")
 
 
 def placeholder_data(data: str) -> Dataset:
