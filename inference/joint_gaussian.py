@@ -93,10 +93,6 @@ class JointGaussian(BNNGuide):
         """n_b: the number of unconstrained entries of `block` (after `setup`)."""
         return sum(int(np.prod(self.sites[s].shape, dtype=int)) for s in self.block_sites[block])
 
-    def latent_dim(self) -> int:
-        """D: the number of unconstrained entries over all blocks (after `setup`)."""
-        return self.num_latent()
-
     def param_name(self, block: str, suffix: str) -> str:
         """``{prefix}_{suffix}`` for the one block of ``blocks="all"``, else ``{block}_{prefix}_{suffix}``."""
         return f"{self.prefix}_{suffix}" if block == "" else f"{block}_{self.prefix}_{suffix}"
