@@ -23,3 +23,18 @@ def minibatches(n: int, batch_size: int, seed: int | np.random.Generator) -> np.
     num_batches = n // batch_size
     order = np.random.default_rng(seed).permutation(n)
     return order[:num_batches * batch_size].reshape(num_batches, batch_size)
+
+
+def minibatch_blocks(n: int, batch_size: int, steps: int, seed: int, block: int):
+    """The `steps` minibatch index rows of a fit, `block` rows at a time: yields int32 (count, batch_size)
+    arrays, count = `block` except for the last. Rows are successive epochs of `minibatches` drawn from one
+    ``np.random.default_rng(seed)`` (each epoch a fresh permutation), drawn as they are needed, so memory
+    holds one epoch and one block however many steps there are."""
+    rng = np.random.default_rng(seed)
+    pending = np.zeros((0, batch_size), np.int64)
+    for start in range(0, steps, block):
+        count = min(block, steps - start)
+        while len(pending) < count:
+            pending = np.concatenate([pending, minibatches(n, batch_size, rng)])
+        out, pending = pending[:count], pending[count:]
+        yield out.astype(np.int32)

@@ -28,6 +28,7 @@ from numpyro.primitives import mutable as numpyro_mutable
 from numpyro.distributions import biject_to
 
 from models import likelihoods as likelihoods_lib
+from models import structure
 from models import priors as priors_lib
 
 STATE_SITE = "network_state"
@@ -86,7 +87,9 @@ class BNN:
         self._output_width_cache: dict = {}
         self._stateful: dict = {}
         self._state_cache: dict = {}
-        self._jit_init = jax.jit(self.init_fn)
+        # the jitted Haiku initialiser, shared by every BNN of the same network function (another zoo.get of
+        # the same entry reuses the compiled code)
+        self._jit_init = structure.cached("haiku init", (network_fn,), lambda: jax.jit(self.init_fn))
 
     # ----- structure -------------------------------------------------------------------------
     def site_shapes(self, x_or_feature_shape) -> "OrderedDict[str, tuple]":
@@ -207,6 +210,11 @@ class BNN:
             output = self.apply(params, x, state)
         scale = None if n_data is None else n_data / x.shape[0]
         return self.likelihood.sample(output, y, params, scale)
+
+    def __structure__(self) -> tuple:
+        """What determines this model's computation (`models.structure.structure_key` reads it): the network
+        function, the prior and the likelihood. The name, origin and caches do not change what it computes."""
+        return (self.network_fn, self.prior, self.likelihood)
 
     # ----- checkpoints -----------------------------------------------------------------------
     @property

@@ -1,7 +1,14 @@
 """Shared, session-scoped fixtures: JAX compiles are the cost of this suite, so models and fits are
 built once and shared (tiny networks, few steps and draws)."""
 
-import numpyro
+import os
+from pathlib import Path
+
+# JAX's persistent compilation cache (on with `import zoo`): the suite's own folder, shared by the xdist workers
+os.environ.setdefault("BNN_ZOO_COMPILATION_CACHE",
+                      str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax-compilation-cache"))
+
+import numpyro  # noqa: E402
 
 numpyro.set_host_device_count(2)  # before JAX starts: lets NUTS run its 2 chains in parallel
 

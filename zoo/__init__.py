@@ -1,9 +1,16 @@
 """The catalogue of ready-made Bayesian neural networks: ``zoo.get(name, data=...)``, ``zoo.list()``,
-``zoo.load(path)`` (a saved posterior of an entry)."""
+``zoo.load(path)`` (a saved posterior of an entry).
+
+Importing `zoo` turns on JAX's persistent compilation cache in a per-user folder (see
+`zoo.compilation_cache`: ``BNN_ZOO_COMPILATION_CACHE=off`` or another folder changes that)."""
+
+from zoo import compilation_cache
 
 from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
 from zoo.checkpoints import load
 from zoo.registry import Entry, get, names, register, register_data
 from zoo.registry import list_entries as list  # noqa: A001
 
-__all__ = ["Entry", "get", "list", "load", "names", "register", "register_data"]
+compilation_cache.configure_default()
+
+__all__ = ["compilation_cache", "Entry", "get", "list", "load", "names", "register", "register_data"]

@@ -16,6 +16,12 @@ def _ints(text):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zoo", description="bnn-zoo: Bayesian neural networks as NumPyro models")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--compilation-cache", metavar="DIR", default=None,
+                       help="folder of JAX's persistent compilation cache (default: $BNN_ZOO_COMPILATION_CACHE, "
+                            "else ~/.cache/bnn-zoo/jax)")
+    cache.add_argument("--no-compilation-cache", action="store_true",
+                       help="compile everything afresh and keep nothing on disk")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="the catalogue: entries, default data, weight counts, guides")
@@ -75,6 +81,16 @@ def main(argv=None) -> int:
 
         return grid_main(argv[1:]) or 0
     args = build_parser().parse_args(argv)
+    from zoo import compilation_cache
+
+    try:  # before anything compiles
+        if args.no_compilation_cache:
+            compilation_cache.configure(False)
+        elif args.compilation_cache is not None:
+            compilation_cache.configure(args.compilation_cache)
+    except ValueError as err:
+        print(f"zoo: error: --compilation-cache: {err}", file=sys.stderr)
+        return 2
     import numpyro
 
     numpyro.set_host_device_count(max(2, os.cpu_count() or 1))  # before JAX starts: parallel NUTS chains

@@ -24,7 +24,7 @@ def test_the_update_traces_once_per_fit_and_seeds_repeat(tiny):
     a = _fit(tiny, seed=3)  # 60 steps in chunks of 25: the padded last chunk must not retrace
     b = _fit(tiny, seed=3)
     c = _fit(tiny, seed=4)
-    assert a.info.traces == 1
+    assert a.info.traces <= 1 and b.info.traces == c.info.traces == 0  # traced at most once, then reused
     assert isinstance(a.info, FitInfo) and 0 < a.info.first_step_s <= a.info.fit_s
     assert a.losses.shape == (60,)
     np.testing.assert_array_equal(a.losses, b.losses)
@@ -37,7 +37,7 @@ def test_acceptance_digits_mean_field(digits_mean_field, digits_entry):
     row = evals.score(digits_mean_field, digits_entry.test, num_samples=100, verbose=False).iloc[0]
     assert row.accuracy >= 0.95
     assert row.ece <= 0.05
-    assert digits_mean_field.info.traces == 1
+    assert digits_mean_field.info.traces <= 1  # 0 when an earlier fit of this structure compiled the update
 
 
 def test_kl_term_is_the_closed_form_normal_kl(tiny):

@@ -1,0 +1,73 @@
+"""Compile once: a second fit of the same structure compiles nothing (compiles counted with jax.monitoring)."""
+
+import jax
+import numpy as np
+import optax
+import pytest
+from jax import monitoring
+
+import inference
+import zoo
+
+COMPILES = []
+
+
+def _count(event, seconds, **kwargs):
+    # a backend compile, or a compiled program read back from the persistent cache: either means the
+    # in-process cache did not serve the call
+    if "backend_compile" in event or "cache_retrieval" in event:
+        COMPILES.append(event)
+
+
+monitoring.register_event_duration_secs_listener(_count)
+
+
+def _entry():
+    return zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.1})
+
+
+def _fit(entry, guide=None, data=None, **kw):
+    kw = {"steps": 30, "batch_size": 32, "progress": False, "chunk_size": 20, "optimizer": optax.adam(1.5e-3), **kw}
+    guide = inference.mean_field(entry.model) if guide is None else guide
+    return inference.fit(entry.model, guide, entry.train if data is None else data, **kw)
+
+
+def test_a_second_fit_of_the_same_structure_compiles_nothing():
+    first = _fit(_entry(), seed=0)
+    entry = _entry()  # another zoo.get: another BNN object, another guide object
+    shifted = (entry.train.x + np.float32(0.25), entry.train.y[::-1].copy())  # other data, same shape
+    before = len(COMPILES)
+    runs = [_fit(entry, seed=1), _fit(entry, data=shifted, seed=2), _fit(entry, steps=75, seed=3),
+            _fit(entry, steps=3, kl_warmup=10, seed=4)]
+    assert len(COMPILES) == before, f"{len(COMPILES) - before} compiles on structurally equal fits"
+    assert first.info.traces in (0, 1) and all(r.info.traces == 0 for r in runs)
+    assert [len(r.losses) for r in runs] == [30, 30, 75, 3]
+    assert not np.allclose(runs[0].losses, runs[1].losses)  # the data really were the new data
+
+
+def test_a_reused_compiled_fit_gives_the_result_of_a_fresh_compile():
+    from models import structure
+
+    a = _fit(_entry(), seed=7, steps=25)
+    structure.clear_cache()
+    b = _fit(_entry(), seed=7, steps=25)  # compiled afresh
+    c = _fit(_entry(), seed=7, steps=25)  # reuses b's
+    assert b.info.traces == 1 and c.info.traces == 0
+    np.testing.assert_array_equal(a.losses, b.losses)
+    np.testing.assert_array_equal(b.losses, c.losses)
+    for k in b.params:
+        np.testing.assert_array_equal(b.params[k], c.params[k])
+
+
+@pytest.mark.parametrize("change", ["optimizer", "guide", "network", "num_particles"])
+def test_what_changes_the_computation_compiles_again(change):
+    _fit(_entry(), seed=0)
+    entry = _entry()
+    kw = {"optimizer": {"optimizer": optax.adam(3e-3)}, "num_particles": {"num_particles": 2}}.get(change, {})
+    if change == "guide":
+        kw["guide"] = inference.mean_field(entry.model, init_scale=0.05)
+    if change == "network":
+        entry = zoo.get("mlp", data="two_moons", hidden=(5,), activation="tanh", data_kwargs={"n": 160, "noise": 0.1})
+    before = len(COMPILES)
+    post = _fit(entry, **kw)
+    assert len(COMPILES) > before and post.info.traces == 1

@@ -1,0 +1,83 @@
+"""JAX's persistent compilation cache, on by default for the `zoo` command and ``import zoo``.
+
+Most of the time a first fit, NUTS run or prediction waits on XLA compiling. JAX can keep compiled code on
+disk and load it in the next process instead of compiling again; `zoo` turns that on when it is imported,
+in a per-user folder, unless the user chose otherwise:
+
+* ``BNN_ZOO_COMPILATION_CACHE=/some/folder`` uses that folder; ``BNN_ZOO_COMPILATION_CACHE=off`` (or ``0``,
+  ``false``, ``no``, empty) leaves the cache off;
+* ``zoo --compilation-cache DIR`` / ``zoo --no-compilation-cache`` do the same for one command;
+* ``zoo.compilation_cache.configure(path)`` / ``configure(False)`` from Python, before the first compile;
+* a ``jax_compilation_cache_dir`` the user set in JAX's own configuration is left as it is.
+
+The default folder is ``$XDG_CACHE_HOME/bnn-zoo/jax`` (``~/.cache/bnn-zoo/jax`` when XDG_CACHE_HOME is unset).
+JAX keys every entry by the computation, the JAX/XLA versions and the device, so a stale entry is never
+used. Entries whose compile took less than `MIN_COMPILE_SECONDS` are not written (reading a tiny file
+costs about what compiling it does).
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV_VAR = "BNN_ZOO_COMPILATION_CACHE"
+OFF_VALUES = {"", "0", "off", "false", "no", "none"}
+MIN_COMPILE_SECONDS = 0.2
+
+
+def default_dir() -> str:
+    """The per-user cache folder: ``$XDG_CACHE_HOME/bnn-zoo/jax`` or ``~/.cache/bnn-zoo/jax``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "bnn-zoo", "jax")
+
+
+def configure(path: str | bool | None = None) -> str | None:
+    """Turn the persistent compilation cache on in folder `path`, or off.
+
+    Args:
+      path: a folder (created if missing); None: the ``BNN_ZOO_COMPILATION_CACHE`` environment variable if
+        set, else `default_dir()`; False or an "off" string ("off", "0", "false", "no", ""): off.
+    Returns:
+      The folder in use, or None when the cache is off.
+    Raises:
+      ValueError naming `path` when the folder cannot be created or written.
+
+    JAX reads this setting when it compiles for the first time in a process; call it before any compile
+    (``import zoo`` does, with path=None).
+    """
+    import jax
+
+    if path is None:
+        path = os.environ.get(ENV_VAR, default_dir())
+    if path is False or (isinstance(path, str) and path.strip().lower() in OFF_VALUES):
+        jax.config.update("jax_compilation_cache_dir", None)
+        return None
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path: expected a folder, False or None, got {path!r}")
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"path: cannot create the compilation cache folder {path!r}: {err}") from err
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"path: the compilation cache folder {path!r} is not writable")
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    return path
+
+
+def configure_default() -> str | None:
+    """What ``import zoo`` does: `configure()` unless JAX's ``jax_compilation_cache_dir`` is already set;
+    a folder that cannot be used leaves the cache off with a warning (the library still works)."""
+    import warnings
+
+    import jax
+
+    if jax.config.jax_compilation_cache_dir:
+        return jax.config.jax_compilation_cache_dir
+    try:
+        return configure()
+    except ValueError as err:
+        warnings.warn(f"bnn-zoo: compilation cache off ({err}); set {ENV_VAR} to a writable folder or 'off'",
+                      stacklevel=2)
+        return None
