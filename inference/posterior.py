@@ -110,28 +110,48 @@ class Posterior:
         return {k: jnp.median(v, axis=0) for k, v in self.draws().items()}
 
     # ----- predictions ------------------------------------------------------------------------
-    def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50, draws: dict | None = None) -> np.ndarray:
-        """Predictive probabilities per draw: (S, N, C) (classification) or means (S, N, ...) (regression)
-        for x (N, *feature_shape); S = `num_samples`, the total number of draws (MCMC: over all chains).
+    def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50, draws: dict | None = None,
+                reduce: str | None = None) -> np.ndarray:
+        """Predictive probabilities per draw for x (N, *feature_shape): (S, N, C) (classification) or means
+        (S, N, ...) (regression); S = `num_samples`, the total number of draws (MCMC: over all chains).
 
-        Draws are made and pushed through the network `chunk_size` at a time (one compile per
-        shape), so memory stays at one chunk of weights however large S is. MCMC uses `num_samples`
-        evenly spaced draws, or all of them if fewer exist. `draws`: {site: (S, ...)} to use instead
-        (e.g. from `draws`, so that several quantities share the same weights).
+        Draws are made and pushed through the network `chunk_size` at a time (one compile per shape) and
+        each chunk is written into one preallocated output, so memory is the output plus one chunk's work
+        (the network's activations for chunk_size draws x N inputs, often larger than the chunk's output:
+        lower `chunk_size` to lower it; SVI draws chunk i with the key ``fold_in(PRNGKey(seed), i)``, so
+        for SVI the draws depend on `chunk_size`). MCMC uses `num_samples` evenly spaced draws, or all of
+        them if fewer exist. `draws`: {site: (S, ...)} to use instead (e.g. from `draws`, so that several
+        quantities share the same weights). `num_samples` and `chunk_size`: positive integers.
+
+        reduce: None (the draws, (S, N, ...)) or "mean": their average over draws, (N, ...), without
+        ever holding (S, N, ...); equal to ``predict(...).mean(0)`` (the same float32 running sum over
+        draws in order).
         """
-        return self._per_draw(self.model.predictive, x, None, num_samples, seed, chunk_size, draws)
+        return self._per_draw(self.model.predictive, x, None, num_samples, seed, chunk_size, draws,
+                              reduce, PREDICT_REDUCTIONS)
 
     def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = 50,
-                       draws: dict | None = None) -> np.ndarray:
-        """Pointwise log p(y_n | x_n, w_s): (S, N) for x (N, *feature_shape), y (N,); S, `draws` as in `predict`."""
-        return self._per_draw(self.model.log_likelihood, x, y, num_samples, seed, chunk_size, draws)
+                       draws: dict | None = None, reduce: str | None = None) -> np.ndarray:
+        """Pointwise log p(y_n | x_n, w_s) for x (N, *feature_shape), y (N,): (S, N); S, `draws`, chunks as in
+        `predict`.
 
-    def _per_draw(self, fn, x, y, num_samples, seed, chunk_size, draws=None):
+        reduce: None ((S, N)), "mean" (N,): the expected log-likelihood over draws, or "log_mean_exp" (N,):
+        log (1/S) sum_s p(y_n | x_n, w_s), the log pointwise predictive density, by a running logsumexp.
+        """
+        return self._per_draw(self.model.log_likelihood, x, y, num_samples, seed, chunk_size, draws,
+                              reduce, LOG_LIKELIHOOD_REDUCTIONS)
+
+    def _per_draw(self, fn, x, y, num_samples, seed, chunk_size, draws, reduce, reductions):
+        """fn(params, *args, state) of every draw, folded chunk by chunk by the `reductions[reduce]` reducer."""
         from inference.data_args import check_model_data
+        from inference.fit import check_positive_ints
 
+        check_positive_ints(num_samples=num_samples, chunk_size=chunk_size)
+        if reduce not in reductions:
+            raise ValueError(f"reduce: expected one of {list(reductions)}, got {reduce!r}")
         x = np.asarray(x, np.float32)
         check_model_data(self.model, x, y, arg="x", feature_shape=self.feature_shape)
-        args = (x,) if y is None else (x, y)
+        args = tuple(jax.device_put(a) for a in ((x,) if y is None else (x, y)))  # on the device once, not per chunk
         key = ("apply", fn.__name__, y is None)
         apply = self._jitted.get(key)
         if apply is None:
@@ -140,20 +160,80 @@ class Posterior:
             in_axes = (0,) + (None,) * (len(args) + 1)
             apply = self._jitted[key] = jax.jit(jax.vmap(lambda params, state, *a: fn(params, *a, state=state),
                                                          in_axes=in_axes))
-        out = []
+        reducer = None
+        for start, chunk, n, total in self._draw_chunks(num_samples, seed, chunk_size, draws):
+            values = np.asarray(apply(chunk, self.state, *args))[:n]
+            if reducer is None:  # the output's shape and dtype are the first chunk's
+                reducer = reductions[reduce](total, values)
+            reducer.add(start, values)
+            del values  # the chunk's buffer goes before the next one is computed
+        return reducer.result()
+
+    def _draw_chunks(self, num_samples, seed, chunk_size, draws=None):
+        """(start, {site: (chunk_size, ...)}, n, total) per chunk: draws start:start + n of `total`, padded
+        to one compiled shape. SVI: `num_samples` guide draws, chunk i from ``fold_in(PRNGKey(seed), i)``;
+        MCMC or `draws`: those draws (see `draws`), the last chunk padded with repeats of its last draw."""
         if self.kind == "svi" and draws is None:
             total = int(num_samples)
             base = jax.random.PRNGKey(seed)
             for i, start in enumerate(range(0, total, chunk_size)):
-                draws = self._svi_draws(jax.random.fold_in(base, i), chunk_size)
-                out.append(np.asarray(apply(draws, self.state, *args))[: total - start])
-        else:
-            draws = self.draws(num_samples) if draws is None else draws
-            total = next(iter(draws.values())).shape[0]
-            for start in range(0, total, chunk_size):
-                chunk = {k: v[start:start + chunk_size] for k, v in draws.items()}
-                n = next(iter(chunk.values())).shape[0]
-                if n < chunk_size:  # pad to one compiled shape
-                    chunk = {k: jnp.concatenate([v, jnp.repeat(v[-1:], chunk_size - n, 0)]) for k, v in chunk.items()}
-                out.append(np.asarray(apply(chunk, self.state, *args))[:n])
-        return np.concatenate(out, axis=0)
+                chunk = self._svi_draws(jax.random.fold_in(base, i), chunk_size)
+                yield start, chunk, min(chunk_size, total - start), total
+            return
+        draws = self.draws(num_samples) if draws is None else draws
+        total = next(iter(draws.values())).shape[0]
+        if total == 0:
+            raise ValueError("draws: expected at least one draw, got 0")
+        for start in range(0, total, chunk_size):
+            chunk = {k: v[start:start + chunk_size] for k, v in draws.items()}
+            n = next(iter(chunk.values())).shape[0]
+            if n < chunk_size:
+                chunk = {k: jnp.concatenate([v, jnp.repeat(v[-1:], chunk_size - n, 0)]) for k, v in chunk.items()}
+            yield start, chunk, n, total
+
+
+# ----- reducers: fold per-draw values (n, *shape) chunk by chunk, never holding more than one chunk -------
+class _Stack:
+    """Every draw: (total, *shape), one preallocated array filled slice by slice."""
+
+    def __init__(self, total: int, first: np.ndarray):
+        self.out = np.empty((total,) + first.shape[1:], first.dtype)
+
+    def add(self, start: int, values: np.ndarray):
+        self.out[start:start + len(values)] = values
+
+    def result(self) -> np.ndarray:
+        return self.out
+
+
+class _Mean:
+    """The mean over draws: (*shape), a running sum in the values' dtype over draws in order, divided by
+    `total`: the very arithmetic of ``stacked.mean(0)``."""
+
+    def __init__(self, total: int, first: np.ndarray):
+        self.total, self.sum = total, np.zeros(first.shape[1:], first.dtype)
+
+    def add(self, start: int, values: np.ndarray):
+        for draw in values:
+            self.sum += draw
+
+    def result(self) -> np.ndarray:
+        return self.sum / self.total
+
+
+class _LogMeanExp:
+    """log mean exp over draws: (*shape), a running logsumexp in float64 minus log(total), in the values' dtype."""
+
+    def __init__(self, total: int, first: np.ndarray):
+        self.total, self.dtype = total, first.dtype
+        self.lse = np.full(first.shape[1:], -np.inf)
+
+    def add(self, start: int, values: np.ndarray):
+        self.lse = np.logaddexp(self.lse, np.logaddexp.reduce(values.astype(np.float64), axis=0))
+
+    def result(self) -> np.ndarray:
+        return (self.lse - np.log(self.total)).astype(self.dtype)
+
+
+PREDICT_REDUCTIONS = {None: _Stack, "mean": _Mean}
+LOG_LIKELIHOOD_REDUCTIONS = {**PREDICT_REDUCTIONS, "log_mean_exp": _LogMeanExp}

@@ -324,8 +324,8 @@ def _write_digits(digits: Experiment, out: str, sizes: RunSizes):
         post = digits.posteriors[spec.label]
         inference.save(post, os.path.join(out, "posteriors", f"digits_{spec.label}"))
         plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{spec.label}.png"), f"digits MLP, {spec.label}")
-    plots.reliability_diagram({k: p.predict(digits.test.x, sizes.draws).mean(0) for k, p in digits.posteriors.items()},
-                              digits.test.y, os.path.join(out, "reliability_digits.png"), title="digits, every guide")
+    means = {k: p.predict(digits.test.x, sizes.draws, reduce="mean") for k, p in digits.posteriors.items()}
+    plots.reliability_diagram(means, digits.test.y, os.path.join(out, "reliability_digits.png"), title="digits, every guide")
 
 
 def _write_moons(moons: MoonsExperiment, out: str, sizes: RunSizes):
@@ -339,11 +339,11 @@ def _write_moons(moons: MoonsExperiment, out: str, sizes: RunSizes):
     moons.comparison.to_csv(os.path.join(out, "az_compare_moons.csv"))
     moons.predictive_summary.to_csv(os.path.join(out, "az_summary_moons_predictive.csv"))
     moons.weight_summary.to_csv(os.path.join(out, "az_summary_moons_weights.csv"))
-    plots.reliability_diagram({"mean field": svi.predict(moons.test.x, sizes.draws).mean(0),
-                               "NUTS": mcmc.predict(moons.test.x, sizes.draws).mean(0)},
+    plots.reliability_diagram({"mean field": svi.predict(moons.test.x, sizes.draws, reduce="mean"),
+                               "NUTS": mcmc.predict(moons.test.x, sizes.draws, reduce="mean")},
                               moons.test.y, os.path.join(out, "reliability_moons.png"), title="two moons")
-    plots.predictive_map({"mean-field SVI": lambda g: svi.predict(g, sizes.draws).mean(0),
-                          "NUTS": lambda g: mcmc.predict(g, sizes.draws).mean(0)},
+    plots.predictive_map({"mean-field SVI": lambda g: svi.predict(g, sizes.draws, reduce="mean"),
+                          "NUTS": lambda g: mcmc.predict(g, sizes.draws, reduce="mean")},
                          moons.test.x, moons.test.y, os.path.join(out, "predictive_map_moons.png"))
 
 

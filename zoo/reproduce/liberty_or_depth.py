@@ -125,11 +125,11 @@ def run_one(config: DepthSweepConfig, depth: int, activation: str, seed: int, pr
                 target_accept_prob=config.target_accept_prob, progress=progress)
     draws = flat_draws(chain_draws(mcmc))  # (chains, draws, D), every site in site order
     svi_sd = np.concatenate([np.asarray(v).std(0).ravel() for v in svi.draws(200, seed=seed).values()])
-    probs = mcmc.predict(entry.test.x, num_samples=100)
+    probs = mcmc.predict(entry.test.x, num_samples=100, reduce="mean")  # (N, C), averaged over draws
     return {
         "activation": activation, "depth": depth, "width": width, "num_weights": draws.shape[-1], "seed": seed,
         **gaussian_metrics(draws, config.jitter, seed),
-        "nuts_accuracy": accuracy(probs.mean(0), entry.test.y),
+        "nuts_accuracy": accuracy(probs, entry.test.y),
         "divergences": mcmc.info.divergences, "mean_leapfrog_steps": mcmc.info.mean_leapfrog_steps,
         "svi_mean_sd": float(svi_sd.mean()), "nuts_mean_sd": float(draws.reshape(-1, draws.shape[-1]).std(0).mean()),
         "svi_s": svi_s, "nuts_s": mcmc.info.nuts_s,
