@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from inference.run_info import FitInfo, NutsInfo, check_info
+from models import structure
 
 
 @dataclass
@@ -53,7 +54,6 @@ class Posterior:
         if self.kind == "mcmc" and self.samples is None:
             raise ValueError("an MCMC Posterior needs samples")
         check_info(self.info)
-        self._jitted = {}
 
     # ----- draws ------------------------------------------------------------------------------
     @property
@@ -90,16 +90,19 @@ class Posterior:
         return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
 
     def _svi_draws(self, key, num_samples):
-        fn = self._jitted.get(("draws", num_samples))
-        if fn is None:
-            names = self.site_names
-            shape = (1,) + tuple(self.feature_shape)
+        """{site: (num_samples, ...)} guide draws; the jitted sampler is shared by every Posterior whose guide
+        has the same structure (`models.structure.cached`)."""
+        names, guide = self.site_names, self.guide
+        shape = (1,) + tuple(self.feature_shape)
 
+        def build():
             def sample(key, params):
-                out = self.guide.sample_posterior(key, params, jnp.zeros(shape), sample_shape=(num_samples,))
+                out = guide.sample_posterior(key, params, jnp.zeros(shape), sample_shape=(num_samples,))
                 return {k: out[k] for k in names}
 
-            fn = self._jitted[("draws", num_samples)] = jax.jit(sample)
+            return jax.jit(sample)
+
+        fn = structure.cached("posterior draws", (guide, tuple(names), shape, int(num_samples)), build)
         return fn(key, self.params)
 
     def median(self) -> dict:
@@ -152,14 +155,12 @@ class Posterior:
         x = np.asarray(x, np.float32)
         check_model_data(self.model, x, y, arg="x", feature_shape=self.feature_shape)
         args = tuple(jax.device_put(a) for a in ((x,) if y is None else (x, y)))  # on the device once, not per chunk
-        key = ("apply", fn.__name__, y is None)
-        apply = self._jitted.get(key)
-        if apply is None:
-            # apply(draws, state, *args): the network state is an argument, not a captured constant, so the
-            # compiled function depends only on shapes, never on this Posterior's contents
-            in_axes = (0,) + (None,) * (len(args) + 1)
-            apply = self._jitted[key] = jax.jit(jax.vmap(lambda params, state, *a: fn(params, *a, state=state),
-                                                         in_axes=in_axes))
+        # apply(draws, state, *args): the network state is an argument, not a captured constant, so the
+        # compiled function depends only on the model's structure and the shapes, never on this Posterior's
+        # contents; it is shared by every Posterior of a structurally equal model (`models.structure.cached`)
+        in_axes = (0,) + (None,) * (len(args) + 1)
+        apply = structure.cached("posterior apply", (fn, len(args)), lambda: jax.jit(
+            jax.vmap(lambda params, state, *a: fn(params, *a, state=state), in_axes=in_axes)))
         reducer = None
         for start, chunk, n, total in self._draw_chunks(num_samples, seed, chunk_size, draws):
             values = np.asarray(apply(chunk, self.state, *args))[:n]

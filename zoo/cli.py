@@ -69,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="the main job on embedded data (no download)")
     r.add_argument("--out", default="zoo-results")
-    r.add_argument("--quick", action="store_true", help="a smoke-test sized run")
+    size = r.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a smoke-test sized run")
+    size.add_argument("--full", action="store_true",
+                      help="every row at its documented settings, trained to convergence (about 15-30 min on 2 cores)")
     r.add_argument("--seed", type=int, default=0)
     return p
 
@@ -201,7 +204,7 @@ def cmd_reproduce(args):
 def cmd_run(args):
     from zoo.run import main_job
 
-    main_job(args.out, quick=args.quick, seed=args.seed)
+    main_job(args.out, seed=args.seed, size="quick" if args.quick else "full" if args.full else "main")
     return 0
 
 

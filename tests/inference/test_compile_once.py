@@ -71,3 +71,15 @@ def test_what_changes_the_computation_compiles_again(change):
     before = len(COMPILES)
     post = _fit(entry, **kw)
     assert len(COMPILES) > before and post.info.traces == 1
+
+
+def test_predictions_of_another_posterior_of_the_same_structure_compile_nothing():
+    a, b = _fit(_entry(), seed=0), _fit(_entry(), seed=5)
+    x = _entry().test.x
+    a.predict(x, num_samples=6, chunk_size=3)
+    a.log_likelihood(x, _entry().test.y, num_samples=6, chunk_size=3)
+    before = len(COMPILES)
+    pb = b.predict(x, num_samples=6, chunk_size=3)
+    b.log_likelihood(x, _entry().test.y, num_samples=6, chunk_size=3)
+    assert len(COMPILES) == before
+    assert not np.allclose(pb, a.predict(x, num_samples=6, chunk_size=3))  # b's own parameters were used
