@@ -1,27 +1,55 @@
 """`nuts`: NUTS on the identical model object, chains started from draws of an SVI posterior.
 
+The driver is NumPyro's public functional NUTS (``numpyro.infer.hmc.hmc(potential_fn_gen=..., algo="NUTS")``,
+the kernel `numpyro.infer.NUTS` runs) under one jitted (or pmapped) program per piece:
+
+- ``init``: every chain's HMC state from its start value and key, chains mapped (vmap, pmap or lax.map);
+- ``chunk``: L consecutive NUTS iterations of every chain (``lax.scan``; iterations past the end of the run
+  are masked with ``lax.cond`` and leave the state untouched), returning the constrained draws and the
+  per-iteration statistics.
+
+Warm-up and draws run as host-side chunks of L iterations (a tqdm bar advances per chunk). The data, the
+network state, the start values and the key are ARGUMENTS of both programs, never baked-in constants, and
+both are kept in a module-level cache keyed by the model's structure (`models.structure.cached`),
+the sites' shapes and supports, the data's shapes and dtypes and the settings (num_chains, chain_method,
+num_warmup, target_accept_prob, max_tree_depth, L): a second call with the same model structure, data
+shapes and settings compiles nothing, whatever its seed, data values or init posterior.
+
+The keys follow NumPyro's ``MCMC`` + ``NUTS``: the seed's key is split into one key per chain (not split for a
+single chain) and each chain key is split again, the first half starting the kernel; with
+chain_method="vectorized" the draws equal ``MCMC(NUTS(potential_fn=...), chain_method="vectorized")``'s
+from the same start values (tested).
+
 Pure pieces underneath: `initial_positions` (where each chain starts), `network_state` (batch-norm state
-for evaluation mode), `unconstrained_potential` (the potential energy) and `run_chains` (NumPyro's MCMC);
-`nuts` is the thin front end (validation, defaults, assembling the Posterior).
+for evaluation mode), `unconstrained_potential` (the potential energy; with the model and site priors bound
+it is the kernel's ``potential_fn_gen``), `compiled_sampler` (the cached programs) and `run_sampler` (the
+chunk loop); `nuts` is the thin front end (validation, defaults, assembling the Posterior).
 """
 
 from __future__ import annotations
 
 import time
+import warnings
+from functools import partial
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.distributions import biject_to
-from numpyro.infer import MCMC, NUTS
+from jax import lax
+from numpyro.distributions import biject_to, constraints
+from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
 
 from inference.fit import check_positive_ints, labelled_arrays
 from inference.posterior import Posterior
 from inference.run_info import NutsInfo
+from models import structure
 from models.bridge import unconstrain
 
 EXTRA_FIELDS = ("diverging", "num_steps", "accept_prob", "energy")
+CHAIN_METHODS = ("parallel", "vectorized", "sequential")
+CHUNK_LEN = 50  # NUTS iterations per compiled chunk (fewer when the whole run is shorter)
 
 
 def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num_warmup: int = 500,
@@ -29,6 +57,10 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
          chain_method: str | None = None, progress: bool = True, config: dict | None = None,
          **removed) -> Posterior:
     """Run NUTS (diagonal mass matrix) on `model` with the full data set and return a `Posterior`.
+
+    Warm-up and sampling of all chains compile once per (model structure, data shapes, settings): a second
+    call with the same model structure, data shapes and settings (another seed, other data values of the
+    same shapes, another init posterior) runs without compiling anything.
 
     Args:
       model: the same `models.BNN` object SVI used. The likelihood is not rescaled (n_data=None).
@@ -41,13 +73,19 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         ``num_samples``, NumPyro's name; renamed because everywhere else in the package ``num_samples``
         is the total number of draws. Passing ``num_samples=`` raises TypeError.)
       seed, target_accept_prob, max_tree_depth: as NumPyro's.
-      chain_method: "parallel" (one CPU/GPU device per chain; on CPU call
-        ``numpyro.set_host_device_count(n)`` before JAX starts, as the `zoo` CLI does), "sequential",
-        or "vectorized"; default parallel when enough devices exist, else sequential.
+      chain_method: how the C chains run, always inside one compiled program (never a Python loop):
+        "parallel": one device per chain (``jax.pmap``; on CPU call ``numpyro.set_host_device_count(n)``
+        before JAX starts, as the `zoo` CLI does; with fewer devices than chains it warns and runs
+        "vectorized"); "vectorized": all chains on one device, batched (``jax.vmap``; a batch's tree
+        doubling lasts as long as its longest chain's); "sequential": one chain after the other on one
+        device (``jax.lax.map``). Default: "parallel" when there are at least C > 1 devices, else "vectorized".
+      progress: a tqdm bar over the warm-up and draws, advanced per chunk of iterations; False silences it.
+      config: extra JSON-able configuration saved with the posterior.
     Returns:
-      Posterior(kind="mcmc") with samples {site: (C, D, *site_shape)}, sample_stats
+      Posterior(kind="mcmc") with samples {site: (C, D, *site_shape)} (constrained, NumPy), sample_stats
       {diverging, num_steps, accept_prob, energy}: (C, D) each, and ``info`` a `NutsInfo`
-      (nuts_s, divergences, mean_leapfrog_steps, chain_method).
+      (nuts_s: seconds of warm-up + sampling, compiles included, divergences, mean_leapfrog_steps,
+      chain_method: the method that ran).
     """
     reject_removed_arguments(removed)
     check_positive_ints(num_chains=num_chains, draws_per_chain=draws_per_chain)
@@ -55,19 +93,24 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         raise ValueError(f"num_warmup: expected a non-negative integer, got {num_warmup!r}")
     if init is not None and not isinstance(init, Posterior):
         raise ValueError(f"init: expected an inference.Posterior or None, got {type(init).__name__}")
+    chain_method = resolve_chain_method(chain_method, num_chains)
     x, y = labelled_arrays(model, data, "NUTS")
-    chain_method = default_chain_method(num_chains) if chain_method is None else chain_method
     feature_shape = tuple(x.shape[1:])
     site_priors = model.site_priors(feature_shape)
     key = jax.random.PRNGKey(seed)
     init_u = initial_positions(model, site_priors, feature_shape, init, num_chains, key, seed)
+    if num_chains == 1:
+        init_u = {k: v[None] for k, v in init_u.items()}
     state = network_state(model, feature_shape, init)
-    potential = unconstrained_potential(model, site_priors, jnp.asarray(x), jnp.asarray(y), state)
-    kernel = NUTS(potential_fn=potential, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
-                  dense_mass=False)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=draws_per_chain, num_chains=num_chains,
-                chain_method=chain_method, progress_bar=progress)
-    samples, stats, seconds = run_chains(mcmc, key, init_u, site_transforms(site_priors))
+    total = int(num_warmup) + int(draws_per_chain)
+    sampler = compiled_sampler(model, site_priors, x, y, state, num_chains=int(num_chains),
+                               chain_method=chain_method, num_warmup=int(num_warmup),
+                               target_accept_prob=float(target_accept_prob), max_tree_depth=max_tree_depth,
+                               chunk_len=min(CHUNK_LEN, total))
+    t0 = time.perf_counter()
+    samples, stats, _ = run_sampler(sampler, key, init_u, jnp.asarray(x), jnp.asarray(y), state,
+                                 int(draws_per_chain), progress=progress)
+    seconds = time.perf_counter() - t0
     info = NutsInfo(nuts_s=seconds, divergences=int(stats["diverging"].sum()),
                     mean_leapfrog_steps=float(stats["num_steps"].mean()), chain_method=chain_method)
     return Posterior(model=model, kind="mcmc", samples=samples, sample_stats=stats,
@@ -87,10 +130,23 @@ def reject_removed_arguments(removed: dict) -> None:
 
 
 def default_chain_method(num_chains: int) -> str:
-    """"parallel" when there is one device per chain (and more than one chain), else "sequential"."""
-    # one device per chain when there are enough: NumPyro then traces the kernel's setup once
-    # (a single chain, or sequential chains, run it eagerly: ~250 small compiles, ~7 s on 2 cores)
-    return "parallel" if jax.local_device_count() >= num_chains > 1 else "sequential"
+    """"parallel" when there is one device per chain (and more than one chain), else "vectorized"."""
+    return "parallel" if jax.local_device_count() >= num_chains > 1 else "vectorized"
+
+
+def resolve_chain_method(chain_method: str | None, num_chains: int) -> str:
+    """The chain method that will run: the default for None; "parallel" with fewer devices than
+    `num_chains` warns and becomes "vectorized". Raises ValueError for an unknown method."""
+    if chain_method is None:
+        return default_chain_method(num_chains)
+    if chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method: expected one of {CHAIN_METHODS} or None, got {chain_method!r}")
+    if chain_method == "parallel" and jax.local_device_count() < num_chains:
+        warnings.warn(f"chain_method='parallel' needs {num_chains} devices, but {jax.local_device_count()} "
+                      "are available: running the chains vectorized on one device instead (on CPU, call "
+                      "numpyro.set_host_device_count(n) before JAX starts)", stacklevel=3)
+        return "vectorized"
+    return chain_method
 
 
 def initial_positions(model, site_priors: dict, feature_shape: tuple, init: Posterior | None, num_chains: int,
@@ -122,26 +178,15 @@ def site_transforms(site_priors: dict) -> dict:
     return {k: biject_to(d.support) for k, d in site_priors.items()}
 
 
-def run_chains(mcmc: MCMC, key, init_u: dict, transforms: dict) -> tuple[dict, dict, float]:
-    """Run `mcmc` from `init_u` and return (samples {site: (C, D, *site_shape)} constrained by `transforms`,
-    stats {diverging, num_steps, accept_prob, energy: (C, D)}, seconds) as NumPy arrays.
-
-    seconds: the run plus the device->host copy of the draws (parallel chains run asynchronously).
-    """
-    t0 = time.perf_counter()
-    mcmc.run(key, init_params=init_u, extra_fields=EXTRA_FIELDS)
-    samples = {k: np.asarray(transforms[k](v)) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    seconds = time.perf_counter() - t0
-    stats = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
-    return samples, stats, seconds
-
-
 def unconstrained_potential(model, site_priors, x, y, state=None):
     """The potential energy U(u) = -log p(y, w = T(u) | x) - log|det dT/du| of the full data set over the
     unconstrained values u {site: site_shape array}, for NUTS; x (N, ...), y (N,), state: Haiku state or None.
 
-    Built from the BNN's static site table, so NUTS needs none of NumPyro's ``initialize_model`` (whose
-    eager compiles cost ~10 s per model); the model itself is evaluated by ``numpyro.infer.util.log_density``.
+    ``partial(unconstrained_potential, model, site_priors)`` is the kernel's ``potential_fn_gen``: called with
+    the (traced) data ``(x, y, state)`` it returns the potential, so the data stay arguments of the compiled
+    programs. Built from the BNN's static site table, so NUTS needs none of NumPyro's ``initialize_model``
+    (whose eager compiles cost ~10 s per model); the model itself is evaluated by
+    ``numpyro.infer.util.log_density``.
     """
     transforms = site_transforms(site_priors)
     kwargs = {} if state is None else {"state": state}
@@ -153,3 +198,179 @@ def unconstrained_potential(model, site_priors, x, y, state=None):
         return -(log_joint + log_jac)
 
     return potential
+
+
+class CompiledSampler(NamedTuple):
+    """The compiled NUTS programs of one (model structure, data shapes, settings), chains mapped.
+
+    init(chain_keys (C, 2), z0 {site: (C, *site_shape)} unconstrained, x (N, ...), y (N,), state) -> HMC state
+      with a leading chain axis C (NumPyro's ``HMCState``);
+    chunk(hmc_state, active (L,) bool, x, y, state) -> (hmc_state, (draws {site: (C, L, *site_shape)}
+      constrained, stats {diverging, num_steps, accept_prob, energy: (C, L)})): L iterations, those with
+      ``active`` False leaving the state unchanged (their outputs repeat the last state).
+    """
+
+    init: Callable
+    chunk: Callable
+    num_chains: int
+    chain_method: str
+    num_warmup: int
+    chunk_len: int
+
+
+def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, chain_method: str,
+                     num_warmup: int, target_accept_prob: float, max_tree_depth, chunk_len: int) -> CompiledSampler:
+    """The cached `CompiledSampler` for this model structure, data shapes and dtypes (x (N, ...), y (N,),
+    state) and settings, built by `build_sampler` on a miss (`models.structure.cached`). Only shapes and
+    dtypes of the arrays are read."""
+    settings = dict(num_chains=num_chains, chain_method=chain_method, num_warmup=num_warmup,
+                    target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len)
+    return structure.cached("nuts", sampler_key(model, site_priors, x, y, state, settings),
+                            lambda: build_sampler(model, site_priors, stateful=state is not None, **settings))
+
+
+def sampler_key(model, site_priors: dict, x, y, state, settings: dict) -> tuple:
+    """The parts of the structural cache key: the model (`models.structure.structure_key` reads it), every
+    site's name, prior class, batch and event shapes and support, the shapes and dtypes of x (N, ...), y (N,) and the state, and `settings`."""
+    sites = tuple((name, type(d).__name__, tuple(d.batch_shape), tuple(d.event_shape), support_key(d.support))
+                  for name, d in site_priors.items())
+    leaves, treedef = jax.tree.flatten(state)
+    state_sig = (str(treedef), tuple((tuple(np.shape(v)), str(np.asarray(v).dtype)) for v in leaves))
+    data_sig = (tuple(np.shape(x)), str(np.asarray(x).dtype), tuple(np.shape(y)), str(np.asarray(y).dtype))
+    return (model, sites, data_sig, state_sig, tuple(sorted(settings.items())))
+
+
+def support_key(support) -> tuple:
+    """A hashable description of a NumPyro constraint: its class and its attributes (bounds as values)."""
+    items = []
+    for name, value in sorted(vars(support).items()):
+        if isinstance(value, constraints.Constraint):
+            items.append((name, support_key(value)))
+        else:
+            try:
+                items.append((name, repr(np.asarray(value).tolist())))
+            except Exception:  # noqa: BLE001 - an attribute NumPy cannot hold: its repr
+                items.append((name, repr(value)))
+    return (type(support).__name__, tuple(items))
+
+
+def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, chain_method: str, num_warmup: int,
+                  target_accept_prob: float, max_tree_depth, chunk_len: int) -> CompiledSampler:
+    """Build (not yet compile) the `CompiledSampler`: NumPyro's ``hmc(potential_fn_gen=..., algo="NUTS")`` pair,
+    created here once per cache entry because ``init_kernel`` sets the settings (warm-up length, tree depth,
+    adaptation) as Python state that ``sample_kernel`` reads when traced; `run_sampler` always traces init
+    before the first chunk. Kernel options are NumPyro NUTS's defaults (step size 1, step-size and diagonal
+    mass-matrix adaptation, regularised mass matrix, no heuristic step size). stateful: whether the network
+    state passed to the programs is not None."""
+    init_kernel, sample_kernel = hmc(potential_fn_gen=partial(unconstrained_potential, model, site_priors),
+                                     algo="NUTS")
+    transforms = site_transforms(site_priors)
+
+    def init_one(chain_key, z0, x, y, state):
+        rng_key, _ = jax.random.split(chain_key)  # as NumPyro's HMC.init: (kernel key, model-init key)
+        return init_kernel(z0, num_warmup, step_size=1.0, inverse_mass_matrix=None, adapt_step_size=True,
+                           adapt_mass_matrix=True, dense_mass=False, target_accept_prob=target_accept_prob,
+                           trajectory_length=None, max_tree_depth=max_tree_depth, find_heuristic_step_size=False,
+                           regularize_mass_matrix=True, model_args=(x, y, state), rng_key=rng_key)
+
+    def chunk_one(hmc_state, active, x, y, state):
+        def step(s, is_active):
+            s = lax.cond(is_active, lambda s: sample_kernel(s, model_args=(x, y, state)), lambda s: s, s)
+            draws = {k: transforms[k](v) for k, v in s.z.items()}
+            stats = {"diverging": s.diverging, "num_steps": s.num_steps, "accept_prob": s.accept_prob,
+                     "energy": s.energy}
+            return s, (draws, stats)
+
+        return lax.scan(step, hmc_state, active)
+
+    if chain_method == "vectorized":
+        init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, None, None)))
+        chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, None, None, None)))
+    elif chain_method == "parallel":
+        # the network state is passed only when there is one: JAX 0.10.2's pmap maps the wrong leaves when a
+        # positional argument is an empty pytree (None) while the number of leaves happens to equal the number
+        # of arguments (e.g. a two-site start dict beside state=None: its "one leaf per argument" fast path)
+        extra = (None,) if stateful else ()
+        p_init = jax.pmap(_drop_none_state(init_one), in_axes=(0, 0, None, None) + extra)
+        p_chunk = jax.pmap(_drop_none_state(chunk_one), in_axes=(0, None, None, None) + extra)
+
+        def init(chain_keys, z0, x, y, state):
+            return p_init(chain_keys, z0, x, y, *([state] if stateful else []))
+
+        def chunk(hmc_state, active, x, y, state):
+            return p_chunk(hmc_state, active, x, y, *([state] if stateful else []))
+    elif chain_method == "sequential":
+        def init_seq(chain_keys, z0, x, y, state):
+            return lax.map(lambda a: init_one(a[0], a[1], x, y, state), (chain_keys, z0))
+
+        def chunk_seq(hmc_state, active, x, y, state):
+            return lax.map(lambda s: chunk_one(s, active, x, y, state), hmc_state)
+
+        init, chunk = jax.jit(init_seq), jax.jit(chunk_seq)
+    else:
+        raise ValueError(f"chain_method: expected one of {CHAIN_METHODS}, got {chain_method!r}")
+    return CompiledSampler(init, chunk, num_chains, chain_method, num_warmup, chunk_len)
+
+
+def _drop_none_state(fn: Callable) -> Callable:
+    """fn(a, b, x, y, state) as g(a, b, x, y[, state]): state None when not passed."""
+
+    def without_state(a, b, x, y, *state):
+        return fn(a, b, x, y, state[0] if state else None)
+
+    return without_state
+
+
+def run_sampler(sampler: CompiledSampler, key, init_u: dict, x, y, state, draws_per_chain: int,
+                progress: bool = True) -> tuple[dict, dict, np.ndarray]:
+    """Warm up and sample: ``sampler.num_warmup + draws_per_chain`` NUTS iterations per chain in chunks of
+    ``sampler.chunk_len``, keeping the iterations after warm-up.
+
+    key: the run's PRNG key (split per chain as NumPyro's MCMC does); init_u: {site: (C, *site_shape)}
+    unconstrained start values; x (N, ...), y (N,), state: the data and network state (jit arguments).
+    Returns (samples {site: (C, D, *site_shape)} constrained, stats {diverging, num_steps, accept_prob,
+    energy: (C, D)}, warmup_steps (C,): leapfrog steps of each chain's warm-up), NumPy arrays filled chunk by
+    chunk (the next chunk is queued on the device while the host copies the previous one).
+    """
+    num_chains, chunk_len, num_warmup = sampler.num_chains, sampler.chunk_len, sampler.num_warmup
+    total = num_warmup + draws_per_chain
+    chain_keys = jax.random.split(key, num_chains) if num_chains > 1 else jnp.expand_dims(key, 0)
+    hmc_state = sampler.init(chain_keys, init_u, x, y, state)
+    kept: dict = {}
+    warmup_steps = np.zeros(num_chains, np.int64)
+    bar = _progress(total, progress)
+
+    def collect(start: int, out) -> None:
+        lo, hi = max(num_warmup - start, 0), min(chunk_len, total - start)
+        if lo >= hi:  # warm-up only: copy the step counts (C, L) and no draws
+            warmup_steps[:] += np.asarray(out[1]["num_steps"])[:, :hi].sum(axis=1)
+        else:
+            host = jax.device_get(out)
+            warmup_steps[:] += host[1]["num_steps"][:, :lo].sum(axis=1)
+            for group, arrays in zip(("draws", "stats"), host):
+                for name, value in arrays.items():
+                    if (group, name) not in kept:
+                        kept[group, name] = np.empty((num_chains, draws_per_chain) + value.shape[2:], value.dtype)
+                    kept[group, name][:, start + lo - num_warmup:start + hi - num_warmup] = value[:, lo:hi]
+        bar.update(min(chunk_len, total - start))
+
+    pending = None
+    try:
+        for start in range(0, total, chunk_len):
+            active = np.arange(start, start + chunk_len) < total
+            hmc_state, out = sampler.chunk(hmc_state, active, x, y, state)
+            if pending is not None:
+                collect(*pending)
+            pending = (start, out)
+        collect(*pending)
+    finally:
+        bar.close()
+    samples = {name: kept["draws", name] for name in init_u}  # the model's site order
+    stats = {name: kept["stats", name] for name in EXTRA_FIELDS}
+    return samples, stats, warmup_steps
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc="NUTS", unit="it", leave=False, mininterval=0.5)

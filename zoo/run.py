@@ -136,6 +136,8 @@ class RunSizes:
       digits_steps: SVI steps of every digits row; None: each row's `FitSettings.steps` x `step_fraction`.
       step_fraction: the fraction of each row's documented steps run when `digits_steps` is None (the
         learning-rate schedule and the KL warm-up are built for the shortened length).
+      refine_steps: steps of the rows started at a fitted mean field (`FitSettings.warm_start`: the dense
+        covariance ladder, 20-40x a mean-field step each) when `digits_steps` is None; None: as the others.
     """
 
     moons_steps: int
@@ -147,11 +149,14 @@ class RunSizes:
     rank1_draws_per_chain: int
     digits_steps: int | None
     step_fraction: float = 1.0
+    refine_steps: int | None = None
 
     def steps_of(self, settings: FitSettings) -> int:
         """SVI steps of a digits row fitted under `settings` at these sizes."""
         if self.digits_steps is not None:
             return self.digits_steps
+        if settings.warm_start is not None and self.refine_steps is not None:
+            return self.refine_steps
         return max(1, round(settings.steps * self.step_fraction))
 
 
@@ -162,7 +167,7 @@ FULL = RunSizes(moons_steps=3000, warmup=400, draws_per_chain=400, draws=200, oo
 # job in about 3 minutes on 2 CPU cores (README states the measured time). Not converged: the --full
 # tables are the ones the papers' findings are read from.
 MAIN = RunSizes(moons_steps=1500, warmup=150, draws_per_chain=150, draws=100, ood_draws=10, rank1_warmup=50,
-                rank1_draws_per_chain=50, digits_steps=None, step_fraction=0.2)
+                rank1_draws_per_chain=50, digits_steps=None, step_fraction=0.2, refine_steps=150)
 QUICK = RunSizes(moons_steps=300, warmup=50, draws_per_chain=50, draws=20, ood_draws=5, rank1_warmup=20,
                  rank1_draws_per_chain=20, digits_steps=200)
 SIZES = {"quick": QUICK, "main": MAIN, "full": FULL}

@@ -1,0 +1,209 @@
+"""NUTS cost per leapfrog step and ESS per second: the zoo's `inference.nuts` against the gradient floor and BlackJAX.
+
+Model: the two-moons MLP 2-16-16-2 (``zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": N,
+"noise": 0.1})``), the full-data potential ``inference.nuts.unconstrained_potential``; every sampler starts from
+the same Haiku initialisation per chain (what ``nuts(init=None)`` uses). In one process:
+
+  (a) gradient floor: ``jax.value_and_grad`` of the potential, jitted, 1000 evaluations in a ``lax.fori_loop``
+      (each evaluation at a point moved by the previous gradient, so nothing is hoisted); per evaluation, for
+      one chain and vmapped over C chains (per chain-evaluation);
+  (b) the zoo's nuts, second call (warm: another seed, nothing compiles): seconds / all leapfrog steps of
+      warm-up + draws, summed over chains (the warm-up steps are counted by running the same inputs through
+      the pieces nuts runs, ``compiled_sampler`` + ``run_sampler``; the run is deterministic);
+  (c) BlackJAX: ``window_adaptation(blackjax.nuts)`` + ``blackjax.nuts`` steps in one jitted program vmapped over
+      C chains, the same log density (-potential), warm-up length, draws and tree depth (max_num_doublings),
+      second call timed: seconds / all leapfrog steps;
+  (d) ESS per second of p(y = 1 | x) at the first 20 test points: ``arviz.ess`` of each point's (C, D) draws,
+      min and median over the points, divided by the warm run's seconds, for the zoo and BlackJAX.
+
+Prints the ratios zoo per-leapfrog / gradient floor (goal <= 1.15) and zoo ESS/s / BlackJAX ESS/s (goal >= 1).
+
+BlackJAX is optional: ``pip install 'bnn-zoo[bench]'`` (or ``pip install 'blackjax>=1.2'``); without it (c) and
+(d) for BlackJAX are skipped. Run:
+
+    python benchmarks/bench_nuts.py [--n 2000] [--warmup 500] [--draws 500] [--chains 2] [--max-tree-depth 10]
+                                    [--chain-method vectorized] [--devices K]
+
+--devices K (CPU only) gives JAX K host devices, e.g. for --chain-method parallel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=2000, help="two-moons training points (default 2000)")
+    p.add_argument("--warmup", type=int, default=500, help="warm-up iterations per chain (default 500)")
+    p.add_argument("--draws", type=int, default=500, help="kept draws per chain (default 500)")
+    p.add_argument("--chains", type=int, default=2, help="chains C (default 2)")
+    p.add_argument("--max-tree-depth", type=int, default=10, help="NUTS max tree depth (default 10)")
+    p.add_argument("--chain-method", default="vectorized", choices=("vectorized", "parallel", "sequential"),
+                   help="the zoo's chain method (default vectorized, as BlackJAX's vmap)")
+    p.add_argument("--devices", type=int, default=0, help="host (CPU) devices to give JAX (default: JAX's)")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.devices:
+        import numpyro
+
+        numpyro.set_host_device_count(args.devices)
+
+    import arviz as az
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax, monitoring
+
+    import inference
+    import zoo
+
+    nuts_module = importlib.import_module("inference.nuts")
+    compiles: list = []
+    monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **kw: compiles.append(event) if "backend_compile" in event else None)
+
+    C, W, D, depth = args.chains, args.warmup, args.draws, args.max_tree_depth
+    moons = zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": args.n, "noise": 0.1})
+    model, x, y = moons.model, moons.train.x, moons.train.y
+    x_test = moons.test.x[:20]
+    feature_shape = tuple(x.shape[1:])
+    site_priors = model.site_priors(feature_shape)
+    num_params = sum(int(np.prod(s)) for s in model.site_shapes(feature_shape).values())
+    potential = nuts_module.unconstrained_potential(model, site_priors, jnp.asarray(x), jnp.asarray(y))
+    print(f"device: {jax.devices()[0].device_kind} x {jax.local_device_count()}; two-moons MLP 2-16-16-2 "
+          f"({num_params} weights), N = {args.n}; C = {C} chains, {W} warm-up + {D} draws each, "
+          f"max tree depth {depth}")
+
+    def start_values(seed):
+        init_u = nuts_module.initial_positions(model, site_priors, feature_shape, None, C, jax.random.PRNGKey(seed),
+                                               seed)
+        return {k: v[None] for k, v in init_u.items()} if C == 1 else init_u
+
+    # (a) the gradient floor
+    evals = 1000
+    value_and_grad = jax.value_and_grad(potential)
+
+    def gradient_loop(u):
+        def body(_, carry):
+            u, total = carry
+            value, grad = value_and_grad(u)
+            return jax.tree.map(lambda a, g: a - 1e-6 * g, u, grad), total + value
+
+        return lax.fori_loop(0, evals, body, (u, jnp.zeros(())))
+
+    u0 = start_values(0)
+    floors = {}
+    for name, fn, arg in (("1 chain", jax.jit(gradient_loop), {k: v[0] for k, v in u0.items()}),
+                          (f"{C} chains vmapped", jax.jit(jax.vmap(gradient_loop)), u0)):
+        jax.block_until_ready(fn(arg))
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(arg))
+        per_chain_evals = evals * (1 if name == "1 chain" else C)
+        floors[name] = (time.perf_counter() - t0) / per_chain_evals
+        print(f"(a) gradient floor, {name}: {floors[name] * 1e6:.1f} us per (chain-)evaluation")
+    floor = floors[f"{C} chains vmapped"] if args.chain_method == "vectorized" else floors["1 chain"]
+
+    # (b) the zoo's nuts, warm
+    settings = dict(num_chains=C, num_warmup=W, draws_per_chain=D, max_tree_depth=depth,
+                    chain_method=args.chain_method, progress=False)
+    compiles.clear()
+    t0 = time.perf_counter()
+    inference.nuts(model, moons.train, seed=0, **settings)
+    first_s, first_compiles = time.perf_counter() - t0, len(compiles)
+    compiles.clear()
+    t0 = time.perf_counter()
+    post = inference.nuts(model, moons.train, seed=1, **settings)
+    zoo_s, second_compiles = time.perf_counter() - t0, len(compiles)
+    sampler = nuts_module.compiled_sampler(model, site_priors, x, y, None, num_chains=C,
+                                           chain_method=post.info.chain_method, num_warmup=W,
+                                           target_accept_prob=0.8, max_tree_depth=depth,
+                                           chunk_len=min(nuts_module.CHUNK_LEN, W + D))
+    _, stats, warmup_steps = nuts_module.run_sampler(sampler, jax.random.PRNGKey(1), start_values(1), jnp.asarray(x),
+                                                     jnp.asarray(y), None, D, progress=False)
+    assert np.array_equal(stats["num_steps"], post.sample_stats["num_steps"]), "the recount is not the same run"
+    zoo_steps = int(warmup_steps.sum() + post.sample_stats["num_steps"].sum())
+    zoo_per_step = zoo_s / zoo_steps
+    print(f"(b) zoo nuts ({post.info.chain_method}): first call {first_s:.1f} s ({first_compiles} compiles), "
+          f"second call {zoo_s:.2f} s ({second_compiles} compiles); {zoo_steps} leapfrog steps "
+          f"({int(warmup_steps.sum())} in warm-up), mean {post.sample_stats['num_steps'].mean():.1f} per draw, "
+          f"accept {post.sample_stats['accept_prob'].mean():.3f}, {post.info.divergences} divergences: "
+          f"{zoo_per_step * 1e6:.1f} us per leapfrog step")
+
+    def ess_of(posterior):
+        probs = posterior.predict(x_test, num_samples=C * D)[..., 1].reshape(C, D, -1)
+        ess = np.array([float(az.ess(probs[:, :, j])) for j in range(probs.shape[-1])])
+        return ess.min(), float(np.median(ess))
+
+    zoo_ess = ess_of(post)
+    print(f"(d) zoo ESS of p(y=1|x) at 20 test points: min {zoo_ess[0]:.0f}, median {zoo_ess[1]:.0f}; "
+          f"ESS/s min {zoo_ess[0] / zoo_s:.1f}, median {zoo_ess[1] / zoo_s:.1f}")
+
+    # (c) BlackJAX
+    try:
+        import blackjax
+        from blackjax.adaptation.base import get_filter_adapt_info_fn
+    except ImportError:
+        blackjax = None
+        print("(c) BlackJAX is not installed: pip install 'bnn-zoo[bench]' (or pip install 'blackjax>=1.2'); "
+              "skipping the BlackJAX rows")
+    if blackjax is not None:
+        def logdensity(u):
+            return -potential(u)
+
+        warmup = blackjax.window_adaptation(
+            blackjax.nuts, logdensity, target_acceptance_rate=0.8, max_num_doublings=depth,
+            adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"num_integration_steps"}))
+
+        def one_chain(key, u0):
+            key_warmup, key_draws = jax.random.split(key)
+            (state, params), info = warmup.run(key_warmup, u0, num_steps=W)
+            kernel = blackjax.nuts(logdensity, **params)
+
+            def step(state, key):
+                state, step_info = kernel.step(key, state)
+                return state, (state.position, step_info.num_integration_steps, step_info.is_divergent,
+                               step_info.acceptance_rate)
+
+            _, draws = lax.scan(step, state, jax.random.split(key_draws, D))
+            return draws, info.info.num_integration_steps
+
+        run = jax.jit(jax.vmap(one_chain))
+        t0 = time.perf_counter()
+        jax.block_until_ready(run(jax.random.split(jax.random.PRNGKey(0), C), start_values(0)))
+        bj_first = time.perf_counter() - t0
+        keys, u1 = jax.random.split(jax.random.PRNGKey(1), C), start_values(1)
+        t0 = time.perf_counter()
+        (positions, steps, divergent, accept), warm_steps = jax.block_until_ready(run(keys, u1))
+        bj_s = time.perf_counter() - t0
+        bj_steps = int(np.asarray(steps).sum() + np.asarray(warm_steps).sum())
+        bj_per_step = bj_s / bj_steps
+        print(f"(c) BlackJAX {blackjax.__version__} (vmapped): first call {bj_first:.1f} s, second call {bj_s:.2f} s; "
+              f"{bj_steps} leapfrog steps ({int(np.asarray(warm_steps).sum())} in warm-up), mean "
+              f"{np.asarray(steps).mean():.1f} per draw, accept {np.asarray(accept).mean():.3f}, "
+              f"{int(np.asarray(divergent).sum())} divergences: {bj_per_step * 1e6:.1f} us per leapfrog step")
+        transforms = nuts_module.site_transforms(site_priors)
+        samples = {k: np.asarray(transforms[k](v)) for k, v in positions.items()}
+        bj_post = inference.Posterior(model=model, kind="mcmc", samples=samples, feature_shape=feature_shape)
+        bj_ess = ess_of(bj_post)
+        print(f"(d) BlackJAX ESS of p(y=1|x) at 20 test points: min {bj_ess[0]:.0f}, median {bj_ess[1]:.0f}; "
+              f"ESS/s min {bj_ess[0] / bj_s:.1f}, median {bj_ess[1] / bj_s:.1f}")
+
+    print(f"ratio zoo per-leapfrog / gradient floor ({'vmapped' if args.chain_method == 'vectorized' else '1 chain'}): "
+          f"{zoo_per_step / floor:.2f} (goal <= 1.15); / 1-chain floor: {zoo_per_step / floors['1 chain']:.2f}")
+    if blackjax is not None:
+        print(f"ratio zoo per-leapfrog / BlackJAX per-leapfrog: {zoo_per_step / bj_per_step:.2f}")
+        print(f"ratio zoo ESS/s / BlackJAX ESS/s: min {(zoo_ess[0] / zoo_s) / (bj_ess[0] / bj_s):.2f}, "
+              f"median {(zoo_ess[1] / zoo_s) / (bj_ess[1] / bj_s):.2f} (goal >= 1)")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main()

@@ -1,0 +1,125 @@
+"""The NUTS driver: chains mapped inside one compiled program, compiled once per (model structure, data shapes,
+settings), and checked draw for draw against NumPyro's own MCMC + NUTS from the same start values and key."""
+
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import monitoring
+from numpyro.infer import MCMC, NUTS
+
+import inference
+import zoo
+
+nuts_module = importlib.import_module("inference.nuts")  # `inference.nuts` itself is the function
+
+COMPILES: list = []  # every backend compile of this process (listeners cannot be unregistered: one for the module)
+monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **kwargs: COMPILES.append(event) if "backend_compile" in event else None)
+
+# (chain_method, num_warmup, draws_per_chain, max_tree_depth, chunk length, tolerance of the draws)
+CASES = {
+    # NumPyro's parallel MCMC traces init and sampling inside one pmap, as the driver does: equal to the bit
+    # over 50 iterations, with a padded last chunk and the warm-up ending inside a chunk
+    "parallel": ("parallel", 23, 20, 4, 8, 1e-6),
+    # NumPyro's vectorized (and sequential) MCMC evaluates the initial gradient op by op outside jit, the
+    # driver inside it: the last bits differ (~1e-7), and NUTS trajectories amplify that ~2-3x per iteration
+    # (measured: ~1e-5 after 7 iterations, O(1) after ~15), so only a short run agrees to float tolerance
+    "vectorized": ("vectorized", 3, 4, 3, 4, 1e-4),
+    "sequential": ("sequential", 3, 4, 3, 4, 1e-4),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100, "noise": 0.1})
+
+
+def _init_posterior(entry, seed):
+    """An MCMC Posterior built by hand (1 chain x 4 draws), as a cheap stand-in for an SVI posterior."""
+    rng = np.random.default_rng(seed)
+    shapes = entry.model.site_shapes((2,))
+    samples = {k: rng.normal(0.0, 0.5, (1, 4) + s).astype(np.float32) for k, s in shapes.items()}
+    return inference.Posterior(model=entry.model, kind="mcmc", samples=samples, feature_shape=(2,))
+
+
+def _numpyro_reference(entry, init, chain_method, num_warmup, draws, depth, seed=0):
+    """NumPyro's MCMC(NUTS(potential_fn=...)) from the start values `nuts` uses: (samples constrained, stats)."""
+    x, y = entry.train.x, entry.train.y
+    site_priors = entry.model.site_priors((2,))
+    key = jax.random.PRNGKey(seed)
+    init_u = nuts_module.initial_positions(entry.model, site_priors, (2,), init, 2, key, seed)
+    potential = nuts_module.unconstrained_potential(entry.model, site_priors, jnp.asarray(x), jnp.asarray(y))
+    mcmc = MCMC(NUTS(potential_fn=potential, dense_mass=False, target_accept_prob=0.8, max_tree_depth=depth),
+                num_warmup=num_warmup, num_samples=draws, num_chains=2, chain_method=chain_method, progress_bar=False)
+    mcmc.run(key, init_params=init_u, extra_fields=nuts_module.EXTRA_FIELDS)
+    transforms = nuts_module.site_transforms(site_priors)
+    samples = {k: np.asarray(transforms[k](v)) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    return samples, {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_draws_equal_numpyros_mcmc_and_a_second_call_compiles_nothing(case, tiny, monkeypatch):
+    chain_method, num_warmup, draws, depth, chunk_len, tol = CASES[case]
+    monkeypatch.setattr(nuts_module, "CHUNK_LEN", chunk_len)
+    settings = dict(num_chains=2, num_warmup=num_warmup, draws_per_chain=draws, max_tree_depth=depth,
+                    chain_method=chain_method, progress=False)
+    init = _init_posterior(tiny, 0)
+    post = inference.nuts(tiny.model, tiny.train, init=init, seed=0, **settings)
+
+    shapes = tiny.model.site_shapes((2,))
+    assert list(post.samples) == list(shapes)
+    for k, s in shapes.items():
+        assert post.samples[k].shape == (2, draws) + s and isinstance(post.samples[k], np.ndarray)
+    assert {k: v.shape for k, v in post.sample_stats.items()} == {k: (2, draws) for k in nuts_module.EXTRA_FIELDS}
+    assert post.info.chain_method == chain_method
+    assert post.info.mean_leapfrog_steps == float(post.sample_stats["num_steps"].mean())
+
+    samples, stats = _numpyro_reference(tiny, init, chain_method, num_warmup, draws, depth)
+    for k in shapes:
+        np.testing.assert_allclose(post.samples[k], samples[k], rtol=tol, atol=tol, err_msg=k)
+    np.testing.assert_array_equal(post.sample_stats["num_steps"], stats["num_steps"])
+    np.testing.assert_array_equal(post.sample_stats["diverging"], stats["diverging"])
+    np.testing.assert_allclose(post.sample_stats["accept_prob"], stats["accept_prob"], rtol=tol, atol=tol)
+
+    # the same model object and settings, another seed, other data values of the same shapes, another init
+    x, y = tiny.train.x, tiny.train.y
+    other = (x + np.float32(0.05) * np.random.default_rng(1).normal(size=x.shape).astype(x.dtype), y[::-1].copy())
+    COMPILES.clear()
+    again = inference.nuts(tiny.model, other, init=_init_posterior(tiny, 1), seed=1, **settings)
+    assert COMPILES == []
+    assert not np.allclose(again.samples["mlp/~/linear_0/w"], post.samples["mlp/~/linear_0/w"])
+
+
+def test_chain_method_is_checked_and_parallel_falls_back_without_devices(tiny):
+    with pytest.raises(ValueError, match=r"chain_method: expected one of .*got 'threads'"):
+        inference.nuts(tiny.model, tiny.train, chain_method="threads")
+    assert nuts_module.resolve_chain_method(None, 1) == "vectorized"
+    assert nuts_module.resolve_chain_method(None, 2) == ("parallel" if jax.local_device_count() >= 2 else "vectorized")
+    with pytest.warns(UserWarning, match="running the chains vectorized"):
+        assert nuts_module.resolve_chain_method("parallel", jax.local_device_count() + 1) == "vectorized"
+
+
+def test_a_second_call_from_another_svi_posterior_compiles_nothing(tiny, monkeypatch):
+    """Chains started from an SVI posterior: its draws come from one jitted function per guide structure
+    (`Posterior.draws`), so another fit of the same guide starts NUTS without compiling. (The same guide object
+    here; guides built apart with equal structure share it too.)"""
+    chain_method, num_warmup, draws, depth, chunk_len, _ = CASES["parallel"]
+    monkeypatch.setattr(nuts_module, "CHUNK_LEN", chunk_len)
+    settings = dict(num_chains=2, num_warmup=num_warmup, draws_per_chain=draws, max_tree_depth=depth,
+                    progress=False)
+    guide = inference.mean_field(tiny.model)
+    fits = [inference.fit(tiny.model, guide, tiny.train, steps=5, batch_size=32, progress=False, seed=s)
+            for s in (0, 1)]
+    first = inference.nuts(tiny.model, tiny.train, init=fits[0], seed=0, **settings)
+    COMPILES.clear()
+    second = inference.nuts(tiny.model, tiny.train, init=fits[1], seed=0, **settings)
+    assert COMPILES == []
+    assert first.info.chain_method == second.info.chain_method == default_method()
+    assert not np.allclose(first.samples["mlp/~/linear_0/w"], second.samples["mlp/~/linear_0/w"])
+
+
+def default_method():
+    return "parallel" if jax.local_device_count() >= 2 else "vectorized"
