@@ -30,10 +30,11 @@ from inference.posterior import Posterior
 from inference.run_info import FitInfo
 from models.bridge import BNN, STATE_SITE
 from models import structure
+from models.errors import ZooError
 from inference.batches import minibatch_blocks
 
 
-class NonFiniteLossError(FloatingPointError):
+class NonFiniteLossError(ZooError, FloatingPointError):
     """Training hit a NaN/inf loss or gradient. ``.posterior`` holds the last finite state, ``.step`` the bad step."""
 
     def __init__(self, message, posterior, step):

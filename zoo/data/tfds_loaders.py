@@ -29,6 +29,7 @@ import numpy as np
 
 from zoo.data import tokens as tokens_lib
 from inference.data import Dataset
+from models.errors import ZooError
 
 CIFAR10_CORRUPTIONS = (
     "brightness", "contrast", "defocus_blur", "elastic", "fog", "frost", "frosted_glass_blur",
@@ -56,7 +57,7 @@ _SPECS = {
 }
 
 
-class DatasetNotPreparedError(FileNotFoundError):
+class DatasetNotPreparedError(ZooError, FileNotFoundError):
     """A TFDS data set is not prepared (in a random-access format) in the data directory."""
 
 

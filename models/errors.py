@@ -1,0 +1,60 @@
+"""The package's own errors: every error a user meets for bad input or a damaged file is one of these.
+
+All derive from `ZooError`, and each also derives from the built-in exception a caller would expect
+(`InputError` is a ValueError, `ArgumentTypeError` a TypeError as well, `CheckpointError` a ValueError), so
+``except ValueError`` keeps working while ``except ZooError`` catches exactly the package's own failures (the
+`zoo` command line prints those as one line, anything else is a bug and keeps its traceback).
+
+They live in `models`, the bottom of the package DAG (models <- inference <- evals <- zoo), so every package
+raises the same types.
+"""
+
+from __future__ import annotations
+
+
+class ZooError(Exception):
+    """Base of every error bnn-zoo raises on purpose (bad input, damaged checkpoint, unstable training)."""
+
+
+class InputError(ZooError, ValueError):
+    """A bad argument: names the argument, the value received and what was expected.
+
+    Attributes:
+      argument: the argument's name as the caller wrote it (e.g. "y", "num_samples", "--lr").
+      value: a short description of the value received (its repr, shape or the offending entries).
+      expected: what would have been accepted.
+    """
+
+    def __init__(self, argument: str, value, expected: str, hint: str = ""):
+        self.argument, self.value, self.expected = argument, value, expected
+        shown = value if isinstance(value, str) and value.startswith("<") else described(value)
+        message = f"{argument}: expected {expected}, got {shown}"
+        super().__init__(message + (f"; {hint}" if hint else ""))
+
+
+class ArgumentTypeError(InputError, TypeError):
+    """An argument of the wrong type (also a TypeError)."""
+
+
+class CheckpointError(ZooError, ValueError):
+    """A checkpoint that cannot be used: a missing, truncated or edited file, or one saved from another model.
+
+    Attributes:
+      path: the checkpoint directory.
+      file: the file at fault (None when the checkpoint as a whole is at fault).
+      problem: what is wrong, in words.
+    """
+
+    def __init__(self, path: str, problem: str, file: str | None = None):
+        self.path, self.file, self.problem = str(path), file, problem
+        where = f"{self.path}/{file}" if file else self.path
+        super().__init__(f"checkpoint {where!r}: {problem}")
+
+
+def described(value) -> str:
+    """A short description of `value` for an error message: arrays by shape and dtype, others by repr."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None and len(shape) > 0:
+        return f"<array of shape {tuple(shape)}, dtype {dtype}>"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
