@@ -1,7 +1,14 @@
 """`save` / `load` of a Posterior: arrays in ``arrays.npz`` (exact float round trip) and, in
-``posterior.json``, the site shapes, the model's ``spec`` (with its ``origin``) and the guide config that
-rebuilds the guide. `load` attaches the posterior to a model the caller passes; ``zoo.load`` rebuilds a
+``posterior.json``, the site shapes, the model's ``spec`` (with its ``origin``), the model's ``identity``
+(network and its arguments, prior, likelihood, training data; see `inference.model_identity`) and the guide
+config that rebuilds the guide. `load` attaches the posterior to a model the caller passes and refuses a model
+whose identity (or, for checkpoints older than identities, whose site shapes) differ; ``zoo.load`` rebuilds a
 catalogue entry's model from the stored origin first.
+
+Crashes lose nothing: a checkpoint is written into a staging folder and moved into place at once
+(`inference.atomic_dir.atomic_directory`), so a process killed mid-save leaves the previous checkpoint (or the
+new one) readable. ``MANIFEST.json`` holds each file's size and SHA-256; a missing, truncated or edited file
+raises `models.errors.CheckpointError` naming it. Checkpoints written before manifests still load.
 
 ``Posterior.info`` is stored as {field: value} with its type's name ("FitInfo" / "NutsInfo") and loads
 back as that NamedTuple; a checkpoint from before those types (a plain dict) fills the matching fields
@@ -11,24 +18,40 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 
 import numpy as np
 
+from inference.atomic_dir import MANIFEST, atomic_directory, readable_path, verify_directory
+from inference.model_identity import first_difference, model_identity
 from inference.posterior import Posterior
 from inference.run_info import info_from_record, info_record
 from models.bridge import flatten_params, unflatten_params
+from models.errors import ArgumentTypeError, CheckpointError, InputError
 
 FORMAT = 1
+ARRAYS = "arrays.npz"
+META = "posterior.json"
+REQUIRED_FIELDS = ("kind", "feature_shape", "site_shapes", "config")
 
 
-def save(posterior: Posterior, path: str) -> str:
-    """Write `posterior` to the directory `path` (created). Returns the path.
+def save(posterior: Posterior, path) -> str:
+    """Write `posterior` to the directory `path` (str or os.PathLike; created, or replaced as a whole when it
+    holds a checkpoint). Returns `path`.
 
-    Stored: kind, feature shape, site shapes, the model's spec (its origin included), the guide and
-    posterior configs, guide params or MCMC samples, losses and sample stats, and ``info`` as
-    {field: value} with its type's name in ``info_type``.
+    Stored: kind, feature shape, site shapes {site: shape}, the model's spec (its origin included) and
+    identity, the guide and posterior configs, guide params {name: array} or MCMC samples {site: (chains,
+    draws, *shape)}, losses (steps,), sample stats {name: (chains, draws)}, network state, and ``info`` as
+    {field: value} with its type's name in ``info_type``. The write is atomic (see the module docstring).
+
+    Raises ArgumentTypeError for a `posterior` that is not a Posterior or a `path` that is not a path, and
+    InputError when `path` is a folder holding files of something other than a checkpoint (saving replaces
+    the whole folder).
     """
-    os.makedirs(path, exist_ok=True)
+    if not isinstance(posterior, Posterior):
+        raise ArgumentTypeError("posterior", posterior, "an inference.Posterior")
+    target = _path_arg(path)
+    _check_target(target)
     arrays = {}
     for group, values in (("params", posterior.params), ("samples", posterior.samples),
                           ("sample_stats", posterior.sample_stats)):
@@ -38,7 +61,6 @@ def save(posterior: Posterior, path: str) -> str:
         arrays["losses"] = np.asarray(posterior.losses)
     for k, v in flatten_params(posterior.state or {}).items():
         arrays[f"state::{k}"] = np.asarray(v)
-    np.savez(os.path.join(path, "arrays.npz"), **arrays)
     info_type, info = info_record(posterior.info)
     meta = {
         "format": FORMAT,
@@ -46,74 +68,150 @@ def save(posterior: Posterior, path: str) -> str:
         "feature_shape": list(posterior.feature_shape),
         "site_shapes": {k: list(v) for k, v in posterior.model.site_shapes(posterior.feature_shape).items()},
         "model": posterior.model.spec,
+        "identity": model_identity(posterior.model),
         "guide": getattr(posterior.guide, "config", None) if posterior.guide is not None else None,
         "config": posterior.config,
         "info_type": info_type,
         "info": info,
     }
-    with open(os.path.join(path, "posterior.json"), "w") as f:
-        json.dump(meta, f, indent=2, default=_json_default)
+    text = json.dumps(meta, indent=2, default=_json_default)  # before anything is written: errors leave no trace
+    with atomic_directory(target) as staging:
+        np.savez(os.path.join(staging, ARRAYS), **arrays)
+        with open(os.path.join(staging, META), "w") as f:
+            f.write(text)
     return path
 
 
-def read_meta(path: str) -> dict:
+def read_meta(path) -> dict:
     """The metadata ``posterior.json`` of the checkpoint at `path`: kind, feature_shape, site_shapes, model
-    (the BNN's ``spec``, with its ``origin``), guide, config, info.
+    (the BNN's ``spec``, with its ``origin``), identity (None in older checkpoints), guide, config, info.
 
-    Raises FileNotFoundError when `path` holds no checkpoint, ValueError for another format version.
+    Every file is checked against the manifest first. Raises FileNotFoundError when `path` holds no
+    checkpoint, `CheckpointError` (a ValueError) naming the file for a missing, truncated, edited or
+    unreadable file or another format version.
     """
-    meta_path = os.path.join(path, "posterior.json")
-    if not os.path.exists(meta_path):
-        raise FileNotFoundError(f"path: no checkpoint at {path!r} (expected {meta_path})")
-    with open(meta_path) as f:
-        meta = json.load(f)
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"path: checkpoint format {meta.get('format')} is not {FORMAT}")
-    return meta
+    return _read(_path_arg(path))[1]
 
 
-def load(path: str, model=None) -> Posterior:
+def load(path, model=None) -> Posterior:
     """Read a Posterior written by `save`, attached to `model`.
 
-    `model`: the BNN the checkpoint was saved from (a model of the same sites and shapes). It is required:
-    None raises ValueError (``zoo.load(path)`` rebuilds a catalogue entry's model from the checkpoint).
-    A model whose sites differ from the stored ones raises ValueError naming the first mismatch.
+    `model`: the BNN the checkpoint was saved from. It is required: None raises InputError (``zoo.load(path)``
+    rebuilds a catalogue entry's model from the checkpoint). A model whose identity differs from the stored
+    one (network name or arguments such as the activation, prior or likelihood spec, training data) raises
+    `CheckpointError` naming the first difference, e.g. "activation: saved relu, model tanh"; parts unknown on
+    either side are not compared, and a checkpoint without an identity (older format) is checked by its site
+    shapes only. Damaged files raise `CheckpointError` naming the file (see `read_meta`).
     """
-    meta = read_meta(path)
+    target = _path_arg(path)
+    folder, meta = _read(target)
     if model is None:
-        raise ValueError(f"model: expected the BNN the checkpoint at {str(path)!r} was saved from, got None; "
+        raise InputError("model", None, f"the BNN the checkpoint at {target!r} was saved from",
                          "pass model=..., or use zoo.load(path) to rebuild a catalogue entry's model")
-    config = meta["config"]
+    if not callable(getattr(model, "site_shapes", None)):
+        raise ArgumentTypeError("model", model, "a models.BNN (the model the checkpoint was saved from)")
     feature_shape = tuple(meta["feature_shape"])
-    stored = {k: tuple(v) for k, v in meta["site_shapes"].items()}
-    current = dict(model.site_shapes(feature_shape))
-    if stored != current:
-        diff = sorted(set(stored.items()) ^ set(current.items()))
-        raise ValueError(f"model: the checkpoint was saved from another model; first differing site {diff[0]}")
-    with np.load(os.path.join(path, "arrays.npz")) as z:
-        groups: dict = {"params": {}, "samples": {}, "sample_stats": {}, "state": {}}
-        losses = None
-        for key in z.files:
-            if key == "losses":
-                losses = z[key]
-            else:
-                group, name = key.split("::", 1)
-                groups[group][name] = z[key]
+    _check_model(target, meta, model, feature_shape)
+    groups, losses = _read_arrays(folder)
     guide = None
     if meta["kind"] == "svi":
         from inference.registry import make_guide
 
-        guide_cfg = dict(meta["guide"] or {})
+        guide_cfg = dict(meta.get("guide") or {})
         name = guide_cfg.pop("name", None)
         if name is None:
-            raise ValueError("path: the checkpoint has no guide config to rebuild its guide from")
+            raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
         guide = make_guide(name, model, **guide_cfg)
         guide.setup(np.zeros((1,) + feature_shape, np.float32))
     return Posterior(model=model, kind=meta["kind"], guide=guide,
                      params=groups["params"] or None, samples=groups["samples"] or None,
                      sample_stats=groups["sample_stats"] or None, losses=losses,
                      feature_shape=feature_shape, state=unflatten_params(groups["state"]) or None,
-                     config=config, info=info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"]))
+                     config=meta["config"],
+                     info=info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"]))
+
+
+def _read(path: str) -> tuple[str, dict]:
+    """(folder, metadata) of the checkpoint at `path`, its files verified against the manifest."""
+    folder = readable_path(path)
+    verify_directory(folder, required=(META, ARRAYS))
+    try:
+        with open(os.path.join(folder, META), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise CheckpointError(folder, f"is not valid JSON ({err})", META) from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(folder, f"holds a JSON {type(meta).__name__}, expected an object", META)
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(folder, f"has checkpoint format {meta.get('format')!r}; this version reads format "
+                                      f"{FORMAT}", META)
+    missing = [k for k in REQUIRED_FIELDS if k not in meta]
+    if missing:
+        raise CheckpointError(folder, f"lacks the fields {missing}", META)
+    return folder, meta
+
+
+def _check_model(path: str, meta: dict, model, feature_shape: tuple) -> None:
+    """Refuse `model` when its identity or its site shapes differ from the checkpoint's."""
+    saved = meta.get("identity")
+    if isinstance(saved, dict):
+        difference = first_difference(saved, model_identity(model) or {})
+        if difference:
+            raise CheckpointError(path, f"model: the checkpoint was saved from another model; {difference}")
+    stored = {k: tuple(v) for k, v in meta["site_shapes"].items()}
+    current = {k: tuple(v) for k, v in model.site_shapes(feature_shape).items()}
+    if stored != current:
+        raise CheckpointError(path, f"model: the checkpoint was saved from another model; {_site_difference(stored, current)}")
+
+
+def _site_difference(stored: dict, current: dict) -> str:
+    for name, shape in stored.items():
+        if name not in current:
+            return f"site {name!r} {shape} is not in the model"
+        if current[name] != shape:
+            return f"site {name!r}: saved shape {shape}, model {current[name]}"
+    extra = next(k for k in current if k not in stored)
+    return f"the model has site {extra!r} {current[extra]}, the checkpoint does not"
+
+
+def _read_arrays(folder: str) -> tuple[dict, np.ndarray | None]:
+    """({group: {name: array}}, losses) from ``arrays.npz``; a damaged archive raises CheckpointError."""
+    groups: dict = {"params": {}, "samples": {}, "sample_stats": {}, "state": {}}
+    losses = None
+    try:
+        with np.load(os.path.join(folder, ARRAYS)) as z:
+            for key in z.files:
+                if key == "losses":
+                    losses = z[key]
+                    continue
+                group, name = key.split("::", 1)
+                groups[group][name] = z[key]
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as err:
+        raise CheckpointError(folder, f"cannot be read as the checkpoint's arrays ({type(err).__name__}: {err})",
+                              ARRAYS) from None
+    return groups, losses
+
+
+def _path_arg(path) -> str:
+    """`path` (str or os.PathLike) as a str; anything else raises ArgumentTypeError."""
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        raise ArgumentTypeError("path", path, "a directory path (str or os.PathLike)") from None
+    if not isinstance(text, str) or not text:
+        raise InputError("path", path, "a non-empty directory path")
+    return text
+
+
+def _check_target(path: str) -> None:
+    """Refuse to save over a folder that holds something other than a checkpoint (it would be replaced)."""
+    if not os.path.isdir(path):
+        return
+    names = sorted(os.listdir(path))
+    if names and META not in names and MANIFEST not in names:
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise InputError("path", path, "a new or empty directory, or an existing checkpoint",
+                         f"it holds other files ({shown}), and saving replaces the whole folder; choose another path")
 
 
 def _json_default(o):

@@ -67,6 +67,12 @@ class BNN:
       name: a label used in reports.
       origin: an optional JSON-able description of what built this model (e.g. the catalogue entry's
         ``zoo.get`` arguments, set by ``zoo.get``); stored in `spec`, so that a checkpoint can rebuild it.
+
+    Two attributes, None unless set (``zoo.get`` sets both), make `identity` precise:
+      arguments: {name: JSON value} of every argument that built the network, defaults included (e.g.
+        ``{"hidden": [4], "activation": "relu", "prior_scale": 1.0, ...}``).
+      data_identity: the training data: ``{"name": ..., "kwargs": {...}}`` for a named data set, or
+        ``{"fingerprint": inference.model_identity.data_fingerprint(x, y)}`` for the user's own arrays.
     """
 
     def __init__(self, network_fn: Callable, prior, likelihood, name: str = "bnn", origin: dict | None = None):
@@ -83,6 +89,8 @@ class BNN:
         self.likelihood = likelihood
         self.name = name
         self.origin = origin
+        self.arguments: dict | None = None
+        self.data_identity: dict | None = None
         self._sites_cache: dict = {}
         self._output_width_cache: dict = {}
         self._stateful: dict = {}
@@ -225,6 +233,20 @@ class BNN:
             "prior": getattr(self.prior, "spec", None),
             "likelihood": getattr(self.likelihood, "spec", None),
             "origin": self.origin,
+        }
+
+    @property
+    def identity(self) -> dict:
+        """What identifies this model, stored in checkpoints and compared on load (`inference.load` refuses a
+        model whose identity differs): {"network": name, "arguments", "prior": spec, "likelihood": spec,
+        "data": data_identity}. None marks a part that is unknown (e.g. the arguments of a network built by
+        hand); unknown parts are not compared."""
+        return {
+            "network": self.name,
+            "arguments": self.arguments,
+            "prior": getattr(self.prior, "spec", None),
+            "likelihood": getattr(self.likelihood, "spec", None),
+            "data": self.data_identity,
         }
 
 

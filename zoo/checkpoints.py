@@ -4,46 +4,130 @@
 entry's arguments as its ``origin``, which `inference.save` stores in the model spec; an older checkpoint
 names the entry in its posterior config (``config["entry"]``, as `zoo fit` writes it). Either rebuilds
 the entry with ``zoo.get``.
+
+``zoo.get`` also gives its model an identity (`set_entry_identity`): every argument of the entry's build
+function, defaults included, and the training data (a named data set with its arguments, or a SHA-256
+fingerprint of the user's own arrays). `inference.load` compares it with the checkpoint's, so a checkpoint of
+a model fitted on the user's arrays is never rebuilt onto a shipped data set: ``zoo.load`` asks for the
+arrays (``zoo.load(path, data=...)``) and checks them against the fingerprint.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
+
 import inference
 from inference.checkpoint import read_meta
-from zoo.registry import get
+from inference.model_identity import data_fingerprint, describe_data
+from models.errors import InputError
+from zoo import registry
+
+# Data set arguments that say where the files are, not what the data are (left out of the identity).
+LOCATION_KWARGS = ("data_dir",)
 
 
-def entry_spec(path: str) -> dict:
+def set_entry_identity(model, build, kwargs: dict, train, data_name: str | None, data_kwargs: dict) -> None:
+    """Set ``model.arguments`` and ``model.data_identity`` (see `models.BNN`) for an entry built by ``zoo.get``.
+
+    Args:
+      model: the BNN ``build(train, **kwargs)`` returned.
+      build: the entry's build function; its defaults complete `kwargs`, so that an argument left at its
+        default and the same value passed explicitly give the same identity.
+      kwargs: the architecture arguments the caller passed.
+      train: the training `Dataset` (its x (N, *feature_shape) and y (N,) are fingerprinted for user arrays).
+      data_name: the named data set, or None for the user's own arrays.
+      data_kwargs: the data set's arguments (where-the-files-are ones such as ``data_dir`` are left out).
+    """
+    arguments = {}
+    for name, p in list(inspect.signature(build).parameters.items())[1:]:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if name in kwargs:
+            arguments[name] = kwargs[name]
+        elif p.default is not p.empty:
+            arguments[name] = p.default
+    arguments.update({k: v for k, v in kwargs.items() if k not in arguments})
+    model.arguments = json.loads(json.dumps(arguments, default=_described))
+    if data_name is None:
+        model.data_identity = {"fingerprint": data_fingerprint(train.x, train.y)}
+    else:
+        kept = {k: v for k, v in (data_kwargs or {}).items() if k not in LOCATION_KWARGS}
+        model.data_identity = {"name": data_name, "kwargs": json.loads(json.dumps(kept, default=_described))}
+
+
+def entry_spec(path) -> dict:
     """The ``zoo.get`` keyword arguments of the entry whose posterior is saved at `path`.
 
-    ``config["entry"]`` if the checkpoint has it, else the stored model spec's ``origin``. Raises
-    FileNotFoundError when `path` holds no checkpoint and ValueError when the checkpoint names no
-    rebuildable entry (a model built outside the catalogue, or an entry built on the user's own arrays).
+    ``config["entry"]`` if the checkpoint has it, else the stored model spec's ``origin``; an entry built on
+    the user's own arrays has no "data" key (see `load_entry`). Raises FileNotFoundError when `path` holds no
+    checkpoint, CheckpointError for a damaged one, and InputError when the checkpoint names no entry (a model
+    built outside the catalogue).
     """
     meta = read_meta(path)
     spec = (meta.get("config") or {}).get("entry") or (meta.get("model") or {}).get("origin")
     if not spec:
-        raise ValueError(f"path: the checkpoint at {str(path)!r} names no zoo entry (its model was not built "
-                         "by zoo.get); load it with inference.load(path, model=...) and the model it was saved from")
-    if "data" not in spec:
-        raise ValueError(f"path: the checkpoint at {str(path)!r} is of entry {spec.get('name')!r} built on the "
-                         "user's own arrays, which it does not store; rebuild the entry with zoo.get(..., data=arrays) "
-                         "and load it with inference.load(path, model=entry.model)")
+        raise InputError("path", str(path), "a checkpoint of a model built by zoo.get",
+                         "the checkpoint names no zoo entry (its model was not built by zoo.get); load it with "
+                         "inference.load(path, model=...) and the model it was saved from")
     return dict(spec)
 
 
-def load_entry(path: str):
+def load_entry(path, data=None):
     """(entry, posterior): the rebuilt zoo `Entry` (its model, train and test data) and the `inference.Posterior`
     saved at `path`, attached to ``entry.model``.
 
     Rebuilds the entry with ``zoo.get(**entry_spec(path))`` and calls ``inference.load(path, model=entry.model)``,
-    which checks the site shapes (a model of other shapes raises ValueError).
+    which compares the model's identity (arguments, prior, likelihood, data) or, for older checkpoints, its
+    site shapes, and raises CheckpointError on a difference.
+
+    data: only for a checkpoint of a model fitted on the user's own arrays, which it does not store: the same
+      arrays as ``zoo.get`` took them, ``(x_train, y_train, x_test, y_test)``, or ``(x_train, y_train)`` (then
+      the entry's test set is the training set). Their fingerprint must equal the stored one (checkpoints older
+      than fingerprints: their shapes must fit). Without them such a checkpoint is refused (InputError), never
+      rebuilt on another data set; `data` for a checkpoint of a named data set is refused too.
     """
-    entry = get(**entry_spec(path))
+    spec = entry_spec(path)
+    on_own_arrays = "data" not in spec
+    if on_own_arrays and data is None:
+        saved = (read_meta(path).get("identity") or {}).get("data")
+        what = describe_data(saved) if saved else "the user's own arrays"
+        raise InputError("data", None, "the training arrays the checkpoint's model was fitted on",
+                         f"the checkpoint at {str(path)!r} is of entry {spec.get('name')!r} fitted on {what}, which "
+                         "it does not store; pass them: zoo.load(path, data=(x_train, y_train, x_test, y_test))")
+    if not on_own_arrays and data is not None:
+        shown = f"<{type(data).__name__} of length {len(data)}>" if isinstance(data, (tuple, list)) else data
+        raise InputError("data", shown, f"None: the checkpoint is of the data set {spec['data']!r}, which zoo.load "
+                                        "rebuilds itself")
+    if on_own_arrays:
+        spec["data"] = _four_arrays(data)
+    entry = registry.get(**spec)
     return entry, inference.load(path, model=entry.model)
 
 
-def load(path: str):
+def load(path, data=None):
     """The `inference.Posterior` saved at `path`, attached to a freshly built model of its zoo entry
-    (see `load_entry`). Params / samples round-trip exactly, so predictions equal the saved posterior's."""
-    return load_entry(path)[1]
+    (see `load_entry`; `data`: the user's own arrays of an entry built on them). Params / samples round-trip
+    exactly, so predictions equal the saved posterior's."""
+    return load_entry(path, data)[1]
+
+
+def _four_arrays(data) -> tuple:
+    """`data` as (x_train, y_train, x_test, y_test); a pair (x, y) is used as both train and test."""
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        return (data[0], data[1], data[0], data[1])
+    if isinstance(data, (tuple, list)) and len(data) == 4:
+        return tuple(data)
+    raise InputError("data", data, "a tuple (x_train, y_train, x_test, y_test) or (x_train, y_train)")
+
+
+def _described(value):
+    """JSON stand-in for an argument JSON cannot hold: an array as nested lists, a function by its module and
+    name, another object by its type (never a repr holding a memory address)."""
+    if hasattr(value, "shape") and hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (tuple, set)):
+        return list(value)
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"

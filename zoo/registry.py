@@ -106,6 +106,9 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
     if data_name is None:
         config.pop("data")
     model.origin = _json_copy(config)  # the model knows the entry that built it (checkpoints store it)
+    from zoo.checkpoints import set_entry_identity  # here: zoo.checkpoints imports this module
+
+    set_entry_identity(model, s.build, kwargs, train, data_name, data_kwargs)  # compared when a checkpoint loads
     return Entry(name, model, train, test, config, s.description)
 
 
