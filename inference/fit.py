@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import jax
@@ -417,7 +418,7 @@ def start_params(init_params) -> dict | None:
         return None
     if isinstance(init_params, Posterior):
         return init_params.unconstrained_params()
-    if not isinstance(init_params, dict):
+    if not isinstance(init_params, Mapping):
         raise InputError("init_params", init_params, "None, an SVI Posterior or a dict of unconstrained guide "
                          "parameters {name: array}")
     if params_owner(init_params) is not None:

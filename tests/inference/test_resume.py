@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import optax
 import pytest
@@ -212,3 +213,32 @@ def test_params_that_do_not_round_trip_are_refused(entry, reference):
         broken.unconstrained_params()
     with pytest.raises(InputError, match="posterior.params"):
         _fit(entry, init_params=broken)
+
+
+def test_a_batch_norm_fit_resumes_with_its_moving_averages(tmp_path, monkeypatch):
+    """The model's mutable state (batch-norm moving averages) is part of the saved state: the resumed fit's
+    Posterior.state and params equal the uninterrupted fit's."""
+    import models
+    from models.networks.lenet5 import lenet5
+
+    model = models.bnn(lenet5(channels=(1, 1), hidden=2, padding="SAME", batch_norm=True))
+    rng = np.random.default_rng(0)
+    data = (rng.normal(size=(24, 4, 4, 1)).astype(np.float32), rng.integers(0, 10, 24).astype(np.int32))
+    kw = dict(steps=12, batch_size=8, chunk_size=3, seed=1, progress=False, optimizer=optax.adam(1e-2))
+
+    def run(**more):
+        return inference.fit(model, inference.mean_field(model), data, **kw, **more)
+
+    whole = run()
+    assert whole.state  # a stateful model
+    monkeypatch.setattr(FIT, "_progress", lambda *a: _InterruptAfter(3))
+    with pytest.raises(KeyboardInterrupt):
+        run(checkpoint_dir=tmp_path / "bn")
+    monkeypatch.undo()
+    assert saved_step(tmp_path / "bn") == 6
+    resumed = run(checkpoint_dir=tmp_path / "bn", resume=True)
+    _assert_same_fit(resumed, whole)
+    flat = lambda tree: jax.tree_util.tree_leaves(tree)  # noqa: E731
+    assert len(flat(whole.state)) > 0
+    for a, b in zip(flat(resumed.state), flat(whole.state)):
+        np.testing.assert_array_equal(a, b)
