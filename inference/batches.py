@@ -25,16 +25,43 @@ def minibatches(n: int, batch_size: int, seed: int | np.random.Generator) -> np.
     return order[:num_batches * batch_size].reshape(num_batches, batch_size)
 
 
+class MinibatchOrder:
+    """The endless row order of a fit: successive epochs of `minibatches` drawn from one
+    ``np.random.default_rng(seed)``, taken `count` rows at a time, that can be saved and restored mid-epoch.
+
+    `state()` is ({bit generator state}: JSON-able, pending: int64 (P, batch_size) the drawn rows not yet
+    taken); ``MinibatchOrder(n, batch_size, state=...)`` continues exactly where that order stood, so a
+    resumed fit sees the batches an uninterrupted one would.
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int = 0, state: tuple | None = None):
+        self.n, self.batch_size = int(n), int(batch_size)
+        self.rng = np.random.default_rng(seed)
+        self.pending = np.zeros((0, batch_size), np.int64)
+        if state is not None:
+            self.rng.bit_generator.state, self.pending = state[0], np.asarray(state[1], np.int64)
+
+    def take(self, count: int) -> np.ndarray:
+        """The next `count` rows: int32 (count, batch_size)."""
+        while len(self.pending) < count:
+            self.pending = np.concatenate([self.pending, minibatches(self.n, self.batch_size, self.rng)])
+        out, self.pending = self.pending[:count], self.pending[count:]
+        return out.astype(np.int32)
+
+    def state(self) -> tuple:
+        """(bit generator state dict, pending rows int64 (P, batch_size)): what `__init__` restores."""
+        return self.rng.bit_generator.state, self.pending
+
+    def blocks(self, steps: int, block: int):
+        """Yield the next `steps` rows `block` at a time: int32 (count, batch_size), count = `block` except
+        for the last; rows are taken only as each block is asked for."""
+        for start in range(0, steps, block):
+            yield self.take(min(block, steps - start))
+
+
 def minibatch_blocks(n: int, batch_size: int, steps: int, seed: int, block: int):
     """The `steps` minibatch index rows of a fit, `block` rows at a time: yields int32 (count, batch_size)
     arrays, count = `block` except for the last. Rows are successive epochs of `minibatches` drawn from one
     ``np.random.default_rng(seed)`` (each epoch a fresh permutation), drawn as they are needed, so memory
-    holds one epoch and one block however many steps there are."""
-    rng = np.random.default_rng(seed)
-    pending = np.zeros((0, batch_size), np.int64)
-    for start in range(0, steps, block):
-        count = min(block, steps - start)
-        while len(pending) < count:
-            pending = np.concatenate([pending, minibatches(n, batch_size, rng)])
-        out, pending = pending[:count], pending[count:]
-        yield out.astype(np.int32)
+    holds one epoch and one block however many steps there are (`MinibatchOrder`)."""
+    return MinibatchOrder(n, batch_size, seed).blocks(steps, block)

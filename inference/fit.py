@@ -13,7 +13,10 @@ data are jit arguments, and the jitted initialisation and update are cached by s
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import jax
@@ -26,12 +29,13 @@ from numpyro.distributions import biject_to
 
 from inference.data_args import as_arrays, check_model_data
 from inference.elbo import annealed_elbo_loss
-from inference.posterior import Posterior
+from inference.batches import MinibatchOrder, minibatch_blocks
+from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
+from inference.posterior import Posterior, params_owner
 from inference.run_info import FitInfo
-from models.bridge import BNN, STATE_SITE
 from models import structure
-from models.errors import ZooError
-from inference.batches import minibatch_blocks
+from models.bridge import BNN, STATE_SITE
+from models.errors import InputError, ZooError
 
 
 class NonFiniteLossError(ZooError, FloatingPointError):
@@ -76,6 +80,22 @@ def guide_params(guide, rng_key, x, y, n_data) -> tuple[dict, dict]:
             constraints[name] = c
             params[name] = biject_to(c).inv(site["value"]) if c is not None else site["value"]
     return params, constraints
+
+
+def guide_constraints(guide, feature_shape: tuple) -> dict:
+    """{param name: constraint or None} of `guide`'s parameters for inputs of `feature_shape`, read from one
+    abstract trace (`jax.eval_shape`: nothing is compiled or computed)."""
+    x = jnp.zeros((1,) + tuple(feature_shape), jnp.float32)
+    guide.setup(x)
+    found = {}
+
+    def trace(key):
+        params, constraints = guide_params(guide, key, x, jnp.zeros((1,), jnp.int32), 1)
+        found.update(constraints)
+        return params
+
+    jax.eval_shape(trace, jax.random.PRNGKey(0))
+    return found
 
 
 def guide_param_init(guide, rng_key, x, y, n_data):
@@ -186,8 +206,10 @@ class CompiledFit:
         params_u, constraints = guide_params(self.guide, key, xb, yb, self.n_data)
         self.constraints.update(constraints)
         self.param_shapes = {k: jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)) for k, v in params_u.items()}
-        if start is not None:
-            params_u = {k: jnp.asarray(start[k], params_u[k].dtype) for k in params_u}
+        # every leaf strongly typed (an initialiser's constants are weakly typed), so that a state read back
+        # from a checkpoint (NumPy arrays, never weak) has the very types of this one: no retrace on resuming
+        params_u = {k: jnp.asarray(v if start is None else start[k], dtype=jnp.result_type(v))
+                    for k, v in params_u.items()}
         mutable = initial_mutable(self.model, self.guide, key, xb, yb, self.n_data)
         return SVIState(params_u, self.optimizer.init(params_u), mutable, jnp.array(False))
 
@@ -217,7 +239,8 @@ def minibatch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndar
 
 def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimizer=None,
         kl_warmup: int = 0, num_particles: int = 1, seed: int = 0, progress: bool = True,
-        chunk_size: int = 500, init_params: dict | None = None, config: dict | None = None) -> Posterior:
+        chunk_size: int = 500, init_params=None, config: dict | None = None,
+        checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -231,9 +254,25 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
       progress: a tqdm bar over chunks, with the running loss; chunk_size: steps per scanned chunk (every
         chunk has this length, the last one padded with skipped steps, so any number of steps reuses one
         compiled update);
-      init_params: unconstrained guide parameters {name: array} to start from, every parameter of the
-        guide with its shape (e.g. from `inference.from_mean_field`);
-      config: extra JSON-able configuration saved with the posterior (checkpoints use it to rebuild).
+      init_params: where to start: a fitted SVI `Posterior` of a guide with the same parameters (warm start
+        at its exact unconstrained parameters, `Posterior.unconstrained_params`), or unconstrained guide
+        parameters {name: array}, every parameter of the guide with its shape (e.g. from
+        `inference.from_mean_field`). ``posterior.params`` (constrained: scales > 0) is refused, since it
+        would be read as unconstrained values;
+      config: extra JSON-able configuration saved with the posterior (checkpoints use it to rebuild);
+      checkpoint_dir: a folder for the fit's state (`inference.fit_state`: unconstrained guide parameters,
+        optimiser state, step, PRNG key, position in the minibatch order, mutable state, losses so far and
+        what identifies the run), written atomically (`inference.atomic_dir`): every `checkpoint_every`
+        steps, at the end of the first chunk that reaches each multiple (chunks end every `chunk_size`
+        steps), when the fit is interrupted (KeyboardInterrupt: Ctrl-C, or a signal handler raising it; the
+        state at the last finished chunk), and at the end. A folder that already holds a fit state is
+        refused unless `resume`;
+      checkpoint_every: steps between saves (None: only on interruption and at the end);
+      resume: continue the fit saved in `checkpoint_dir` (a warning says so when there is none and the fit
+        starts at step 0). The state is checked against this call (model, guide, steps, batch size, seed,
+        KL warm-up, particles, chunk size, optimiser, data, init_params; a difference raises CheckpointError
+        naming it), and the resumed fit's Posterior equals the uninterrupted fit's bit for bit (params and
+        losses). A finished fit's state returns its Posterior without a step.
 
     Compiled once per structure: the initialisation and the scanned update are cached process-wide by what
     determines them (the model's and guide's structure, the optimiser, n_data, num_particles, minibatch
@@ -241,18 +280,22 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     other data of the same shape or another number of steps compile nothing.
 
     Returns:
-      Posterior(kind="svi") with constrained guide params, ``losses`` (steps,) and ``info`` a
-      `FitInfo` (first_step_s, fit_s, traces: 0 when the compiled update was reused).
+      Posterior(kind="svi") with constrained guide params, their unconstrained values (``unconstrained``),
+      ``losses`` (steps,) and ``info`` a `FitInfo` (first_step_s, fit_s, traces: 0 when the compiled update
+      was reused; first_step_s None when a resumed fit had no step left).
 
     Raises:
-      NonFiniteLossError when a loss or gradient is NaN/inf: ``err.posterior`` has the last finite state.
+      NonFiniteLossError when a loss or gradient is NaN/inf: ``err.posterior`` has the last finite state
+      (the state saved in `checkpoint_dir` stays the last one saved before).
     """
     check_fit_args(steps=steps, batch_size=batch_size, num_particles=num_particles, chunk_size=chunk_size,
                    kl_warmup=kl_warmup)
+    check_checkpoint_args(checkpoint_dir, checkpoint_every, resume)
     x, y = labelled_arrays(model, data, "training")
     n = x.shape[0]
     batch_size = min(batch_size, n)
     optimizer = optimizer if optimizer is not None else optax.adam(1e-3)
+    start = start_params(init_params)
     t0 = time.perf_counter()
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
@@ -260,25 +303,130 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     guide.setup(xb)
     fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size)
     traces_before = fns.traces[0]
-    state = init_state(fns, init_key, xb, yb, init_params)
+    state = init_state(fns, init_key, xb, yb, start)
+    order, done, losses_before, saver = MinibatchOrder(n, batch_size, seed), 0, np.zeros(0, np.float32), None
+    if checkpoint_dir is not None:
+        identity = run_identity(model, guide, optimizer, x, y, feature_shape=tuple(np.shape(x)[1:]), steps=steps,
+                                batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, num_particles=num_particles,
+                                chunk_size=chunk_size, init_params=start)
+        saver = Checkpoints(checkpoint_dir, identity, checkpoint_every, run_key)
+        resumed = saver.restore(state, resume)
+        if resumed is not None:
+            state, done, losses_before = resumed.state, resumed.step, resumed.losses
+            run_key = saver.rng_key = jnp.asarray(resumed.rng_key)
+            order = MinibatchOrder(n, batch_size, state=resumed.order)
     warmup = jnp.float32(kl_warmup)
 
     def run_chunk(state, idx, step_ids):
         return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, warmup)
 
+    def chunk_done(state, step, losses):
+        saver.chunk_done(state, step, losses_before, losses, order.state())
+
     bar = _progress(steps, progress, getattr(model, "name", "model"))
+    bar.update(done)
     try:
-        run = run_steps(run_chunk, state, minibatch_blocks(n, batch_size, steps, seed, chunk_size), chunk_size,
-                        bar, t0)
+        run = run_steps(run_chunk, state, order.blocks(steps - done, chunk_size), chunk_size, bar, t0,
+                        start=done, on_chunk=chunk_done if saver is not None else None)
+        if saver is not None and run.bad_step is None:
+            saver.save_last()
+    except KeyboardInterrupt:
+        if saver is not None:
+            saver.save_last()  # the state at the last finished chunk, then the interruption goes on
+        raise
     finally:
         bar.close()
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
                    traces=fns.traces[0] - traces_before)
-    post = svi_posterior(model, guide, run.state, fns.constrain, run.losses,
+    post = svi_posterior(model, guide, run.state, fns.constrain, np.concatenate([losses_before, run.losses]),
                          feature_shape=tuple(np.shape(x)[1:]), config=config, info=info)
     if run.bad_step is not None:
         raise non_finite_error(run, post)
     return post
+
+
+class Checkpoints:
+    """What `fit` saves in its `checkpoint_dir` and when (the files: `inference.fit_state`).
+
+    `restore` reads the state to resume from; `chunk_done` (after every finished chunk) remembers that
+    chunk's state and saves it when a multiple of `every` steps was reached; `save_last` saves the
+    remembered state unless it is saved already (at the end, and when the fit is interrupted).
+    """
+
+    def __init__(self, path: str, identity: dict, every: int | None, rng_key):
+        self.path, self.identity, self.every, self.rng_key = path, identity, every, rng_key
+        self.saved_step, self.last = 0, None
+
+    def restore(self, template: SVIState, resume: bool):
+        """The `inference.fit_state.FitState` to continue from (checked against this run and `template`, the
+        initial state), or None to start at step 0. Without `resume`, a folder holding a fit state raises
+        InputError; with it and no state, a warning says that the fit starts at step 0."""
+        if not resume:
+            found = saved_step(self.path)
+            if found is not None:
+                raise InputError("checkpoint_dir", self.path, "a folder without a saved fit state, or resume=True",
+                                 hint=f"it holds a fit saved after {found} steps; pass resume=True to continue "
+                                      "it, or another folder to start afresh")
+            return None
+        resumed = load_fit_state(self.path, self.identity, template)
+        if resumed is None:
+            warnings.warn(f"checkpoint_dir: no saved fit state at {str(self.path)!r}; the fit starts at step 0",
+                          stacklevel=3)
+            return None
+        self.saved_step = resumed.step
+        return resumed
+
+    def chunk_done(self, state: SVIState, step: int, losses_before: np.ndarray, losses: list, order: tuple):
+        """Remember the state after `step` steps (losses: `losses_before` and the chunks' loss arrays, a list
+        that only grows) and the minibatch order's state; save when a multiple of `every` was passed."""
+        self.last = (state, step, losses_before, losses, len(losses), order)
+        if self.every is not None and step // self.every > self.saved_step // self.every:
+            self.save_last()
+
+    def save_last(self) -> None:
+        """Save the remembered state, if newer than the saved one."""
+        if self.last is None or self.last[1] == self.saved_step:
+            return
+        state, step, losses_before, losses, count, order = self.last
+        save_fit_state(self.path, self.identity, state, step, np.concatenate([losses_before] + losses[:count]),
+                       self.rng_key, order)
+        self.saved_step = step
+
+
+def check_checkpoint_args(checkpoint_dir, checkpoint_every, resume) -> None:
+    """Raise InputError unless `checkpoint_dir` is None or a path, `checkpoint_every` None or a positive
+    integer (and then with a `checkpoint_dir`), and `resume` a bool (True only with a `checkpoint_dir`)."""
+    if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
+        raise InputError("checkpoint_dir", checkpoint_dir, "a folder path (str) or None")
+    if checkpoint_every is not None:
+        check_positive_ints(checkpoint_every=checkpoint_every)
+        if checkpoint_dir is None:
+            raise InputError("checkpoint_every", checkpoint_every, "None when no checkpoint_dir is given",
+                             hint="pass checkpoint_dir=... to say where the fit state goes")
+    if not isinstance(resume, (bool, np.bool_)):
+        raise InputError("resume", resume, "True or False")
+    if resume and checkpoint_dir is None:
+        raise InputError("resume", resume, "False when no checkpoint_dir is given",
+                         hint="pass checkpoint_dir=... the folder of the fit to resume")
+
+
+def start_params(init_params) -> dict | None:
+    """Unconstrained guide parameters {name: array} to start from, from `fit`'s `init_params`: None, a
+    Posterior (its `Posterior.unconstrained_params`) or such a dict. Raises InputError for an MCMC posterior
+    and for ``posterior.params`` (the constrained values of a live Posterior)."""
+    if init_params is None:
+        return None
+    if isinstance(init_params, Posterior):
+        return init_params.unconstrained_params()
+    if not isinstance(init_params, Mapping):
+        raise InputError("init_params", init_params, "None, an SVI Posterior or a dict of unconstrained guide "
+                         "parameters {name: array}")
+    if params_owner(init_params) is not None:
+        raise InputError("init_params", "<posterior.params, the constrained parameters of a Posterior>",
+                         "unconstrained guide parameters",
+                         hint="pass init_params=posterior (or posterior.unconstrained_params()) to start from a "
+                              "fitted posterior; read as unconstrained values, its scales would change")
+    return init_params
 
 
 def check_fit_args(*, kl_warmup, **positive) -> None:
@@ -342,15 +490,19 @@ class StepsRun(NamedTuple):
     bad_what: str | None
 
 
-def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float) -> StepsRun:
+def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float, *, start: int = 0,
+              on_chunk=None) -> StepsRun:
     """Run the steps of `blocks`, a chunk at a time, stopping at the first non-finite one.
 
     run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated)) is the jitted
     chunk with the key, data and warm-up bound; blocks: an iterable of (count, B) minibatch index arrays,
     count <= chunk_len, in step order (`inference.batches.minibatch_blocks`); each is padded to `chunk_len`
     (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar advanced per chunk.
+    start: the global number of the first step (a resumed fit's steps done); on_chunk(state, steps done,
+    [losses (count,) of every chunk so far]) is called after every finished chunk, before the next block is
+    asked for. The returned ``losses`` are this call's steps, ``bad_step`` is global.
     """
-    losses, first_step_s, start = [], None, 0
+    losses, first_step_s = [], None
     for block in blocks:
         count = len(block)
         idx = np.zeros((chunk_len,) + block.shape[1:], np.int32)
@@ -369,6 +521,8 @@ def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float
         bar.update(count)
         bar.set_postfix(loss=f"{float(np.mean(chunk_losses)):.4g}")
         start += count
+        if on_chunk is not None:
+            on_chunk(state, start, losses)
     return StepsRun(state, _concat(losses), first_step_s, None, None)
 
 
@@ -386,13 +540,15 @@ def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
 def svi_posterior(model, guide, state: SVIState, constrain, losses: np.ndarray, *, feature_shape: tuple,
                   config: dict | None, info: FitInfo) -> Posterior:
     """Posterior(kind="svi") of `state`: constrained guide params (``constrain(state.params)``, e.g.
-    `CompiledFit.constrain`) and the network state on the host, losses (steps,), feature_shape (x.shape[1:])."""
+    `CompiledFit.constrain`), the unconstrained ones and the network state on the host, losses (steps,),
+    feature_shape (x.shape[1:])."""
     params = constrain(state.params)
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
     return Posterior(
         model=model, kind="svi", guide=guide, params=jax.device_get(params),
         state=jax.device_get(network_state), losses=losses,
         feature_shape=feature_shape, config=dict(config or {}), info=info,
+        unconstrained=jax.device_get(state.params),
     )
 
 

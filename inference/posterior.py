@@ -6,6 +6,7 @@ which kind it is beyond `draws`.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import jax
@@ -14,6 +15,7 @@ import numpy as np
 
 from inference.run_info import FitInfo, NutsInfo, check_info
 from models import structure
+from models.errors import InputError
 
 
 @dataclass
@@ -32,6 +34,9 @@ class Posterior:
       info: what the run recorded: a `FitInfo` (SVI: first_step_s, fit_s, traces), a `NutsInfo` (MCMC:
         nuts_s, divergences, mean_leapfrog_steps, chain_method), or None (built by hand); see
         `inference.run_info` for the fields and their units.
+      unconstrained: SVI: the guide parameters as the optimiser saw them {name: array} (unconstrained, as
+        `inference.fit` ends; None when not kept, e.g. a loaded checkpoint): `unconstrained_params` returns
+        them exactly, so that a fit started from this posterior starts at this very point.
     """
 
     model: object
@@ -45,6 +50,7 @@ class Posterior:
     state: dict | None = None
     config: dict = field(default_factory=dict)
     info: FitInfo | NutsInfo | None = None
+    unconstrained: dict | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.kind not in ("svi", "mcmc"):
@@ -54,6 +60,43 @@ class Posterior:
         if self.kind == "mcmc" and self.samples is None:
             raise ValueError("an MCMC Posterior needs samples")
         check_info(self.info)
+        if self.params is not None:
+            _PARAMS_OWNERS[id(self.params)] = self
+
+    def unconstrained_params(self) -> dict:
+        """{name: array}: the SVI guide parameters in the unconstrained space `inference.fit` optimises, what
+        ``fit(..., init_params=...)`` takes (or pass the Posterior itself as ``init_params``).
+
+        The exact values the fit ended with when this Posterior kept them (`unconstrained`); otherwise (a loaded
+        checkpoint) ``params`` mapped through the inverse of each parameter's constraint (`biject_to`),
+        checked to map back: raises InputError naming the parameter when one does not (e.g. a scale of 0,
+        whose unconstrained value is -inf). Raises InputError for an MCMC posterior.
+        """
+        if self.kind != "svi":
+            raise InputError("posterior", f"<a {self.kind!r} Posterior>", "an SVI posterior (guide parameters); "
+                             "an MCMC posterior has draws, not parameters")
+        if self.unconstrained is not None:
+            return dict(self.unconstrained)
+        from numpyro.distributions import biject_to
+
+        from inference.fit import guide_constraints
+
+        constraints = guide_constraints(self.guide, self.feature_shape)
+        out = {}
+        for name, value in self.params.items():
+            c = constraints.get(name)
+            if c is None:
+                out[name] = np.asarray(value)
+                continue
+            u = np.asarray(biject_to(c).inv(value))
+            back = np.asarray(biject_to(c)(u))
+            if not (np.all(np.isfinite(u)) and np.allclose(back, value, rtol=1e-5, atol=0.0)):
+                bad = np.flatnonzero(~np.isfinite(u) | ~np.isclose(back, value, rtol=1e-5, atol=0.0))
+                raise InputError(f"posterior.params[{name!r}]", f"<{bad.size} entries such as "
+                                 f"{np.ravel(value)[bad[0]]!r}>", f"values inside the support of {c} that map to "
+                                 "finite unconstrained values and back")
+            out[name] = u
+        return out
 
     # ----- draws ------------------------------------------------------------------------------
     @property
@@ -191,6 +234,16 @@ class Posterior:
             if n < chunk_size:
                 chunk = {k: jnp.concatenate([v, jnp.repeat(v[-1:], chunk_size - n, 0)]) for k, v in chunk.items()}
             yield start, chunk, n, total
+
+
+_PARAMS_OWNERS: "weakref.WeakValueDictionary[int, Posterior]" = weakref.WeakValueDictionary()
+
+
+def params_owner(params) -> Posterior | None:
+    """The live Posterior whose ``params`` is the very dict `params` (constrained values), or None: lets
+    `inference.fit` refuse ``init_params=posterior.params``, which it would read as unconstrained."""
+    owner = _PARAMS_OWNERS.get(id(params))
+    return owner if owner is not None and owner.params is params else None
 
 
 # ----- reducers: fold per-draw values (n, *shape) chunk by chunk, never holding more than one chunk -------

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
+import types
 
 
 def _ints(text):
@@ -12,6 +18,16 @@ def _ints(text):
         return tuple(int(t) for t in text.split(",") if t)
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,64, got {text!r}") from err
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--lr", type=float, default=1e-3)
     f.add_argument("--kl-warmup", type=int, default=0)
     f.add_argument("--particles", type=int, default=1)
+    f.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
+                   help="save the resumable fit state every N steps (at chunk ends); it is saved on Ctrl-C / "
+                        "SIGTERM in any case")
+    f.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                   help="folder of the resumable fit state (default: OUT.fit-state beside --out; removed once "
+                        "the posterior is saved)")
+    f.add_argument("--resume", action="store_true",
+                   help="continue the fit saved in the fit-state folder (same settings), or start one")
 
     n = sub.add_parser("nuts", help="NUTS on the same model; --init starts the chains from an SVI posterior")
     entry_args(n)
@@ -134,16 +158,123 @@ def cmd_fit(args):
 
     import evals
     import inference
+    from inference.fit_state import saved_step
 
+    check_out(args.out)  # before any work: nothing is trained that cannot be saved
+    state_dir = args.checkpoint_dir or args.out.rstrip("/\\") + ".fit-state"
+    check_fit_state_dir(state_dir, args.resume)
     entry = _entry(args)
     guide = inference.make_guide(args.guide, entry.model)
-    post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
-                         optimizer=optax.adam(args.lr), kl_warmup=args.kl_warmup, num_particles=args.particles,
-                         seed=args.seed, progress=not args.quiet, config={"entry": entry.config})
+    try:
+        with _interrupts_raise_keyboard_interrupt() as interrupt:
+            post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
+                                 optimizer=optax.adam(args.lr), kl_warmup=args.kl_warmup,
+                                 num_particles=args.particles, seed=args.seed, progress=not args.quiet,
+                                 config={"entry": entry.config}, checkpoint_dir=state_dir,
+                                 checkpoint_every=args.checkpoint_every, resume=args.resume)
+    except inference.NonFiniteLossError as err:
+        inference.save(err.posterior, args.out)
+        print(f"zoo fit: error: {err} The last finite posterior is saved to {args.out}.", file=sys.stderr)
+        return EXIT_NON_FINITE
+    except KeyboardInterrupt:
+        signum = interrupt.signum or signal.SIGINT
+        step = saved_step(state_dir)
+        saved = (f"the fit state after step {step} of {args.steps} is saved in {state_dir}; run the same command "
+                 "with --resume to continue" if step else "no step had finished, nothing to save")
+        print(f"zoo fit: interrupted by {signal.Signals(signum).name}: {saved}", file=sys.stderr)
+        return 128 + signum
     inference.save(post, args.out)
+    shutil.rmtree(state_dir, ignore_errors=True)  # the posterior holds what it was for
     evals.score(post, entry.test)
-    print(f"saved to {args.out} (first step after {post.info.first_step_s:.1f} s, fit {post.info.fit_s:.1f} s)")
+    print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
+          f"fit {post.info.fit_s:.1f} s)")
     return 0
+
+
+EXIT_NON_FINITE = 3  # `zoo fit`'s exit status when training stopped at a NaN/inf (the last finite posterior saved)
+
+
+def _seconds(value) -> str:
+    return "- (no step left to run)" if value is None else f"{value:.1f} s"
+
+
+def check_out(path: str) -> None:
+    """Refuse an `--out` that could not take the saved posterior, before any work: an existing file, a
+    non-empty folder that holds no saved posterior (a saved posterior is replaced), or a place where no
+    folder can be written. Raises InputError naming --out (the CLI prints one line, exit status 2)."""
+    from models.errors import InputError
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError("--out", path, "a folder to save the posterior in", hint="it is an existing file")
+    if os.path.isdir(path) and os.listdir(path) and not os.path.isfile(os.path.join(path, "posterior.json")):
+        raise InputError("--out", path, "a new or empty folder, or one holding a saved posterior",
+                         hint=f"it holds other files ({_some(os.listdir(path))}); choose another folder")
+    _check_writable_place(path, "--out")
+
+
+def _some(names: list) -> str:
+    names = sorted(names)
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def check_fit_state_dir(path: str, resume: bool) -> None:
+    """Refuse a fit-state folder (--checkpoint-dir, default OUT.fit-state) that `zoo fit` could not use: a file,
+    a non-empty folder holding no fit state, a saved fit without --resume (it would be started afresh), or a
+    place where no folder can be written. Raises InputError (exit status 2)."""
+    from inference.fit_state import saved_step
+    from models.errors import InputError
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError("--checkpoint-dir", path, "a folder for the fit state", hint="it is an existing file")
+    step = saved_step(path)
+    if step is None and os.path.isdir(path) and os.listdir(path):
+        raise InputError("--checkpoint-dir", path, "a new or empty folder, or one holding a saved fit state",
+                         hint="it holds other files; choose another folder with --checkpoint-dir")
+    if step is not None and not resume:
+        raise InputError("--checkpoint-dir", path, "no saved fit state, or --resume",
+                         hint=f"it holds a fit saved after {step} steps: add --resume to continue it, or remove "
+                              "the folder to start afresh")
+    _check_writable_place(path, "--checkpoint-dir")
+
+
+def _check_writable_place(path: str, arg: str) -> None:
+    """Raise InputError naming `arg` unless a file can be created in the folder that will hold `path` (its
+    nearest existing ancestor): folders are written beside their final place and renamed into it."""
+    from models.errors import InputError
+
+    place = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(place):
+        place = os.path.dirname(place)
+    if not os.path.isdir(place):
+        raise InputError(arg, path, "a path inside a folder", hint=f"{place!r} is a file")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".zoo-write-test-", dir=place)
+    except OSError as err:
+        raise InputError(arg, path, "a place where a folder can be written",
+                         hint=f"cannot write in {place!r} ({err.strerror})") from None
+    os.close(fd)
+    os.remove(probe)
+
+
+@contextlib.contextmanager
+def _interrupts_raise_keyboard_interrupt():
+    """While the block runs, SIGINT and SIGTERM raise KeyboardInterrupt (so `inference.fit` saves its state
+    before stopping); yields an object whose ``signum`` is the signal that arrived (None before one did)."""
+    interrupt = types.SimpleNamespace(signum=None)
+
+    def handler(signum, frame):
+        interrupt.signum = signum
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # handlers can be set in the main thread only
+        yield interrupt
+        return
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield interrupt
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def cmd_nuts(args):
@@ -151,6 +282,7 @@ def cmd_nuts(args):
     import inference
     from inference import diagnostics
 
+    check_out(args.out)  # before any work
     entry = _entry(args)
     init = _init_posterior(args.init, entry) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,

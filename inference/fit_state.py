@@ -1,0 +1,191 @@
+"""The saved state of a fit in progress: what `inference.fit` writes to ``checkpoint_dir`` and resumes from.
+
+A fit state is a folder written all at once by `inference.atomic_dir.atomic_directory` (a process killed
+mid-save leaves the previous state readable) with two files besides the manifest:
+
+- ``fit_state.npz``: every leaf of the `SVIState` pytree (``leaf_00000`` ...: the unconstrained guide
+  parameters, the optimiser state, the model's mutable state, the stop flag), the loss of every step done
+  (``losses``, (step,) float32), the run's PRNG key (``rng_key``) and the minibatch rows drawn but not yet
+  used (``order_pending``, int64 (P, batch_size)).
+- ``fit_state.json``: the format, the number of steps done, the pytree structure (``treedef``, its string)
+  and every leaf's shape and dtype, the minibatch generator's state, and the run's identity (`run_identity`).
+
+Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
+warm-up, particles, chunk size, a fingerprint of the optimiser's behaviour, of the data and of the initial
+parameters) and the pytree structure against the run being resumed, and refuses another run naming the
+first difference, so a resumed fit continues exactly the run it saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from inference.atomic_dir import atomic_directory, readable_path, verify_directory
+from models.errors import CheckpointError
+
+FORMAT = 1
+STATE_JSON = "fit_state.json"
+STATE_NPZ = "fit_state.npz"
+
+
+class FitState(NamedTuple):
+    """A fit resumed from disk. state: the SVIState pytree (leaves as NumPy arrays); step: steps done;
+    losses: (step,) float32; rng_key: the run's key (uint32 array); order: the `MinibatchOrder` state
+    (generator state dict, pending rows int64 (P, batch_size))."""
+
+    state: object
+    step: int
+    losses: np.ndarray
+    rng_key: np.ndarray
+    order: tuple
+
+
+def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_size, seed, kl_warmup,
+                 num_particles, chunk_size, init_params) -> dict:
+    """JSON-able {what: value} that identifies a fit: a checkpoint resumes only the run whose identity equals
+    the one it stored.
+
+    x (N, ...), y (N,): the training data (fingerprinted, `array_fingerprint`); `init_params`: the
+    unconstrained start {name: array} or None (fingerprinted); the optimiser by `optimizer_fingerprint`;
+    the model by its ``spec`` (name, prior, likelihood, origin) and site shapes; the guide by its ``config``.
+    """
+    site_shapes = model.site_shapes(feature_shape) if hasattr(model, "site_shapes") else {}
+    identity = {
+        "model": getattr(model, "spec", None) or type(model).__qualname__,
+        "site_shapes": {k: list(v) for k, v in site_shapes.items()},
+        "guide": getattr(guide, "config", None) or type(guide).__qualname__,
+        "steps": steps, "batch_size": batch_size, "seed": seed, "kl_warmup": kl_warmup,
+        "num_particles": num_particles, "chunk_size": chunk_size,
+        "optimizer": optimizer_fingerprint(optimizer),
+        "data": {"x": array_fingerprint(x), "y": array_fingerprint(y)},
+        "init_params": None if init_params is None else
+        {k: array_fingerprint(v) for k, v in sorted(init_params.items())},
+    }
+    return json.loads(json.dumps(identity, default=_json_default))  # tuples -> lists, as they load back
+
+
+def array_fingerprint(a) -> str:
+    """'shape dtype blake2b-hex' of the array `a`'s bytes: equal for equal arrays, in every process."""
+    a = np.ascontiguousarray(np.asarray(a))
+    digest = hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest()
+    return f"{list(a.shape)} {a.dtype} {digest}"
+
+
+def optimizer_fingerprint(optimizer) -> str | None:
+    """A fingerprint of what an optax GradientTransformation does: its updates for three fixed gradients on a
+    fixed 3-vector (so another learning rate or another optimiser differs), or None when it cannot run on
+    that vector (e.g. one that needs the guide's parameter names); the state's structure is checked apart."""
+    params = {"w": np.array([0.5, -1.0, 2.0], np.float32)}
+    grads = [np.array([1.0, -2.0, 0.25], np.float32), np.array([-0.5, 0.1, 3.0], np.float32),
+             np.array([0.0, 1.0, -1.0], np.float32)]
+    try:
+        state, updates = optimizer.init(params), []
+        for g in grads:
+            update, state = optimizer.update({"w": g}, state, params)
+            updates.append(np.asarray(update["w"], np.float32))
+    except Exception:  # noqa: BLE001 - any optimiser that cannot run on the probe is simply not fingerprinted
+        return None
+    return array_fingerprint(np.stack(updates))
+
+
+def saved_step(path: str) -> int | None:
+    """Steps done in the fit state at `path` (or its previous version after a crash mid-save), or None when
+    there is none."""
+    try:
+        folder = readable_path(path)
+    except FileNotFoundError:
+        return None
+    try:
+        with open(os.path.join(folder, STATE_JSON)) as f:
+            return int(json.load(f)["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_fit_state(path: str, identity: dict, state, step: int, losses: np.ndarray, rng_key, order: tuple) -> None:
+    """Write the fit state to the folder `path` atomically (see the module docstring).
+
+    state: the SVIState pytree after `step` steps; losses: (step,) float32; rng_key: the run's key;
+    order: `MinibatchOrder.state()` after `step` rows.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(jax.device_get(state))
+    leaves = [np.asarray(v) for v in leaves]
+    arrays = {f"leaf_{i:05d}": v for i, v in enumerate(leaves)}
+    arrays.update(losses=np.asarray(losses, np.float32), rng_key=np.asarray(jax.device_get(rng_key)),
+                  order_pending=np.asarray(order[1], np.int64))
+    meta = {"format": FORMAT, "step": int(step), "treedef": str(treedef),
+            "leaves": [[list(v.shape), str(v.dtype)] for v in leaves],
+            "order_state": order[0], "identity": identity}
+    with atomic_directory(path) as staging:
+        np.savez(os.path.join(staging, STATE_NPZ), **arrays)
+        with open(os.path.join(staging, STATE_JSON), "w") as f:
+            json.dump(meta, f, indent=1, default=_json_default)
+
+
+def load_fit_state(path: str, identity: dict, template) -> FitState | None:
+    """The fit state saved at `path`, checked against the run resuming it; None when `path` holds none.
+
+    identity: the resuming run's `run_identity`; template: its initial SVIState (the pytree structure,
+    shapes and dtypes the saved leaves must have).
+    Raises CheckpointError naming the file when a file is missing, truncated or edited, and naming the
+    first difference when the state was saved by another run (another identity or pytree structure).
+    """
+    try:
+        folder = readable_path(path)
+    except FileNotFoundError:
+        return None
+    verify_directory(folder, required=(STATE_JSON, STATE_NPZ))
+    with open(os.path.join(folder, STATE_JSON)) as f:
+        meta = json.load(f)
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(path, f"fit state format {meta.get('format')!r}, expected {FORMAT}", STATE_JSON)
+    check_identity(path, meta["identity"], identity)
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    if meta["treedef"] != str(treedef):
+        raise CheckpointError(path, "its state has another structure (guide parameters, optimiser or mutable "
+                                    f"state) than this run's: saved {meta['treedef'][:300]}, here "
+                                    f"{str(treedef)[:300]}", STATE_JSON)
+    with np.load(os.path.join(folder, STATE_NPZ)) as z:
+        saved = [z[f"leaf_{i:05d}"] for i in range(len(leaves))]
+        losses, rng_key, pending = z["losses"], z["rng_key"], z["order_pending"]
+    for i, (have, want) in enumerate(zip(saved, leaves)):
+        want_dtype = np.dtype(want.dtype) if hasattr(want, "dtype") else np.asarray(want).dtype
+        if have.shape != np.shape(want) or have.dtype != want_dtype:
+            raise CheckpointError(path, f"state leaf {i} is {have.shape} {have.dtype}, this run's is "
+                                        f"{np.shape(want)} {want_dtype}", STATE_NPZ)
+    step = int(meta["step"])
+    if losses.shape != (step,):
+        raise CheckpointError(path, f"holds {losses.shape[0]} losses for {step} steps", STATE_NPZ)
+    return FitState(jax.tree_util.tree_unflatten(treedef, saved), step, losses, rng_key,
+                    (meta["order_state"], pending))
+
+
+def check_identity(path: str, saved: dict, current: dict) -> None:
+    """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`."""
+    for key in sorted(set(saved) | set(current)):
+        if saved.get(key) != current.get(key):
+            raise CheckpointError(
+                path, f"it holds the state of another run: {key} differs (saved {_short(saved.get(key))}, this "
+                      f"call {_short(current.get(key))}); resume with the settings and data it was started with, "
+                      "or pass another checkpoint_dir", STATE_JSON)
+
+
+def _short(value) -> str:
+    text = json.dumps(value, default=_json_default)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, (tuple, set)):
+        return list(o)
+    return f"<{type(o).__qualname__}>"  # never a repr with an address: identities must match across processes
