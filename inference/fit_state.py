@@ -18,7 +18,6 @@ first difference, so a resumed fit continues exactly the run it saved.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import NamedTuple
@@ -27,6 +26,7 @@ import jax
 import numpy as np
 
 from inference.atomic_dir import atomic_directory, readable_path, verify_directory
+from inference.model_identity import array_fingerprint
 from models.errors import CheckpointError
 
 FORMAT = 1
@@ -68,13 +68,6 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         {k: array_fingerprint(v) for k, v in sorted(init_params.items())},
     }
     return json.loads(json.dumps(identity, default=_json_default))  # tuples -> lists, as they load back
-
-
-def array_fingerprint(a) -> str:
-    """'shape dtype blake2b-hex' of the array `a`'s bytes: equal for equal arrays, in every process."""
-    a = np.ascontiguousarray(np.asarray(a))
-    digest = hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest()
-    return f"{list(a.shape)} {a.dtype} {digest}"
 
 
 def optimizer_fingerprint(optimizer) -> str | None:
