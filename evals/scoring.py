@@ -6,6 +6,9 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
+from inference.data_args import as_arrays
+from inference.validation import check_positive_ints, check_targets
+from models.errors import InputError
 
 
 def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str | None = None,
@@ -15,19 +18,26 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
 
     Args:
       posterior: an `inference.Posterior` (or anything with ``predict(x, num_samples, seed) -> (S, N, C)``).
-      data: an `inference.data.Dataset` (as `zoo.get` entries hold), or (x, y).
+      data: an `inference.data.Dataset` (as `zoo.get` entries hold), or (x, y): x (N, *feature_shape) of the
+        shape the posterior's model was built for, y (N,) labels in [0, C) or regression targets.
+      num_samples: posterior draws in total (a positive integer).
+    Raises:
+      InputError (a ValueError) naming the argument: missing labels, inputs of another feature shape,
+      labels out of range or of another length, non-positive num_samples.
     Returns:
       a one-row DataFrame indexed by `name` (default: the posterior's guide or "nuts"); printed if verbose.
     """
-    from inference.data_args import as_arrays
-
     x, y, _, data_name = as_arrays(data)
     if y is None:
-        raise ValueError("data: expected labels y to score against, got None")
-    member = posterior.predict(x, num_samples=num_samples, seed=seed)
+        raise InputError("data", "<(x, None)>", "labels y to score against")
+    check_positive_ints(num_samples=num_samples)
+    member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
     name = name or posterior_label(posterior)
     if getattr(getattr(posterior, "model", None), "likelihood", None) is not None and not posterior.model.likelihood.classification:
         mean = member.mean(0)
+        y = check_targets(y, arg="data.y", n=mean.shape[0])
+        if mean.size != y.size:
+            raise InputError("data.y", f"<targets of shape {y.shape}>", f"targets of the predictions' shape {mean.shape}")
         row = {"rmse": float(np.sqrt(np.mean((np.reshape(mean, np.shape(y)) - y) ** 2)))}
     else:
         row = classification_row(member, y)
@@ -39,7 +49,9 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
 
 
 def classification_row(member_probs, y) -> dict:
-    """{accuracy, nll, ece, brier, entropy, mutual_info} from member probabilities (S, N, C) and labels (N,)."""
+    """{accuracy, nll, ece, brier, entropy, mutual_info} from member probabilities (S, N, C) and labels (N,)
+    (checked once here: `evals.metrics.checked`)."""
+    member_probs, y = metrics.checked(member_probs, y, member=True, arg="member_probs")
     probs = metrics.average(member_probs)
     return {
         "accuracy": metrics.accuracy(probs, y),

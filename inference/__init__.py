@@ -9,7 +9,7 @@ from inference.guide_protocol import Guide, HasSiteMoments
 from inference.joint_gaussian import JointGaussian, block_diagonal, full_covariance, low_rank
 from inference.k_tied import KTiedFamily, k_tied
 from inference.mean_field import NormalFamily, mean_field
-from inference.nuts import nuts
+from inference.nuts import DivergenceWarning, nuts
 from inference.point_estimate import DeltaFamily, point_estimate
 from inference.posterior import Posterior
 from inference.rank1_mixture import Rank1FactorFamily, batch_ensemble, rank1_mixture
@@ -38,6 +38,6 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily",
     # training, sampling, results
-    "fit", "nuts", "NonFiniteLossError", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
+    "fit", "nuts", "NonFiniteLossError", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
 ]

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inference.validation import check_inputs, check_labels, check_num_classes, check_targets
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -26,12 +28,10 @@ class Dataset:
     image_shape: tuple[int, int, int] | None = None
 
     def __post_init__(self):
-        x = np.asarray(self.x, dtype=np.float32)
-        y = np.asarray(self.y)
-        y = y.astype(np.int32) if self.num_classes is not None else y.astype(np.float32)
+        # checked before any cast: labels 0.5 are refused, not truncated to 0
+        x, y = validate_arrays(self.x, self.y, self.num_classes, name=self.name)
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y)
-        validate_arrays(x, y, self.num_classes, name=self.name)
 
     def __len__(self) -> int:
         return self.x.shape[0]
@@ -46,44 +46,27 @@ class Dataset:
         return Dataset(self.x[index], self.y[index], self.num_classes, self.name, self.image_shape)
 
 
-def validate_arrays(x, y, num_classes, *, name="data", feature_shape=None, arg="x"):
-    """Check inputs and labels; raise ValueError naming the argument and what was expected.
+def validate_arrays(x, y, num_classes, *, name="data", feature_shape=None, arg="x", allow_empty=True):
+    """Check inputs and labels before any cast; raise `models.errors.InputError` (a ValueError) naming the
+    argument, the value and what was expected.
 
     Args:
-      x: inputs (N, ...).
-      y: labels (N,) (classification) or (N,)/(N, D) (regression), or None when only inputs are checked.
-      num_classes: int for classification, None for regression.
+      x: inputs (N, ...): real numbers (float, integer or bool), finite.
+      y: labels (N,) (classification: integer-valued, in [0, num_classes)) or targets (N,)/(N, D)
+        (regression: finite), or None when only inputs are checked.
+      num_classes: int >= 2 for classification, None for regression.
+      name: the data set's name, quoted in messages (``x of 'train'``) unless it is "data".
       feature_shape: if given, the expected x.shape[1:].
       arg: the argument name used in error messages for `x` (labels are reported as `y`).
+      allow_empty: whether N = 0 is accepted.
+    Returns:
+      (x float32 (N, ...), y int32 (N,) / float32 (N, ...) or None).
     """
-    x = np.asarray(x)
-    if x.ndim < 2:
-        raise ValueError(f"{arg} of {name!r}: expected shape (N, features...), got shape {x.shape}")
-    if not np.issubdtype(x.dtype, np.floating) and not np.issubdtype(x.dtype, np.integer):
-        raise ValueError(f"{arg} of {name!r}: expected a numeric array, got dtype {x.dtype}")
-    if feature_shape is not None and tuple(x.shape[1:]) != tuple(feature_shape):
-        raise ValueError(
-            f"{arg} of {name!r}: expected feature shape {tuple(feature_shape)} "
-            f"(the shape the model was built for), got {tuple(x.shape[1:])}"
-        )
-    finite = np.isfinite(x)
-    if not finite.all():
-        bad = int(np.size(x) - finite.sum())
-        raise ValueError(f"{arg} of {name!r}: expected finite values, found {bad} NaN/inf entries")
+    where = "" if name in ("data", arg) else f" of {name!r}"
+    x = check_inputs(x, arg=f"{arg}{where}", feature_shape=feature_shape, allow_empty=allow_empty)
     if y is None:
-        return
-    y = np.asarray(y)
-    if y.shape[0] != x.shape[0]:
-        raise ValueError(f"y of {name!r}: expected {x.shape[0]} labels (one per row of {arg}), got {y.shape[0]}")
+        return x, None
+    y_arg = f"{arg.rpartition('.')[0] + '.' if '.' in arg else ''}y{where}"
     if num_classes is None:
-        if not np.isfinite(y).all():
-            raise ValueError(f"y of {name!r}: expected finite regression targets, found NaN/inf")
-        return
-    if not (np.issubdtype(y.dtype, np.integer) or np.all(np.mod(y, 1) == 0)):
-        raise ValueError(f"y of {name!r}: expected integer class labels, got dtype {y.dtype}")
-    if y.ndim != 1:
-        raise ValueError(f"y of {name!r}: expected shape (N,), got {y.shape}")
-    if y.size and (y.min() < 0 or y.max() >= num_classes):
-        raise ValueError(
-            f"y of {name!r}: expected labels in [0, {num_classes}), got values in [{y.min()}, {y.max()}]"
-        )
+        return x, check_targets(y, arg=y_arg, n=x.shape[0])
+    return x, check_labels(y, check_num_classes(num_classes), arg=y_arg, n=x.shape[0])

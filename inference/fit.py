@@ -27,7 +27,7 @@ import optax
 from numpyro import handlers
 from numpyro.distributions import biject_to
 
-from inference.data_args import as_arrays, check_model_data
+from inference import data_args, validation
 from inference.elbo import annealed_elbo_loss
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
@@ -296,6 +296,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     batch_size = min(batch_size, n)
     optimizer = optimizer if optimizer is not None else optax.adam(1e-3)
     start = start_params(init_params)
+    validation.check_optimizer(optimizer)
     t0 = time.perf_counter()
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
@@ -430,30 +431,21 @@ def start_params(init_params) -> dict | None:
 
 
 def check_fit_args(*, kl_warmup, **positive) -> None:
-    """Raise ValueError naming the argument unless every `positive` value (steps, batch_size, ...) is a
-    positive integer and `kl_warmup` is non-negative."""
-    check_positive_ints(**positive)
-    if kl_warmup < 0:
-        raise ValueError(f"kl_warmup: expected a non-negative number of steps, got {kl_warmup!r}")
+    """Raise InputError naming the argument unless every `positive` value (steps, batch_size, ...) is a
+    positive integer and `kl_warmup` is a non-negative number."""
+    validation.check_positive_ints(**positive)
+    validation.check_real("kl_warmup", kl_warmup, low=0.0, low_open=False)
 
 
 def check_positive_ints(**values) -> None:
-    """Raise ValueError naming the first argument whose value is not a positive integer."""
-    for arg, value in values.items():
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{arg}: expected a positive integer, got {value!r}")
+    """Raise InputError naming the first argument whose value is not a positive integer."""
+    validation.check_positive_ints(**values)
 
 
 def labelled_arrays(model, data, purpose: str) -> tuple[np.ndarray, np.ndarray]:
-    """(x (N, *feature_shape), y (N,)) of `data` (a `Dataset` or (x, y)), checked against `model`.
-
-    Raises ValueError when the labels are missing (naming `purpose`, e.g. "training") or do not fit the model.
-    """
-    x, y, num_classes, _ = as_arrays(data)
-    if y is None:
-        raise ValueError(f"data: expected labels y for {purpose}, got None")
-    check_model_data(model, x, y, num_classes, arg="data")
-    return x, y
+    """(x (N, *feature_shape) float32, y (N,)) of `data` (a `Dataset` or (x, y)), checked against `model`
+    (`inference.data_args.labelled_arrays`: raises InputError naming what does not fit)."""
+    return data_args.labelled_arrays(model, data, purpose)
 
 
 def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: dict | None = None) -> SVIState:

@@ -44,21 +44,24 @@ from numpyro.distributions import biject_to, constraints
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
 
-from inference.fit import check_positive_ints, labelled_arrays
+from inference.fit import labelled_arrays
+from inference.validation import check_choice, check_nuts_settings, check_seed
 from inference.posterior import Posterior
 from inference.run_info import NutsInfo
 from models import structure
 from models.bridge import unconstrain
+from models.errors import ArgumentTypeError, InputError
 
 EXTRA_FIELDS = ("diverging", "num_steps", "accept_prob", "energy")
 CHAIN_METHODS = ("parallel", "vectorized", "sequential")
+DIVERGENCE_THRESHOLD = 0.01  # nuts warns when more than this fraction of the kept draws diverged
 CHUNK_LEN = 50  # NUTS iterations per compiled chunk (fewer when the whole run is shorter)
 
 
 def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num_warmup: int = 500,
          draws_per_chain: int = 500, seed: int = 0, target_accept_prob: float = 0.8, max_tree_depth: int = 10,
          chain_method: str | None = None, progress: bool = True, config: dict | None = None,
-         **removed) -> Posterior:
+         divergence_threshold: float = DIVERGENCE_THRESHOLD, **removed) -> Posterior:
     """Run NUTS (diagonal mass matrix) on `model` with the full data set and return a `Posterior`.
 
     Warm-up and sampling of all chains compile once per (model structure, data shapes, settings): a second
@@ -75,7 +78,8 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       draws_per_chain: kept draws PER CHAIN D; the posterior holds C * D draws in all. (It was called
         ``num_samples``, NumPyro's name; renamed because everywhere else in the package ``num_samples``
         is the total number of draws. Passing ``num_samples=`` raises TypeError.)
-      seed, target_accept_prob, max_tree_depth: as NumPyro's.
+      seed: an integer; target_accept_prob: in (0, 1); max_tree_depth: an integer >= 1 (or NumPyro's pair
+        (warm-up, sampling)); as NumPyro's.
       chain_method: how the C chains run, always inside one compiled program (never a Python loop):
         "parallel": one device per chain (``jax.pmap``; on CPU call ``numpyro.set_host_device_count(n)``
         before JAX starts, as the `zoo` CLI does; with fewer devices than chains it warns and runs
@@ -84,6 +88,14 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         device (``jax.lax.map``). Default: "parallel" when there are at least C > 1 devices, else "vectorized".
       progress: a tqdm bar over the warm-up and draws, advanced per chunk of iterations; False silences it.
       config: extra JSON-able configuration saved with the posterior.
+      divergence_threshold: a `DivergenceWarning` is issued when the fraction of divergent draws (after
+        warm-up, over all chains) exceeds it; default 0.01 (1 %); 0 warns at the first divergence (as Stan
+        does), 1 never. The divergences are kept either way: ``sample_stats["diverging"]`` and
+        ``info.divergences``.
+    Raises:
+      InputError (a ValueError) naming the argument for bad settings (num_chains, draws_per_chain < 1,
+      num_warmup < 0, target_accept_prob outside (0, 1), max_tree_depth < 1, ...), for data that do not fit
+      the model, and for an `init` posterior of another feature shape.
     Returns:
       Posterior(kind="mcmc") with samples {site: (C, D, *site_shape)} (constrained, NumPy), sample_stats
       {diverging, num_steps, accept_prob, energy}: (C, D) each, and ``info`` a `NutsInfo`
@@ -91,14 +103,18 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       chain_method: the method that ran).
     """
     reject_removed_arguments(removed)
-    check_positive_ints(num_chains=num_chains, draws_per_chain=draws_per_chain)
-    if not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
-        raise ValueError(f"num_warmup: expected a non-negative integer, got {num_warmup!r}")
+    check_nuts_settings(num_chains=num_chains, num_warmup=num_warmup, draws_per_chain=draws_per_chain,
+                        target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
+                        divergence_threshold=divergence_threshold)
+    check_seed(seed)
     if init is not None and not isinstance(init, Posterior):
-        raise ValueError(f"init: expected an inference.Posterior or None, got {type(init).__name__}")
+        raise ArgumentTypeError("init", f"<{type(init).__name__}>", "an inference.Posterior or None")
     chain_method = resolve_chain_method(chain_method, num_chains)
     x, y = labelled_arrays(model, data, "NUTS")
     feature_shape = tuple(x.shape[1:])
+    if init is not None and tuple(init.feature_shape) != feature_shape:
+        raise InputError("init", f"<a posterior for feature shape {tuple(init.feature_shape)}>",
+                         f"a posterior of this model for the data's feature shape {feature_shape}")
     site_priors = model.site_priors(feature_shape)
     key = jax.random.PRNGKey(seed)
     init_u = initial_positions(model, site_priors, feature_shape, init, num_chains, key, seed)
@@ -116,8 +132,27 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     seconds = time.perf_counter() - t0
     info = NutsInfo(nuts_s=seconds, divergences=int(stats["diverging"].sum()),
                     mean_leapfrog_steps=float(stats["num_steps"].mean()), chain_method=chain_method)
+    warn_divergences(info.divergences, int(stats["diverging"].size), divergence_threshold)
     return Posterior(model=model, kind="mcmc", samples=samples, sample_stats=stats,
                      feature_shape=feature_shape, state=state, config=dict(config or {}), info=info)
+
+
+class DivergenceWarning(UserWarning):
+    """NUTS diverged on more draws than `nuts`'s ``divergence_threshold`` allows: the sampler could not follow
+    the posterior's curvature there, so the draws may be biased. ``count`` and ``fraction`` say how many."""
+
+    def __init__(self, count: int, total: int):
+        self.count, self.total, self.fraction = count, total, count / total
+        super().__init__(
+            f"nuts: {count} of {total} draws after warm-up diverged ({self.fraction:.1%}); the draws may not "
+            "represent the posterior. Raise target_accept_prob (e.g. 0.95), use a longer warm-up, or "
+            "reparameterise; posterior.sample_stats['diverging'] marks them.")
+
+
+def warn_divergences(count: int, total: int, threshold: float) -> None:
+    """Issue a `DivergenceWarning` when count / total (divergent draws over all kept draws) exceeds `threshold`."""
+    if total and count and count / total > threshold:
+        warnings.warn(DivergenceWarning(count, total), stacklevel=3)
 
 
 def reject_removed_arguments(removed: dict) -> None:
@@ -142,8 +177,7 @@ def resolve_chain_method(chain_method: str | None, num_chains: int) -> str:
     `num_chains` warns and becomes "vectorized". Raises ValueError for an unknown method."""
     if chain_method is None:
         return default_chain_method(num_chains)
-    if chain_method not in CHAIN_METHODS:
-        raise ValueError(f"chain_method: expected one of {CHAIN_METHODS} or None, got {chain_method!r}")
+    check_choice("chain_method", chain_method, CHAIN_METHODS + (None,))
     if chain_method == "parallel" and jax.local_device_count() < num_chains:
         warnings.warn(f"chain_method='parallel' needs {num_chains} devices, but {jax.local_device_count()} "
                       "are available: running the chains vectorized on one device instead (on CPU, call "

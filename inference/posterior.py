@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from inference.run_info import FitInfo, NutsInfo, check_info
+from inference.validation import check_choice, check_positive_ints, check_seed
 from models import structure
 from models.errors import InputError
 
@@ -190,13 +191,11 @@ class Posterior:
     def _per_draw(self, fn, x, y, num_samples, seed, chunk_size, draws, reduce, reductions):
         """fn(params, *args, state) of every draw, folded chunk by chunk by the `reductions[reduce]` reducer."""
         from inference.data_args import check_model_data
-        from inference.fit import check_positive_ints
 
         check_positive_ints(num_samples=num_samples, chunk_size=chunk_size)
-        if reduce not in reductions:
-            raise ValueError(f"reduce: expected one of {list(reductions)}, got {reduce!r}")
-        x = np.asarray(x, np.float32)
-        check_model_data(self.model, x, y, arg="x", feature_shape=self.feature_shape)
+        check_seed(seed)
+        check_choice("reduce", reduce, list(reductions))
+        x, y = check_model_data(self.model, x, y, arg="x", feature_shape=self.feature_shape)
         args = tuple(jax.device_put(a) for a in ((x,) if y is None else (x, y)))  # on the device once, not per chunk
         # apply(draws, state, *args): the network state is an argument, not a captured constant, so the
         # compiled function depends only on the model's structure and the shapes, never on this Posterior's
@@ -227,7 +226,7 @@ class Posterior:
         draws = self.draws(num_samples) if draws is None else draws
         total = next(iter(draws.values())).shape[0]
         if total == 0:
-            raise ValueError("draws: expected at least one draw, got 0")
+            raise InputError("draws", "<0 draws>", "at least one draw")
         for start in range(0, total, chunk_size):
             chunk = {k: v[start:start + chunk_size] for k, v in draws.items()}
             n = next(iter(chunk.values())).shape[0]

@@ -91,6 +91,8 @@ class BNN:
         self.origin = origin
         self.arguments: dict | None = None
         self.data_identity: dict | None = None
+        # the input shape the model was built for (set by zoo.get); fit, nuts, predict and score check data against it
+        self.feature_shape: tuple | None = None
         self._sites_cache: dict = {}
         self._output_width_cache: dict = {}
         self._stateful: dict = {}

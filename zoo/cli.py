@@ -1,9 +1,17 @@
-"""The `zoo` command line: list, fit, nuts, score, run."""
+"""The `zoo` command line: list, fit, nuts, score, run.
+
+Errors: a bad argument or a failure the package recognises (`models.errors.ZooError`) prints ONE line
+``zoo <cmd>: error: ...`` on stderr, no traceback (``--debug`` adds it), and exits with `EXIT_USAGE` (2: a bad
+argument or input) or `EXIT_FAILURE` (1: a run that could not complete, e.g. a damaged checkpoint or an
+unprepared data set; `EXIT_NON_FINITE` 3 for a NaN loss); anything else is a bug: its traceback is printed
+and the exit status is `EXIT_BUG` (70, sysexits' EX_SOFTWARE).
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -11,27 +19,67 @@ import sys
 import tempfile
 import threading
 import types
+import traceback
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line: ``zoo fit: error: argument --lr: ...`` and exit status 2."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind, low, inclusive, what):
+    """An argparse type: `kind` (int or float) parsed from text, finite, >= low (inclusive) or > low."""
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(value) or (value < low if inclusive else value <= low):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
+_positive_int = _number(int, 1, True, "a positive integer")
+_non_negative_int = _number(int, 0, True, "a non-negative integer")
+_positive_float = _number(float, 0.0, False, "a finite number > 0")
+_learning_rate = _number(float, 0.0, False, "a learning rate > 0 (finite; a negative one would be gradient ascent)")
 
 
 def _ints(text):
+    """Comma-separated positive integers such as 64,64 -> (64, 64)."""
     try:
-        return tuple(int(t) for t in text.split(",") if t)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,64, got {text!r}") from err
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
+        values = tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
-        value = None
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers such as 64,64, got {text!r}")
+    return values
+
+
+def _seeds(text):
+    """Comma-separated non-negative integers such as 0,1,2."""
+    try:
+        values = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers such as 0,1,2, got {text!r}")
+    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="zoo", description="bnn-zoo: Bayesian neural networks as NumPyro models")
+    p = _Parser(prog="zoo", description="bnn-zoo: Bayesian neural networks as NumPyro models")
+    p.add_argument("--debug", action="store_true",
+                   help="print the full traceback of an error (otherwise one line on stderr)")
     cache = p.add_mutually_exclusive_group()
     cache.add_argument("--compilation-cache", metavar="DIR", default=None,
                        help="folder of JAX's persistent compilation cache (default: $BNN_ZOO_COMPILATION_CACHE, "
@@ -46,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("entry", help="catalogue entry, e.g. mlp")
         sp.add_argument("--data", default=None, help="data set name (digits, two_moons, regression_1d)")
         sp.add_argument("--hidden", type=_ints, default=None, help="hidden widths, e.g. 64,64")
-        sp.add_argument("--depth", type=int, default=None, help="depth (deep_linear)")
-        sp.add_argument("--prior-scale", type=float, default=None)
-        sp.add_argument("--n", type=int, default=None, help="number of points (two_moons, regression_1d)")
+        sp.add_argument("--depth", type=_positive_int, default=None, help="depth (deep_linear)")
+        sp.add_argument("--prior-scale", type=_positive_float, default=None)
+        sp.add_argument("--n", type=_positive_int, default=None, help="number of points (two_moons, regression_1d)")
         sp.add_argument("--seed", type=int, default=0)
         sp.add_argument("--out", required=True, help="folder to save the posterior in")
         sp.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -56,11 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="SVI with a guide; saves the posterior and prints its scores")
     entry_args(f)
     f.add_argument("--guide", default="mean_field")
-    f.add_argument("--steps", type=int, default=3000)
-    f.add_argument("--batch-size", type=int, default=128)
-    f.add_argument("--lr", type=float, default=1e-3)
-    f.add_argument("--kl-warmup", type=int, default=0)
-    f.add_argument("--particles", type=int, default=1)
+    f.add_argument("--steps", type=_positive_int, default=3000)
+    f.add_argument("--batch-size", type=_positive_int, default=128)
+    f.add_argument("--lr", type=_learning_rate, default=1e-3, help="Adam's learning rate (> 0)")
+    f.add_argument("--kl-warmup", type=_non_negative_int, default=0)
+    f.add_argument("--particles", type=_positive_int, default=1)
     f.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
                    help="save the resumable fit state every N steps (at chunk ends); it is saved on Ctrl-C / "
                         "SIGTERM in any case")
@@ -73,13 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     n = sub.add_parser("nuts", help="NUTS on the same model; --init starts the chains from an SVI posterior")
     entry_args(n)
     n.add_argument("--init", default=None, help="folder of a saved SVI posterior (zoo fit --out)")
-    n.add_argument("--chains", type=int, default=2)
-    n.add_argument("--warmup", type=int, default=500)
-    n.add_argument("--draws-per-chain", type=int, default=500, help="kept draws per chain (after the warm-up)")
+    n.add_argument("--chains", type=_positive_int, default=2)
+    n.add_argument("--warmup", type=_non_negative_int, default=500)
+    n.add_argument("--draws-per-chain", type=_positive_int, default=500, help="kept draws per chain (after the warm-up)")
 
     s = sub.add_parser("score", help="score a saved posterior on its entry's test set")
     s.add_argument("path")
-    s.add_argument("--samples", type=int, default=100, help="posterior draws in total")
+    s.add_argument("--samples", type=_positive_int, default=100, help="posterior draws in total")
 
     c = sub.add_parser("corruptions", help="draw every corruption type x severity for one image (a PNG grid)")
     c.add_argument("rest", nargs=argparse.REMAINDER, help="--data digits --index 0 --out FILE --seed 0")
@@ -88,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("paper", choices=sorted(REPRODUCE), help="which paper")
     rp.add_argument("--full", action="store_true", help="the paper's settings (hours on 2 CPU cores)")
     rp.add_argument("--out", default=None, help="output folder (default zoo-results/<paper>)")
-    rp.add_argument("--seeds", type=_ints, default=None, help="seeds, e.g. 0,1,2")
+    rp.add_argument("--seeds", type=_seeds, default=None, help="seeds, e.g. 0,1,2")
     rp.add_argument("--depths", type=_ints, default=None, help="depths, e.g. 1,2,3,4")
 
     r = sub.add_parser("run", help="the main job on embedded data (no download)")
@@ -98,34 +146,101 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--full", action="store_true",
                       help="every row at its documented settings, trained to convergence (about 15-30 min on 2 cores)")
     r.add_argument("--seed", type=int, default=0)
+    for command in sub.choices.values():  # --debug is accepted after the command too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.commands = sub.choices  # {name: the command's parser}
     return p
 
 
 def main(argv=None) -> int:
+    """Run the `zoo` command line on `argv` (default: sys.argv[1:]) and return the exit status (see the module)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["corruptions"]:  # its options belong to evals.corruption_grid
+    if argv[:1] == ["corruptions"] or argv[:2] == ["--debug", "corruptions"]:  # options of evals.corruption_grid
         from evals.corruption_grid import main as grid_main
 
-        return grid_main(argv[1:]) or 0
-    args = build_parser().parse_args(argv)
+        debug = argv[0] == "--debug" or "--debug" in argv
+        rest = [a for a in argv[argv.index("corruptions") + 1:] if a != "--debug"]
+        return _run("corruptions", lambda: grid_main(rest) or 0, debug)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # reported by the command's own parser: "zoo fit: error: unrecognized arguments: ..."
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     from zoo import compilation_cache
 
-    try:  # before anything compiles
+    def configure_cache():  # before anything compiles
         if args.no_compilation_cache:
             compilation_cache.configure(False)
         elif args.compilation_cache is not None:
             compilation_cache.configure(args.compilation_cache)
-    except ValueError as err:
-        print(f"zoo: error: --compilation-cache: {err}", file=sys.stderr)
-        return 2
+        return EXIT_OK
+
+    status = _run(None, configure_cache, args.debug)
+    if status != EXIT_OK:
+        return status
     import numpyro
 
     numpyro.set_host_device_count(max(2, os.cpu_count() or 1))  # before JAX starts: parallel NUTS chains
+    return _run(args.command, lambda: COMMANDS[args.command](args), args.debug)
+
+
+def _run(command: str | None, call, debug: bool) -> int:
+    """call() -> exit status, with the package's errors printed as one line ``zoo <command>: error: ...``
+    (`exit_status` gives the status) and the traceback only when `debug`; other exceptions are bugs: their
+    traceback, then `EXIT_BUG`."""
+    prog = "zoo" if command is None else f"zoo {command}"
     try:
-        return COMMANDS[args.command](args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"zoo {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        return call()
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:  # noqa: BLE001 - every exception gets an exit status and a message
+        status = exit_status(err)
+        if status == EXIT_BUG or debug:
+            traceback.print_exc()
+        if status == EXIT_BUG:
+            print(f"{prog}: internal error (a bug, please report it with the traceback above): "
+                  f"{type(err).__name__}: {one_line(err)}", file=sys.stderr)
+        else:
+            print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
+        return status
+
+
+def exit_status(err: BaseException) -> int:
+    """The exit status for `err`: `EXIT_USAGE` for a bad argument or input (`models.errors.InputError`, and a
+    ValueError / TypeError / FileNotFoundError raised by the package's own code), `EXIT_NON_FINITE` for
+    `inference.NonFiniteLossError`, `EXIT_FAILURE` for any other `models.errors.ZooError` (a damaged
+    checkpoint, an unprepared data set), `EXIT_BUG` for anything else (raised inside a library: a bug)."""
+    from models.errors import InputError, ZooError
+
+    if isinstance(err, InputError):
+        return EXIT_USAGE
+    if isinstance(err, ZooError):
+        return EXIT_NON_FINITE if type(err).__name__ == "NonFiniteLossError" else EXIT_FAILURE
+    if isinstance(err, (ValueError, TypeError, FileNotFoundError)) and raised_by_package(err):
+        return EXIT_USAGE
+    return EXIT_BUG
+
+
+_PACKAGES = ("models", "inference", "evals", "zoo")
+
+
+def raised_by_package(err: BaseException) -> bool:
+    """Whether `err` was raised by a line of the package's own code (its innermost frame lies in models/,
+    inference/, evals/ or zoo/), i.e. a deliberate check rather than a failure inside NumPy, JAX or Haiku."""
+    tb = err.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    where = Path(tb.tb_frame.f_code.co_filename).resolve()
+    root = Path(__file__).resolve().parent.parent
+    return any(where.is_relative_to(root / name) for name in _PACKAGES)
+
+
+def one_line(err: BaseException) -> str:
+    """The error's message on one line (lines joined with spaces)."""
+    text = str(err) or type(err).__name__
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _entry(args):
@@ -189,9 +304,6 @@ def cmd_fit(args):
     print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
           f"fit {post.info.fit_s:.1f} s)")
     return 0
-
-
-EXIT_NON_FINITE = 3  # `zoo fit`'s exit status when training stopped at a NaN/inf (the last finite posterior saved)
 
 
 def _seconds(value) -> str:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from inference.data import Dataset
+from inference.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
+                                  is_int)
+from models.errors import ArgumentTypeError, InputError
 from zoo.data.embedded import EMBEDDED
 
 # Input shape and classes of every named data set (None classes: regression), so that `zoo.list` can
@@ -78,9 +83,9 @@ def names() -> list:
 
 
 def spec(name: str) -> Spec:
-    """The `Spec` registered as `name`; unknown names raise ValueError listing the known ones."""
-    if name not in _REGISTRY:
-        raise ValueError(f"name: unknown zoo entry {name!r}; expected one of {names()}")
+    """The `Spec` registered as `name`; unknown names raise InputError listing the known ones."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise InputError("name", name, f"one of {names()}", "unknown zoo entry")
     return _REGISTRY[name]
 
 
@@ -96,12 +101,23 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
         regression. Default: the entry's default data set.
       data_kwargs: keyword arguments of the data set function (e.g. ``{"n": 2000, "noise": 0.1}``;
         TFDS: ``{"data_dir": ...}`` and the loader's options).
-      **kwargs: the architecture's arguments (widths, depth, activation, prior_scale, ...).
+        User arrays take ``{"num_classes": K}`` only: without it K is inferred from the labels and refused
+        when that looks wrong (`inference.validation.infer_num_classes`).
+      **kwargs: the architecture's arguments (widths, depth, activation, prior_scale, ...), checked against
+        the builder's signature (`check_entry_kwargs`: e.g. ``hidden=64`` is refused, ``hidden=(64,)`` meant).
+
+    The model records the feature shape it was built for (``model.feature_shape``), so that `inference.fit`,
+    `nuts` and `predict` refuse data of another shape instead of training another network.
+    Raises InputError (ArgumentTypeError for a wrong type) naming the argument.
     """
     s = spec(name)
+    if data_kwargs is not None and not isinstance(data_kwargs, dict):
+        raise ArgumentTypeError("data_kwargs", data_kwargs, "a dict of the data set's keyword arguments or None")
+    check_entry_kwargs(name, s.build, kwargs)
     data = s.default_data if data is None else data
     train, test, data_name = load_data(data, data_kwargs or {})
     model = s.build(train, **kwargs)
+    model.feature_shape = train.feature_shape  # what fit / nuts / predict check inputs against
     config = {"name": name, "data": data_name, "data_kwargs": dict(data_kwargs or {}), **_jsonable(kwargs)}
     if data_name is None:
         config.pop("data")
@@ -120,20 +136,73 @@ def load_data(data, data_kwargs: dict):
 
             return load_tfds(data, "train", **data_kwargs), load_tfds(data, "test", **data_kwargs), data
         if data not in NAMED_DATA:
-            raise ValueError(f"data: unknown data set {data!r}; expected one of {sorted(NAMED_DATA) + list(TFDS_DATA)} "
-                             "or a tuple (x_train, y_train, x_test, y_test)")
+            raise InputError("data", data, f"one of {sorted(NAMED_DATA) + list(TFDS_DATA)} or a tuple "
+                             "(x_train, y_train, x_test, y_test)", "unknown data set")
+        check_entry_kwargs(data, NAMED_DATA[data], data_kwargs, skip=0, what="data set")
         train, test = NAMED_DATA[data](**data_kwargs)
         _check_named(data, train, test)
         return train, test, data
     if isinstance(data, (tuple, list)) and len(data) == 4:
-        x_tr, y_tr, x_te, y_te = (np.asarray(a) for a in data)
-        classification = np.issubdtype(y_tr.dtype, np.integer) or np.issubdtype(y_tr.dtype, np.bool_)
-        num_classes = int(max(y_tr.max(), y_te.max()) + 1) if classification else None
-        if x_tr.shape[1:] != x_te.shape[1:]:
-            raise ValueError(f"data: x_train features {x_tr.shape[1:]} and x_test features {x_te.shape[1:]} differ")
-        return (Dataset(x_tr, y_tr, num_classes, "train"), Dataset(x_te, y_te, num_classes, "test"), None)
-    raise ValueError("data: expected a data set name or a tuple (x_train, y_train, x_test, y_test), "
-                     f"got {type(data).__name__}")
+        check_entry_kwargs("user arrays", user_arrays, data_kwargs, skip=4, what="data")
+        train, test = user_arrays(*data, **data_kwargs)
+        return train, test, None
+    raise ArgumentTypeError("data", f"<{type(data).__name__}>" if not isinstance(data, (tuple, list)) else
+                            f"<a {type(data).__name__} of {len(data)} items>",
+                            "a data set name or a tuple (x_train, y_train, x_test, y_test)")
+
+
+def user_arrays(x_train, y_train, x_test, y_test, num_classes: int | None = None):
+    """(train, test) `Dataset`s of a user's arrays: integer (or bool) labels mean classification with
+    `num_classes` classes (None: inferred from the labels, refused when that looks wrong, see
+    `inference.validation.infer_num_classes`; the inference is logged at INFO on the "zoo" logger), float
+    labels regression. x_train (N, *features), x_test (M, *features) of the same feature shape, N, M >= 1."""
+    x_tr = check_inputs(x_train, arg="x_train", allow_empty=False)
+    x_te = check_inputs(x_test, arg="x_test", allow_empty=False)
+    if x_tr.shape[1:] != x_te.shape[1:]:
+        raise InputError("x_test", f"<features {x_te.shape[1:]}>", f"x_test features equal to x_train's, {x_tr.shape[1:]}")
+    y_tr, y_te = as_array(y_train, "y_train"), as_array(y_test, "y_test")
+    classification = any(np.issubdtype(y.dtype, np.integer) or y.dtype == np.bool_ for y in (y_tr, y_te))
+    if num_classes is not None:
+        num_classes = check_num_classes(num_classes, "data_kwargs['num_classes']")
+    elif classification:
+        num_classes, note = infer_num_classes(y_tr, y_te)
+        logging.getLogger("zoo").info("zoo.get: %s", note)
+    return (Dataset(x_tr, y_tr, num_classes, "train"), Dataset(x_te, y_te, num_classes, "test"))
+
+
+def check_entry_kwargs(name: str, build: Callable, kwargs: dict, *, skip: int = 1, what: str = "entry") -> None:
+    """Check `zoo.get`'s architecture arguments against the entry builder's signature: unknown names are
+    refused (unless the builder takes **kwargs), and a value must have the kind of its default: a tuple
+    default (e.g. ``hidden=(64, 64)``) wants a tuple or list (of positive integers when the default holds
+    integers), an integer default an integer, a float default a finite number (None is always passed on).
+    `skip`: leading parameters that are not the user's (an entry builder's first is the training data);
+    `what`: "entry" or "data set", for the message."""
+    params = dict(list(inspect.signature(build).parameters.items())[skip:])
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for key, value in kwargs.items():
+        if key not in params:
+            if open_ended:
+                continue
+            raise ArgumentTypeError(key, value, f"one of {what} {name!r}'s arguments {sorted(params)}",
+                                    "unknown argument")
+        default = params[key].default
+        if value is None or default is inspect.Parameter.empty:
+            continue
+        if isinstance(default, tuple):
+            if not isinstance(value, (tuple, list)):
+                example = f" such as {tuple(default)!r}" if default else ""
+                raise ArgumentTypeError(key, value, f"a tuple{example}",
+                                        f"for one layer write {key}=({value!r},)" if is_int(value) else "")
+            if default and all(is_int(d) for d in default) and not all(is_int(v) and v > 0 for v in value):
+                raise InputError(key, value, "a tuple of positive integers")
+        elif isinstance(default, bool):
+            if not isinstance(value, (bool, np.bool_)):
+                raise ArgumentTypeError(key, value, "True or False")
+        elif isinstance(default, int):
+            if not is_int(value):
+                raise ArgumentTypeError(key, value, "an integer")
+        elif isinstance(default, float):
+            check_real(key, value)
 
 
 def register_data(name: str, loader: Callable, *, feature_shape, num_classes: int | None) -> None:
@@ -143,14 +212,14 @@ def register_data(name: str, loader: Callable, *, feature_shape, num_classes: in
     `zoo.list` size networks without loading anything; a loader whose data disagree is refused.
     """
     if not isinstance(name, str) or not name or name in TFDS_DATA:
-        raise ValueError(f"name: expected a new data set name (not a TFDS one: {list(TFDS_DATA)}), got {name!r}")
+        raise InputError("name", name, f"a new data set name (not a TFDS one: {list(TFDS_DATA)})")
     if not callable(loader):
-        raise ValueError(f"loader: expected a function (**data_kwargs) -> (train, test), got {loader!r}")
-    shape = tuple(feature_shape)
+        raise ArgumentTypeError("loader", loader, "a function (**data_kwargs) -> (train, test)")
+    shape = tuple(feature_shape) if isinstance(feature_shape, (tuple, list)) else ()
     if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
-        raise ValueError(f"feature_shape: expected a tuple of positive integers, got {feature_shape!r}")
+        raise InputError("feature_shape", feature_shape, "a tuple of positive integers")
     if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 2):
-        raise ValueError(f"num_classes: expected an integer >= 2 or None (regression), got {num_classes!r}")
+        raise InputError("num_classes", num_classes, "an integer >= 2 or None (regression)")
     NAMED_DATA[name] = loader
     DATA_SHAPES[name] = (shape, num_classes)
 
@@ -158,14 +227,15 @@ def register_data(name: str, loader: Callable, *, feature_shape, num_classes: in
 def _check_named(name: str, train, test) -> None:
     """Refuse a loader's (train, test) that are not Datasets of the registered feature shape and classes."""
     if not (isinstance(train, Dataset) and isinstance(test, Dataset)):
-        raise ValueError(f"data: the loader of {name!r} must return a (train, test) pair of Dataset, got "
-                         f"({type(train).__name__}, {type(test).__name__})")
+        raise ArgumentTypeError("data", f"<the loader of {name!r} returned ({type(train).__name__}, "
+                                f"{type(test).__name__})>", "a (train, test) pair of Dataset")
     if name in DATA_SHAPES:
         shape, classes = DATA_SHAPES[name]
         for part, ds in (("train", train), ("test", test)):
             if ds.feature_shape != shape or ds.num_classes != classes:
-                raise ValueError(f"data: {name!r} was registered with feature shape {shape} and {classes} classes; "
-                                 f"its loader's {part} set has {ds.feature_shape} and {ds.num_classes}")
+                raise InputError("data", f"<the loader of {name!r} gave a {part} set of feature shape "
+                                 f"{ds.feature_shape} and {ds.num_classes} classes>",
+                                 f"feature shape {shape} and {classes} classes (as registered)")
 
 
 def placeholder_data(data: str) -> Dataset:

@@ -52,4 +52,4 @@ def test_cli_list_fit_score(tmp_path, capsys):
     assert main(["score", str(out), "--samples", "10"]) == 0
     assert "nll" in capsys.readouterr().out
     assert main(["fit", "nope", "--out", str(tmp_path / "x")]) == 2
-    assert "unknown zoo entry 'nope'" in capsys.readouterr().err
+    assert "zoo fit: error: name: expected one of" in capsys.readouterr().err

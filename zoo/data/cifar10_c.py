@@ -4,6 +4,7 @@ so that the benchmark's own corrupted test sets go through the same scoring (`ev
 from __future__ import annotations
 
 from evals.corruptions import CORRUPTIONS, SEVERITIES, resolve, tfds_name
+from models.errors import InputError
 from zoo.data.tfds_loaders import load_tfds
 
 
@@ -19,7 +20,7 @@ def tfds_corrupted(types=None, severities=SEVERITIES, data_dir=None):
     names = [resolve(t) for t in (CORRUPTIONS if types is None else types)]
     for severity in severities:
         if severity not in SEVERITIES:
-            raise ValueError(f"severities: TFDS has severities 1..5, got {severity!r}")
+            raise InputError("severities", severity, "TFDS severities 1..5")
     for name in names:
         for severity in severities:
             data = load_tfds(f"cifar10_corrupted/{tfds_name(name)}_{severity}", "test", data_dir)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from inference.data import Dataset
+from inference.validation import check_real, is_int
+from models.errors import InputError
 
 
 def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True):
@@ -47,10 +49,9 @@ def two_moons(n: int = 10_000, noise: float = 0.1, test_fraction: float = 0.2, s
     """
     from sklearn.datasets import make_moons
 
-    if n < 10:
-        raise ValueError(f"n: expected at least 10 points, got {n}")
-    if noise < 0:
-        raise ValueError(f"noise: expected a non-negative noise level, got {noise}")
+    if not is_int(n) or n < 10:
+        raise InputError("n", n, "an integer number of points >= 10")
+    check_real("noise", noise, low=0.0, low_open=False)
     x, y = make_moons(n_samples=n, noise=noise, random_state=seed)
     train_idx, test_idx = _split(n, test_fraction, seed)
     return (
@@ -65,6 +66,9 @@ def regression_1d(n: int = 500, noise: float = 0.1, test_fraction: float = 0.2, 
     Returns:
       (train, test): x float32 (N, 1), y float32 (N,).
     """
+    if not is_int(n) or n < 10:
+        raise InputError("n", n, "an integer number of points >= 10")
+    check_real("noise", noise, low=0.0, low_open=False)
     rng = np.random.default_rng(seed)
     x = rng.uniform(-2.0, 2.0, size=4 * n)
     x = x[np.abs(x) > 0.5][:n]
@@ -77,8 +81,7 @@ def regression_1d(n: int = 500, noise: float = 0.1, test_fraction: float = 0.2, 
 
 
 def _split(n: int, test_fraction: float, seed: int):
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction: expected a number in (0, 1), got {test_fraction}")
+    check_real("test_fraction", test_fraction, low=0.0, high=1.0)
     perm = np.random.default_rng(seed).permutation(n)
     n_test = int(round(n * test_fraction))
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])

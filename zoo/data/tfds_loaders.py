@@ -29,7 +29,7 @@ import numpy as np
 
 from zoo.data import tokens as tokens_lib
 from inference.data import Dataset
-from models.errors import ZooError
+from models.errors import InputError, ZooError
 
 CIFAR10_CORRUPTIONS = (
     "brightness", "contrast", "defocus_blur", "elastic", "fog", "frost", "frosted_glass_blur",
@@ -80,29 +80,27 @@ def default_num_validation(name: str) -> int:
 def _spec(name: str) -> _Spec:
     base, _, config = name.partition("/")
     if base not in _SPECS or (base == "cifar10_corrupted") != bool(config):
-        raise ValueError(f"name: unknown TFDS data set {name!r}; expected one of "
-                         f"{[n for n in _SPECS if n != 'cifar10_corrupted']} or "
-                         "'cifar10_corrupted/<type>_<severity>'")
+        raise InputError("name", name, f"one of {[n for n in _SPECS if n != 'cifar10_corrupted']} or "
+                         "'cifar10_corrupted/<type>_<severity>'", "unknown TFDS data set")
     if config:
         corruption, _, severity = config.rpartition("_")
         if corruption not in CIFAR10_CORRUPTIONS or severity not in {str(s) for s in SEVERITIES}:
-            raise ValueError(f"name: unknown cifar10_corrupted config {config!r}; expected "
-                             f"<type>_<1..5> with type one of {list(CIFAR10_CORRUPTIONS)}")
+            raise InputError("name", name, f"cifar10_corrupted/<type>_<1..5> with type one of "
+                             f"{list(CIFAR10_CORRUPTIONS)}", "unknown cifar10_corrupted config")
     return _SPECS[base]
 
 
 def _not_prepared_message(name: str, data_dir) -> str:
+    """One line (the `zoo` CLI prints errors on one line) saying where the set was looked for and how to prepare it."""
     where = data_dir if data_dir is not None else "the default TFDS data directory " \
         "(TFDS_DATA_DIR or ~/tensorflow_datasets)"
     return (
         f"TFDS data set {name!r} is not prepared in a random-access format under {where}, and "
         "bnn-zoo never downloads data at run time. Prepare it on a machine with TensorFlow and "
-        "network access:\n"
-        "    pip install tensorflow tensorflow-datasets\n"
-        f"    tfds build {name} --file_format=array_record --data_dir=DIR\n"
-        "then copy DIR to this machine and pass data_dir=DIR (or set TFDS_DATA_DIR=DIR). A data "
-        "set prepared in the default TFRecord format cannot be read without TensorFlow: rebuild it "
-        "with --file_format=array_record."
+        "network access: `pip install tensorflow tensorflow-datasets`, then "
+        f"`tfds build {name} --file_format=array_record --data_dir=DIR`; copy DIR to this machine and pass "
+        "data_dir=DIR (or set TFDS_DATA_DIR=DIR). A data set prepared in the default TFRecord format cannot "
+        "be read without TensorFlow: rebuild it with --file_format=array_record."
     )
 
 
@@ -114,17 +112,18 @@ def _source(name: str, split: str, data_dir):
         raise ImportError("load_tfds needs tensorflow-datasets: pip install 'bnn-zoo[tfds]'") from err
     try:
         return tfds.data_source(name, split=split, data_dir=data_dir, download=False)
-    except (NotImplementedError, FileNotFoundError, AssertionError) as err:
+    except (NotImplementedError, FileNotFoundError, AssertionError, KeyError) as err:
+        # KeyError: TFDS finds the data set's folder (e.g. left by an interrupted build) with no splits in it
         raise DatasetNotPreparedError(_not_prepared_message(name, data_dir)) from err
 
 
 def _index_range(name: str, split: str, n_train: int, num_validation: int) -> range:
     """Rows of the TFDS train split that make up `split` (train / validation / train+validation)."""
     if not 0 <= num_validation < n_train:
-        raise ValueError(f"num_validation: expected 0 <= num_validation < {n_train} (the size of "
-                         f"{name}'s train split); got {num_validation}")
+        raise InputError("num_validation", num_validation,
+                         f"0 <= num_validation < {n_train} (the size of {name}'s train split)")
     if split == "validation" and num_validation == 0:
-        raise ValueError(f"split: {name} has no validation split here (num_validation=0); "
+        raise InputError("split", split, f"a split {name} has here (num_validation=0: no validation split)",
                          "pass num_validation > 0 to carve one from the end of train")
     cut = n_train - num_validation
     return {"train": range(0, cut), "validation": range(cut, n_train),
@@ -138,7 +137,7 @@ def _records(name: str, split: str, data_dir, num_validation: int) -> list[Mappi
         rows = range(len(source))
     else:
         if name.startswith("cifar10_corrupted/"):
-            raise ValueError(f"split: {name} has only a 'test' split; got {split!r}")
+            raise InputError("split", split, "'test'", f"{name} has only a 'test' split")
         source = _source(name, "train", data_dir)
         rows = _index_range(name, split, len(source), num_validation)
     return [source[i] for i in rows]
@@ -180,7 +179,7 @@ def load_tfds(name: str, split: str = "train", data_dir=None, *, num_validation:
     """
     spec = _spec(name)
     if split not in SPLITS:
-        raise ValueError(f"split: expected one of {SPLITS}; got {split!r}")
+        raise InputError("split", split, f"one of {SPLITS}")
     n_val = spec.num_validation if num_validation is None else int(num_validation)
     records = _records(name, split, data_dir, n_val)
     if spec.kind == "text":
@@ -188,7 +187,7 @@ def load_tfds(name: str, split: str = "train", data_dir=None, *, num_validation:
             vocabulary = imdb_vocabulary(data_dir, vocab_size, n_val)
         x = tokens_lib.encode((r["text"] for r in records), vocabulary, maxlen)
         if x.size and x.max() >= vocab_size:
-            raise ValueError(f"vocabulary: ids must be < vocab_size={vocab_size}; got {x.max()}")
+            raise InputError("vocabulary", f"<a vocabulary with ids up to {x.max()}>", f"ids < vocab_size={vocab_size}")
     else:
         x = _images(records, spec.kind)
     y = np.asarray([r["label"] for r in records], dtype=np.int32)

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from models.errors import InputError
+
 PAD, START, OOV = 0, 1, 2
 FIRST_WORD_ID = 3
 _WORD = re.compile(r"[a-z0-9']+")
@@ -29,7 +31,7 @@ def tokenise(text: str | bytes) -> list[str]:
 def build_vocabulary(texts: Iterable[str | bytes], vocab_size: int) -> dict[str, int]:
     """{word: id} for the vocab_size - 3 most frequent words of `texts`, ids 3 .. vocab_size - 1."""
     if vocab_size <= FIRST_WORD_ID:
-        raise ValueError(f"vocab_size must be > {FIRST_WORD_ID} (ids 0-2 are reserved); got {vocab_size}")
+        raise InputError("vocab_size", vocab_size, f"an integer > {FIRST_WORD_ID} (ids 0-2 are reserved)")
     counts = Counter(word for text in texts for word in tokenise(text))
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return {word: FIRST_WORD_ID + rank
@@ -39,7 +41,7 @@ def build_vocabulary(texts: Iterable[str | bytes], vocab_size: int) -> dict[str,
 def encode(texts: Iterable[str | bytes], vocabulary: Mapping[str, int], maxlen: int) -> np.ndarray:
     """Token ids, int32 (N, maxlen): start id + word ids, last `maxlen` kept, pre-padded with 0."""
     if maxlen < 1:
-        raise ValueError(f"maxlen must be >= 1; got {maxlen}")
+        raise InputError("maxlen", maxlen, "an integer >= 1")
     rows = []
     for text in texts:
         ids = [START] + [vocabulary.get(word, OOV) for word in tokenise(text)]
