@@ -54,26 +54,24 @@ _positive_float = _number(float, 0.0, False, "a finite number > 0")
 _learning_rate = _number(float, 0.0, False, "a learning rate > 0 (finite; a negative one would be gradient ascent)")
 
 
-def _ints(text):
-    """Comma-separated positive integers such as 64,64 -> (64, 64)."""
-    try:
-        values = tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        values = ()
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers such as 64,64, got {text!r}")
-    return values
+def _int_list(low: int, example: str, what: str):
+    """An argparse type: comma-separated integers >= `low` such as `example` -> a tuple of ints."""
+
+    def parse(text):
+        try:
+            values = tuple(int(t) for t in text.split(",") if t.strip())
+        except ValueError:
+            values = ()
+        if not values or min(values) < low:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what} integers such as {example}, got {text!r}")
+        return values
+
+    parse.__name__ = f"comma-separated {what} integers"
+    return parse
 
 
-def _seeds(text):
-    """Comma-separated non-negative integers such as 0,1,2."""
-    try:
-        values = tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        values = ()
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers such as 0,1,2, got {text!r}")
-    return values
+_ints = _int_list(1, "64,64", "positive")  # hidden widths, depths
+_seeds = _int_list(0, "0,1,2", "non-negative")
 
 
 def build_parser() -> argparse.ArgumentParser:
