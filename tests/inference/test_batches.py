@@ -36,3 +36,24 @@ def test_exact_division_uses_every_index():
 def test_bad_arguments(n, batch_size):
     with pytest.raises(ValueError, match="batch_size|n"):
         minibatches(n, batch_size, seed=0)
+
+
+def test_blocks_are_drawn_as_needed_so_memory_does_not_grow_with_steps():
+    """Issue 12: all of a 400k-step fit's indices at once were ~800 MB (400,000 x 128 x 8 bytes); the blocks are
+    drawn one at a time, so taking a few blocks of a 400k-step run allocates about what a 1k-step run does."""
+    import tracemalloc
+
+    from inference.batches import minibatch_blocks
+
+    def peak_bytes(steps):
+        tracemalloc.start()
+        blocks = minibatch_blocks(1347, 128, steps, 0, 500)
+        first = [next(blocks) for _ in range(2)]
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert [b.shape for b in first] == [(500, 128), (500, 128)]
+        return peak
+
+    small, large = peak_bytes(1_000), peak_bytes(400_000)
+    assert large < 2 * small + (1 << 20), (small, large)
+    assert large < 8 << 20  # two blocks of 500 x 128 int32 (256 kB each) and one epoch, far below 800 MB
