@@ -400,7 +400,7 @@ def check_checkpoint_args(checkpoint_dir, checkpoint_every, resume) -> None:
     if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
         raise InputError("checkpoint_dir", checkpoint_dir, "a folder path (str) or None")
     if checkpoint_every is not None:
-        check_positive_ints(checkpoint_every=checkpoint_every)
+        validation.check_positive_ints(checkpoint_every=checkpoint_every)
         if checkpoint_dir is None:
             raise InputError("checkpoint_every", checkpoint_every, "None when no checkpoint_dir is given",
                              hint="pass checkpoint_dir=... to say where the fit state goes")
@@ -435,11 +435,6 @@ def check_fit_args(*, kl_warmup, **positive) -> None:
     positive integer and `kl_warmup` is a non-negative number."""
     validation.check_positive_ints(**positive)
     validation.check_real("kl_warmup", kl_warmup, low=0.0, low_open=False)
-
-
-def check_positive_ints(**values) -> None:
-    """Raise InputError naming the first argument whose value is not a positive integer."""
-    validation.check_positive_ints(**values)
 
 
 def labelled_arrays(model, data, purpose: str) -> tuple[np.ndarray, np.ndarray]:

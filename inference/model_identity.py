@@ -14,6 +14,8 @@ import json
 
 import numpy as np
 
+from models.structure import array_digest
+
 FIELDS = ("network", "arguments", "prior", "likelihood", "data")
 
 
@@ -35,9 +37,8 @@ def data_fingerprint(x, y) -> dict:
 
 def array_fingerprint(a) -> str:
     """'shape dtype blake2b-hex' of the array `a`'s bytes: equal for equal arrays, in every process."""
-    a = np.ascontiguousarray(np.asarray(a))
-    digest = hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest()
-    return f"{list(a.shape)} {a.dtype} {digest}"
+    a = np.asarray(a)
+    return f"{list(a.shape)} {a.dtype} {array_digest(a)}"
 
 
 def model_identity(model) -> dict | None:

@@ -117,10 +117,14 @@ def structure_key_and_refs(obj) -> tuple[tuple, list]:
     return builder.key(obj), builder.identity_objects
 
 
+def array_digest(value) -> str:
+    """Hex BLAKE2b (16 bytes) of an array's C-order bytes: equal for equal arrays, in every process."""
+    return hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=16).hexdigest()
+
+
 def _array_key(obj) -> tuple:
     value = np.asarray(obj)
-    digest = hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=16).hexdigest()
-    return ("array", value.shape, str(value.dtype), digest)
+    return ("array", value.shape, str(value.dtype), array_digest(value))
 
 
 def _cell_value(cell):

@@ -164,8 +164,8 @@ class RunSizes:
 FULL = RunSizes(moons_steps=3000, warmup=400, draws_per_chain=400, draws=200, ood_draws=10, rank1_warmup=100,
                 rank1_draws_per_chain=100, digits_steps=None)
 # `zoo run`: the same rows and the same schedules over a fifth of the steps, shorter NUTS runs: the whole
-# job in about 3 minutes on 2 CPU cores (README states the measured time). Not converged: the --full
-# tables are the ones the papers' findings are read from.
+# job in about 10 minutes on 2 CPU cores with an empty compilation cache, under 5 with it warm (README states
+# the measured times). Not converged: the --full tables are the ones the papers' findings are read from.
 MAIN = RunSizes(moons_steps=1500, warmup=150, draws_per_chain=150, draws=100, ood_draws=10, rank1_warmup=50,
                 rank1_draws_per_chain=50, digits_steps=None, step_fraction=0.2, refine_steps=150)
 QUICK = RunSizes(moons_steps=300, warmup=50, draws_per_chain=50, draws=20, ood_draws=5, rank1_warmup=20,
@@ -229,8 +229,8 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     """Run the main job and write its outputs under `out`. Returns the results table, a DataFrame
     indexed by (data, posterior).
 
-    size: "main" (default, `MAIN`: about 3 minutes on 2 CPU cores), "full" (`FULL`: every row at its
-    documented settings, trained to convergence) or "quick" (`QUICK`, a smoke test); `quick=True` is
+    size: "main" (default, `MAIN`: about 10 minutes on 2 CPU cores cold, under 5 warm), "full" (`FULL`: every
+    row at its documented settings, trained to convergence) or "quick" (`QUICK`, a smoke test); `quick=True` is
     size="quick".
     """
     size = ("quick" if quick else "main") if size is None else size
