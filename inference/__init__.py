@@ -2,6 +2,7 @@
 
 from inference.by_site import FAMILIES, by_site, register_family
 from inference.checkpoint import load, save
+from inference.convergence import ConvergenceWarning
 from inference.families import Family, ParamSpec
 from inference.fit import NonFiniteLossError, fit
 from inference.guide_base import BNNGuide
@@ -38,6 +39,6 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily",
     # training, sampling, results
-    "fit", "nuts", "NonFiniteLossError", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
+    "fit", "nuts", "NonFiniteLossError", "ConvergenceWarning", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
 ]

@@ -1,6 +1,10 @@
-"""The ELBO with an exact KL weight (linear warm-up) for any guide.
+"""The ELBO with an exact KL weight (linear warm-up) and a likelihood temperature for any guide.
 
-    loss(params) = -( E_q[log p(y | x, w)] * N/B  -  beta * KL(q || p) )
+    loss(params) = -( E_q[log p(y | x, w)] * N/B / T  -  beta * KL(q || p) )
+
+T (`temperature`, 1 by default) tempers the likelihood: at beta = 1 the loss is the negative ELBO of the
+tempered posterior p_T(w | D) proportional to p(D | w)^(1/T) p(w), whose optimum is the one of a KL weight
+lambda = T on the ordinary ELBO, E_q[log p(D | w)] - lambda * KL (the loss divided by T).
 
 The KL is computed site by site in closed form where NumPyro registers one between the guide's and the
 model's distribution (Normal-Normal, Delta-anything, ...) and by a one-sample Monte Carlo estimate
@@ -8,7 +12,7 @@ log q(w) - log p(w) otherwise (Cauchy, log-uniform, transformed sites, auxiliary
 dense-covariance Gaussians (full, low-rank, block-diagonal guides) log q(w) is replaced by its exact
 expectation -H(q) (`EXACT_ENTROPY`), and -log p(w) of every site under a Normal prior by its exact
 expectation from the guide's `site_moments` (``inference.gaussian_kl``): their KL is then exact.
-beta enters as an argument of the jitted step, so annealing never recompiles.
+beta and T enter as arguments of the jitted step, so annealing or another temperature never recompiles.
 A scale handler around the prior does not weight the KL under NumPyro's TraceMeanField_ELBO, which is why
 beta is applied here, to the KL term itself.
 """
@@ -78,14 +82,16 @@ def elbo_terms(rng_key, params, model, guide, *args, mutable=None, **kwargs):
     return log_lik, kl, new_mutable
 
 
-def annealed_elbo_loss(rng_key, params, model, guide, beta, num_particles, *args, mutable=None, **kwargs):
-    """(-(log_lik - beta * KL) averaged over `num_particles` independent draws (vmapped), new mutable state).
+def annealed_elbo_loss(rng_key, params, model, guide, beta, num_particles, *args, temperature=1.0, mutable=None,
+                       **kwargs):
+    """(-(log_lik / temperature - beta * KL) averaged over `num_particles` independent draws (vmapped), new
+    mutable state): the module docstring's loss; beta and temperature are scalars (traced or not).
 
     The new mutable state (batch-norm statistics) is the first particle's, with its gradient stopped.
     """
     def one(key):
         log_lik, kl, new_mutable = elbo_terms(key, params, model, guide, *args, mutable=mutable, **kwargs)
-        return -(log_lik - beta * kl), new_mutable
+        return -(log_lik / temperature - beta * kl), new_mutable
 
     if num_particles == 1:
         loss, new_mutable = one(rng_key)

@@ -1,4 +1,5 @@
-"""`fit`: stochastic variational inference with minibatches, KL warm-up and a scanned, jitted update.
+"""`fit`: stochastic variational inference with minibatches, KL warm-up, a likelihood temperature and a
+scanned, jitted update; it judges whether the ELBO converged (`inference.convergence`).
 
 Pure pieces underneath (blackjax style): `init_state` and `make_chunk` build the state and the scanned
 update, `run_steps` runs the chunks and stops at the first non-finite step, `svi_posterior` builds the
@@ -14,6 +15,7 @@ data are jit arguments, and the jitted initialisation and update are cached by s
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from collections.abc import Mapping
@@ -28,6 +30,7 @@ from numpyro import handlers
 from numpyro.distributions import biject_to
 
 from inference import data_args, validation
+from inference.convergence import ConvergenceWarning, judge
 from inference.elbo import annealed_elbo_loss
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
@@ -130,24 +133,28 @@ def constrain_params(params_u: dict, constraints: dict) -> dict:
 
 
 def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trace_counter=None):
-    """A jittable ``chunk(state, key, x, y, idx, steps, kl_warmup) -> (state, (losses, updated))``.
+    """A jittable ``chunk(state, key, x, y, idx, steps, kl_warmup, temperature) -> (state, (losses, updated,
+    grad_norms))``.
 
     idx: (C, B) int32 minibatch indices; steps: (C,) int32 global step numbers (-1 = padding, no update);
-    kl_warmup: scalar, beta_t = min(1, (t + 1) / kl_warmup) (1 when kl_warmup <= 0).
+    kl_warmup: scalar, beta_t = min(1, (t + 1) / kl_warmup) (1 when kl_warmup <= 0); temperature: scalar
+    T > 0, the log-likelihood is divided by it (`inference.elbo`). Both are traced: no value recompiles.
     losses: (C,) float32, the loss of each step (NaN for padding and after a stop); updated: (C,) bool,
-    whether the step updated the state. A step whose loss or gradient is not finite leaves the state
+    whether the step updated the state; grad_norms: (C,) float32, the global norm of each step's gradient
+    (NaN for padding). A step whose loss or gradient is not finite leaves the state
     unchanged and sets ``stopped``; nothing updates after that. Padding steps and steps after a stop
     skip the computation (a ``lax.cond``), so a chunk of fixed length C serves any number of steps.
     `constraints` is read when the chunk is traced (it may be filled after this call);
     `trace_counter`: a one-element list incremented at every trace.
     """
 
-    def loss_fn(params_u, mutable, key, xb, yb, beta):
+    def loss_fn(params_u, mutable, key, xb, yb, beta, temperature):
         params = constrain_params(params_u, constraints)
-        return annealed_elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data, mutable=mutable)
+        return annealed_elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data,
+                                  temperature=temperature, mutable=mutable)
 
     def one_step(carry, inputs):
-        state, key, x, y, kl_warmup = carry
+        state, key, x, y, kl_warmup, temperature = carry
         idx, t = inputs
         if trace_counter is not None:
             trace_counter[0] += 1
@@ -155,8 +162,9 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
         def step(state):
             beta = jnp.where(kl_warmup > 0, jnp.minimum(1.0, (t + 1.0) / jnp.maximum(kl_warmup, 1.0)), 1.0)
             (loss, mutable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-                state.params, state.mutable, jax.random.fold_in(key, t), x[idx], y[idx], beta)
-            ok = jnp.isfinite(loss) & jnp.isfinite(optax.tree.norm(grads))
+                state.params, state.mutable, jax.random.fold_in(key, t), x[idx], y[idx], beta, temperature)
+            grad_norm = optax.tree.norm(grads)
+            ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 
             def update(_):
                 updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -165,17 +173,18 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
             def stop(_):
                 return state._replace(stopped=jnp.array(True))
 
-            return jax.lax.cond(ok, update, stop, None), loss.astype(jnp.float32), ok
+            return (jax.lax.cond(ok, update, stop, None), loss.astype(jnp.float32), ok,
+                    grad_norm.astype(jnp.float32))
 
         def skip(state):
-            return state, jnp.array(jnp.nan, jnp.float32), jnp.array(False)
+            return state, jnp.array(jnp.nan, jnp.float32), jnp.array(False), jnp.array(jnp.nan, jnp.float32)
 
-        new_state, loss, ok = jax.lax.cond((t >= 0) & ~state.stopped, step, skip, state)
-        return (new_state, key, x, y, kl_warmup), (loss, ok)
+        new_state, loss, ok, grad_norm = jax.lax.cond((t >= 0) & ~state.stopped, step, skip, state)
+        return (new_state, key, x, y, kl_warmup, temperature), (loss, ok, grad_norm)
 
-    def chunk(state, key, x, y, idx, steps, kl_warmup):
-        (state, *_), losses = jax.lax.scan(one_step, (state, key, x, y, kl_warmup), (idx, steps))
-        return state, losses
+    def chunk(state, key, x, y, idx, steps, kl_warmup, temperature):
+        (state, *_), outputs = jax.lax.scan(one_step, (state, key, x, y, kl_warmup, temperature), (idx, steps))
+        return state, outputs
 
     return chunk
 
@@ -238,7 +247,7 @@ def minibatch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndar
 
 
 def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimizer=None,
-        kl_warmup: int = 0, num_particles: int = 1, seed: int = 0, progress: bool = True,
+        kl_warmup: int = 0, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
@@ -250,6 +259,17 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
       steps: number of SVI updates; batch_size: minibatch size B (clipped to N);
       optimizer: any optax GradientTransformation (default Adam, lr 1e-3);
       kl_warmup: steps of linear KL warm-up, beta_t = min(1, (t+1)/kl_warmup) multiplying the KL exactly;
+      temperature: T > 0, the likelihood temperature: the fit targets the tempered posterior
+        p_T(w | D) proportional to p(D | w)^(1/T) p(w) by minimising
+        -(E_q[log p(D | w)] / T - beta_t KL(q || p)) (`inference.elbo`). T = 1 (default) is the Bayesian
+        posterior; T < 1 a "cold" posterior (sharper, the likelihood counts 1/T times), T > 1 a warm one.
+        A KL weight lambda (E_q[log p(D | w)] - lambda KL, as in beta-VAEs) has the same optimum as
+        temperature=lambda. With `kl_warmup`, beta_t ramps the KL to 1 while the likelihood stays tempered
+        by T throughout. Only the likelihood is tempered: the cold-posterior literature's
+        p(D | w)^(1/T) p(w)^(1/T) equals this with the prior's scale divided by sqrt(T) for a Normal prior.
+        Recorded in ``posterior.info.temperature``, in checkpoints and in the run's identity (resuming with
+        another temperature is refused); a traced argument of the compiled step (no recompile per value);
+        ``losses`` are those of the tempered objective;
       num_particles: Monte Carlo draws per step; seed: controls the minibatches and the noise;
       progress: a tqdm bar over chunks, with the running loss; chunk_size: steps per scanned chunk (every
         chunk has this length, the last one padded with skipped steps, so any number of steps reuses one
@@ -270,7 +290,8 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
       checkpoint_every: steps between saves (None: only on interruption and at the end);
       resume: continue the fit saved in `checkpoint_dir` (a warning says so when there is none and the fit
         starts at step 0). The state is checked against this call (model, guide, steps, batch size, seed,
-        KL warm-up, particles, chunk size, optimiser, data, init_params; a difference raises CheckpointError
+        KL warm-up, temperature, particles, chunk size, optimiser, data, init_params; a difference raises
+        CheckpointError
         naming it), and the resumed fit's Posterior equals the uninterrupted fit's bit for bit (params and
         losses). A finished fit's state returns its Posterior without a step.
 
@@ -279,10 +300,18 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     shapes, chunk_size; `inference.compiled`), so another seed, another guide instance of the same kind,
     other data of the same shape or another number of steps compile nothing.
 
+    Convergence: at the end, `inference.convergence.judge` reads the losses and the gradient norms (computed
+    inside the scanned update, no extra host round trip): converged unless the smoothed loss of the last 20 %
+    of the steps still has a clear trend (|t| > 3 of its slope) that is also relevant (over 1 % of the loss's
+    size); fewer than 100 steps are not judged. ``info.converged`` and ``info.convergence`` hold the result,
+    the progress bar's closing line (``progress=True``) shows it, and a `ConvergenceWarning` says when the
+    ELBO has not converged.
+
     Returns:
       Posterior(kind="svi") with constrained guide params, their unconstrained values (``unconstrained``),
       ``losses`` (steps,) and ``info`` a `FitInfo` (first_step_s, fit_s, traces: 0 when the compiled update
-      was reused; first_step_s None when a resumed fit had no step left).
+      was reused; first_step_s None when a resumed fit had no step left; temperature; converged and
+      convergence; ``info.summary()`` is a one-line account).
 
     Raises:
       NonFiniteLossError when a loss or gradient is NaN/inf: ``err.posterior`` has the last finite state
@@ -290,6 +319,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     """
     check_fit_args(steps=steps, batch_size=batch_size, num_particles=num_particles, chunk_size=chunk_size,
                    kl_warmup=kl_warmup)
+    temperature = validation.check_real("temperature", temperature, low=0.0)
     check_checkpoint_args(checkpoint_dir, checkpoint_every, resume)
     x, y = labelled_arrays(model, data, "training")
     n = x.shape[0]
@@ -305,24 +335,26 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size)
     traces_before = fns.traces[0]
     state = init_state(fns, init_key, xb, yb, start)
-    order, done, losses_before, saver = MinibatchOrder(n, batch_size, seed), 0, np.zeros(0, np.float32), None
+    order, done, saver = MinibatchOrder(n, batch_size, seed), 0, None
+    losses_before, norms_before = np.zeros(0, np.float32), np.zeros(0, np.float32)
     if checkpoint_dir is not None:
         identity = run_identity(model, guide, optimizer, x, y, feature_shape=tuple(np.shape(x)[1:]), steps=steps,
-                                batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, num_particles=num_particles,
-                                chunk_size=chunk_size, init_params=start)
+                                batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, temperature=temperature,
+                                num_particles=num_particles, chunk_size=chunk_size, init_params=start)
         saver = Checkpoints(checkpoint_dir, identity, checkpoint_every, run_key)
         resumed = saver.restore(state, resume)
         if resumed is not None:
             state, done, losses_before = resumed.state, resumed.step, resumed.losses
+            norms_before = resumed.grad_norms
             run_key = saver.rng_key = jnp.asarray(resumed.rng_key)
             order = MinibatchOrder(n, batch_size, state=resumed.order)
-    warmup = jnp.float32(kl_warmup)
+    warmup, temp = jnp.float32(kl_warmup), jnp.float32(temperature)
 
     def run_chunk(state, idx, step_ids):
-        return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, warmup)
+        return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, warmup, temp)
 
-    def chunk_done(state, step, losses):
-        saver.chunk_done(state, step, losses_before, losses, order.state())
+    def chunk_done(state, step, losses, norms):
+        saver.chunk_done(state, step, (losses_before, norms_before), (losses, norms), order.state())
 
     bar = _progress(steps, progress, getattr(model, "name", "model"))
     bar.update(done)
@@ -337,12 +369,22 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         raise
     finally:
         bar.close()
+    losses = np.concatenate([losses_before, run.losses])
+    convergence = judge(losses, np.concatenate([norms_before, run.grad_norms]))
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
-                   traces=fns.traces[0] - traces_before)
-    post = svi_posterior(model, guide, run.state, fns.constrain, np.concatenate([losses_before, run.losses]),
+                   traces=fns.traces[0] - traces_before, temperature=temperature,
+                   converged=convergence["converged"], convergence=convergence)
+    post = svi_posterior(model, guide, run.state, fns.constrain, losses,
                          feature_shape=tuple(np.shape(x)[1:]), config=config, info=info)
     if run.bad_step is not None:
         raise non_finite_error(run, post)
+    if progress:
+        print(f"SVI {getattr(model, 'name', 'model')}: {len(losses)} steps, final loss "
+                  f"{float(np.mean(losses[-max(1, len(losses) // 20):])):.6g}; {info.summary()}", file=sys.stderr)
+    if not convergence["converged"]:
+        warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged after {len(losses)} steps: "
+                                         f"{convergence['reason']}. Run more steps (or raise the learning rate); "
+                                         "posterior.info.convergence has the numbers", convergence), stacklevel=2)
     return post
 
 
@@ -377,10 +419,11 @@ class Checkpoints:
         self.saved_step = resumed.step
         return resumed
 
-    def chunk_done(self, state: SVIState, step: int, losses_before: np.ndarray, losses: list, order: tuple):
-        """Remember the state after `step` steps (losses: `losses_before` and the chunks' loss arrays, a list
-        that only grows) and the minibatch order's state; save when a multiple of `every` was passed."""
-        self.last = (state, step, losses_before, losses, len(losses), order)
+    def chunk_done(self, state: SVIState, step: int, before: tuple, chunks: tuple, order: tuple):
+        """Remember the state after `step` steps (before: (losses, gradient norms) of a resumed fit's earlier
+        steps; chunks: (losses, gradient norms), two lists of the chunks' arrays that only grow) and the
+        minibatch order's state; save when a multiple of `every` was passed."""
+        self.last = (state, step, before, chunks, len(chunks[0]), order)
         if self.every is not None and step // self.every > self.saved_step // self.every:
             self.save_last()
 
@@ -388,9 +431,9 @@ class Checkpoints:
         """Save the remembered state, if newer than the saved one."""
         if self.last is None or self.last[1] == self.saved_step:
             return
-        state, step, losses_before, losses, count, order = self.last
-        save_fit_state(self.path, self.identity, state, step, np.concatenate([losses_before] + losses[:count]),
-                       self.rng_key, order)
+        state, step, before, chunks, count, order = self.last
+        losses, norms = (np.concatenate([b] + c[:count]) for b, c in zip(before, chunks))
+        save_fit_state(self.path, self.identity, state, step, losses, self.rng_key, order, grad_norms=norms)
         self.saved_step = step
 
 
@@ -468,49 +511,54 @@ class StepsRun(NamedTuple):
     """What `run_steps` returns. state: the last SVIState (the last finite one if stopped); losses:
     (done,) the loss of every step that updated the state; first_step_s: seconds from t0 to the end of the
     first chunk; bad_step, bad_what: the first non-finite step and "loss" or "gradient" (None, None when
-    every step was finite)."""
+    every step was finite); grad_norms: (done,) the gradient norm of those steps."""
 
     state: SVIState
     losses: np.ndarray
     first_step_s: float
     bad_step: int | None
     bad_what: str | None
+    grad_norms: np.ndarray
 
 
 def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float, *, start: int = 0,
               on_chunk=None) -> StepsRun:
     """Run the steps of `blocks`, a chunk at a time, stopping at the first non-finite one.
 
-    run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated)) is the jitted
+    run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated, grad_norms)) is
+    the jitted
     chunk with the key, data and warm-up bound; blocks: an iterable of (count, B) minibatch index arrays,
     count <= chunk_len, in step order (`inference.batches.minibatch_blocks`); each is padded to `chunk_len`
     (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar advanced per chunk.
     start: the global number of the first step (a resumed fit's steps done); on_chunk(state, steps done,
-    [losses (count,) of every chunk so far]) is called after every finished chunk, before the next block is
-    asked for. The returned ``losses`` are this call's steps, ``bad_step`` is global.
+    [losses (count,) of every chunk so far], [their gradient norms (count,)]) is called after every finished
+    chunk, before the next block is asked for. The returned ``losses`` are this call's steps, ``bad_step``
+    is global.
     """
-    losses, first_step_s = [], None
+    losses, norms, first_step_s = [], [], None
     for block in blocks:
         count = len(block)
         idx = np.zeros((chunk_len,) + block.shape[1:], np.int32)
         idx[:count] = block
         step_ids = np.full(chunk_len, -1, np.int32)
         step_ids[:count] = np.arange(start, start + count)
-        state, (chunk_losses, updated) = run_chunk(state, idx, step_ids)
-        chunk_losses = np.asarray(chunk_losses)[:count]
+        state, (chunk_losses, updated, chunk_norms) = run_chunk(state, idx, step_ids)
+        chunk_losses, chunk_norms = np.asarray(chunk_losses)[:count], np.asarray(chunk_norms)[:count]
         if first_step_s is None:
             first_step_s = time.perf_counter() - t0
         if bool(state.stopped):
             bad = int(np.flatnonzero(~np.asarray(updated)[:count])[0])
             what = "loss" if not np.isfinite(chunk_losses[bad]) else "gradient"
-            return StepsRun(state, _concat(losses + [chunk_losses[:bad]]), first_step_s, start + bad, what)
+            return StepsRun(state, _concat(losses + [chunk_losses[:bad]]), first_step_s, start + bad, what,
+                            _concat(norms + [chunk_norms[:bad]]))
         losses.append(chunk_losses)
+        norms.append(chunk_norms)
         bar.update(count)
         bar.set_postfix(loss=f"{float(np.mean(chunk_losses)):.4g}")
         start += count
         if on_chunk is not None:
-            on_chunk(state, start, losses)
-    return StepsRun(state, _concat(losses), first_step_s, None, None)
+            on_chunk(state, start, losses, norms)
+    return StepsRun(state, _concat(losses), first_step_s, None, None, _concat(norms))
 
 
 def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:

@@ -5,13 +5,14 @@ mid-save leaves the previous state readable) with two files besides the manifest
 
 - ``fit_state.npz``: every leaf of the `SVIState` pytree (``leaf_00000`` ...: the unconstrained guide
   parameters, the optimiser state, the model's mutable state, the stop flag), the loss of every step done
-  (``losses``, (step,) float32), the run's PRNG key (``rng_key``) and the minibatch rows drawn but not yet
+  (``losses``, (step,) float32) and its gradient norm (``grad_norms``, (step,) float32; NaN-filled when
+  a state saved before they were kept is read), the run's PRNG key (``rng_key``) and the minibatch rows drawn but not yet
   used (``order_pending``, int64 (P, batch_size)).
 - ``fit_state.json``: the format, the number of steps done, the pytree structure (``treedef``, its string)
   and every leaf's shape and dtype, the minibatch generator's state, and the run's identity (`run_identity`).
 
 Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
-warm-up, particles, chunk size, a fingerprint of the optimiser's behaviour, of the data and of the initial
+warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), particles, chunk size, a fingerprint of the optimiser's behaviour, of the data and of the initial
 parameters) and the pytree structure against the run being resumed, and refuses another run naming the
 first difference, so a resumed fit continues exactly the run it saved.
 """
@@ -37,17 +38,19 @@ STATE_NPZ = "fit_state.npz"
 class FitState(NamedTuple):
     """A fit resumed from disk. state: the SVIState pytree (leaves as NumPy arrays); step: steps done;
     losses: (step,) float32; rng_key: the run's key (uint32 array); order: the `MinibatchOrder` state
-    (generator state dict, pending rows int64 (P, batch_size))."""
+    (generator state dict, pending rows int64 (P, batch_size)); grad_norms: (step,) float32, the gradient
+    norm of every step done (NaN where unknown)."""
 
     state: object
     step: int
     losses: np.ndarray
     rng_key: np.ndarray
     order: tuple
+    grad_norms: np.ndarray
 
 
 def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_size, seed, kl_warmup,
-                 num_particles, chunk_size, init_params) -> dict:
+                 num_particles, chunk_size, init_params, temperature=1.0) -> dict:
     """JSON-able {what: value} that identifies a fit: a checkpoint resumes only the run whose identity equals
     the one it stored.
 
@@ -61,6 +64,7 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         "site_shapes": {k: list(v) for k, v in site_shapes.items()},
         "guide": getattr(guide, "config", None) or type(guide).__qualname__,
         "steps": steps, "batch_size": batch_size, "seed": seed, "kl_warmup": kl_warmup,
+        "temperature": float(temperature),
         "num_particles": num_particles, "chunk_size": chunk_size,
         "optimizer": optimizer_fingerprint(optimizer),
         "data": {"x": array_fingerprint(x), "y": array_fingerprint(y)},
@@ -101,16 +105,18 @@ def saved_step(path: str) -> int | None:
         return None
 
 
-def save_fit_state(path: str, identity: dict, state, step: int, losses: np.ndarray, rng_key, order: tuple) -> None:
+def save_fit_state(path: str, identity: dict, state, step: int, losses: np.ndarray, rng_key, order: tuple,
+                   grad_norms: np.ndarray | None = None) -> None:
     """Write the fit state to the folder `path` atomically (see the module docstring).
 
     state: the SVIState pytree after `step` steps; losses: (step,) float32; rng_key: the run's key;
-    order: `MinibatchOrder.state()` after `step` rows.
+    order: `MinibatchOrder.state()` after `step` rows; grad_norms: (step,) float32 or None (unknown: NaN).
     """
     leaves, treedef = jax.tree_util.tree_flatten(jax.device_get(state))
     leaves = [np.asarray(v) for v in leaves]
     arrays = {f"leaf_{i:05d}": v for i, v in enumerate(leaves)}
-    arrays.update(losses=np.asarray(losses, np.float32), rng_key=np.asarray(jax.device_get(rng_key)),
+    norms = np.full(np.shape(losses), np.nan, np.float32) if grad_norms is None else grad_norms
+    arrays.update(losses=np.asarray(losses, np.float32), grad_norms=np.asarray(norms, np.float32), rng_key=np.asarray(jax.device_get(rng_key)),
                   order_pending=np.asarray(order[1], np.int64))
     meta = {"format": FORMAT, "step": int(step), "treedef": str(treedef),
             "leaves": [[list(v.shape), str(v.dtype)] for v in leaves],
@@ -147,6 +153,7 @@ def load_fit_state(path: str, identity: dict, template) -> FitState | None:
     with np.load(os.path.join(folder, STATE_NPZ)) as z:
         saved = [z[f"leaf_{i:05d}"] for i in range(len(leaves))]
         losses, rng_key, pending = z["losses"], z["rng_key"], z["order_pending"]
+        norms = z["grad_norms"] if "grad_norms" in z.files else np.full(losses.shape, np.nan, np.float32)
     for i, (have, want) in enumerate(zip(saved, leaves)):
         want_dtype = np.dtype(want.dtype) if hasattr(want, "dtype") else np.asarray(want).dtype
         if have.shape != np.shape(want) or have.dtype != want_dtype:
@@ -155,12 +162,15 @@ def load_fit_state(path: str, identity: dict, template) -> FitState | None:
     step = int(meta["step"])
     if losses.shape != (step,):
         raise CheckpointError(path, f"holds {losses.shape[0]} losses for {step} steps", STATE_NPZ)
+    if norms.shape != (step,):
+        raise CheckpointError(path, f"holds {norms.shape[0]} gradient norms for {step} steps", STATE_NPZ)
     return FitState(jax.tree_util.tree_unflatten(treedef, saved), step, losses, rng_key,
-                    (meta["order_state"], pending))
+                    (meta["order_state"], pending), norms)
 
 
 def check_identity(path: str, saved: dict, current: dict) -> None:
     """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`."""
+    saved = {"temperature": 1.0, **saved}  # saved before temperatures existed: an untempered run
     for key in sorted(set(saved) | set(current)):
         if saved.get(key) != current.get(key):
             raise CheckpointError(

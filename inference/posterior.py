@@ -32,7 +32,8 @@ class Posterior:
       state: the network's Haiku state after training (batch-norm moving averages), or None.
       feature_shape: the input shape the model was built for (x.shape[1:]).
       config: JSON-able description (zoo entry, guide, training settings) that checkpoints store.
-      info: what the run recorded: a `FitInfo` (SVI: first_step_s, fit_s, traces), a `NutsInfo` (MCMC:
+      info: what the run recorded: a `FitInfo` (SVI: first_step_s, fit_s, traces, temperature, converged,
+        convergence; ``info.summary()`` says whether the ELBO converged), a `NutsInfo` (MCMC:
         nuts_s, divergences, mean_leapfrog_steps, chain_method), or None (built by hand); see
         `inference.run_info` for the fields and their units.
       unconstrained: SVI: the guide parameters as the optimiser saw them {name: array} (unconstrained, as

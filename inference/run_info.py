@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from inference.convergence import describe
+
 
 class FitInfo(NamedTuple):
     """Timings and counters of one `inference.fit` run.
@@ -19,11 +21,26 @@ class FitInfo(NamedTuple):
         steps returned: guide initialisation, the compile of the scanned update and one chunk of steps.
       fit_s: seconds of the whole run, the same start to the Posterior being built (float).
       traces: how many times the scanned update was traced (int; 1 means the fit compiled once).
+      temperature: the likelihood temperature T the fit targeted, p(y | x, w)^(1/T) p(w) (float; 1 is the
+        Bayesian posterior; see `inference.fit`).
+      converged: whether the ELBO had converged when the fit ended (bool; None: not judged, e.g. a checkpoint
+        from before the judgement existed); convergence: the judgement's numbers (a dict, see
+        `inference.convergence.judge`).
     """
 
     first_step_s: float | None
     fit_s: float | None
     traces: int | None
+    temperature: float | None = 1.0
+    converged: bool | None = None
+    convergence: dict | None = None
+
+    def summary(self) -> str:
+        """One line: the convergence judgement, and the temperature when it is not 1."""
+        text = describe(self.convergence)
+        if self.temperature is not None and self.temperature != 1.0:
+            text += f"; tempered posterior, temperature {self.temperature:g} (likelihood^(1/{self.temperature:g}))"
+        return text
 
 
 class NutsInfo(NamedTuple):
@@ -61,7 +78,8 @@ def info_from_record(type_name: str | None, fields: dict | None, kind: str) -> F
     Args:
       type_name: "FitInfo", "NutsInfo", or None for a checkpoint written before the types existed (the
         type then follows the posterior's `kind`: "svi" -> FitInfo, "mcmc" -> NutsInfo).
-      fields: {field: value}; keys the type lacks are dropped, fields the record lacks are None.
+      fields: {field: value}; keys the type lacks are dropped, fields the record lacks take their default
+        (None, or FitInfo's temperature 1.0: a run from before temperatures existed was untempered).
       kind: the posterior's kind, "svi" or "mcmc".
     Returns:
       the NamedTuple, or None when the record holds none of its fields.
@@ -75,7 +93,7 @@ def info_from_record(type_name: str | None, fields: dict | None, kind: str) -> F
     fields = fields or {}
     if cls is None or not any(name in fields for name in cls._fields):
         return None
-    return cls(**{name: fields.get(name) for name in cls._fields})
+    return cls(**{name: fields.get(name, cls._field_defaults.get(name)) for name in cls._fields})
 
 
 def check_info(info) -> None:

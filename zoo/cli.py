@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--batch-size", type=_positive_int, default=128)
     f.add_argument("--lr", type=_learning_rate, default=1e-3, help="Adam's learning rate (> 0)")
     f.add_argument("--kl-warmup", type=_non_negative_int, default=0)
+    f.add_argument("--temperature", type=_positive_float, default=1.0, metavar="T",
+                   help="likelihood temperature (> 0): fit p(y|x,w)^(1/T) p(w); 1 is the Bayesian posterior")
     f.add_argument("--particles", type=_positive_int, default=1)
     f.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
                    help="save the resumable fit state every N steps (at chunk ends); it is saved on Ctrl-C / "
@@ -282,6 +284,7 @@ def cmd_fit(args):
         with _interrupts_raise_keyboard_interrupt() as interrupt:
             post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
                                  optimizer=optax.adam(args.lr), kl_warmup=args.kl_warmup,
+                                 temperature=args.temperature,
                                  num_particles=args.particles, seed=args.seed, progress=not args.quiet,
                                  config={"entry": entry.config}, checkpoint_dir=state_dir,
                                  checkpoint_every=args.checkpoint_every, resume=args.resume)
@@ -299,6 +302,7 @@ def cmd_fit(args):
     inference.save(post, args.out)
     shutil.rmtree(state_dir, ignore_errors=True)  # the posterior holds what it was for
     evals.score(post, entry.test)
+    print(f"ELBO: {post.info.summary()}")
     print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
           f"fit {post.info.fit_s:.1f} s)")
     return 0
