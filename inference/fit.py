@@ -266,7 +266,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         A KL weight lambda (E_q[log p(D | w)] - lambda KL, as in beta-VAEs) has the same optimum as
         temperature=lambda. With `kl_warmup`, beta_t ramps the KL to 1 while the likelihood stays tempered
         by T throughout. Only the likelihood is tempered: the cold-posterior literature's
-        p(D | w)^(1/T) p(w)^(1/T) equals this with the prior's scale divided by sqrt(T) for a Normal prior.
+        p(D | w)^(1/T) p(w)^(1/T) equals this with a Normal prior's scale multiplied by sqrt(T).
         Recorded in ``posterior.info.temperature``, in checkpoints and in the run's identity (resuming with
         another temperature is refused); a traced argument of the compiled step (no recompile per value);
         ``losses`` are those of the tempered objective;

@@ -6,15 +6,16 @@ mid-save leaves the previous state readable) with two files besides the manifest
 - ``fit_state.npz``: every leaf of the `SVIState` pytree (``leaf_00000`` ...: the unconstrained guide
   parameters, the optimiser state, the model's mutable state, the stop flag), the loss of every step done
   (``losses``, (step,) float32) and its gradient norm (``grad_norms``, (step,) float32; NaN-filled when
-  a state saved before they were kept is read), the run's PRNG key (``rng_key``) and the minibatch rows drawn but not yet
-  used (``order_pending``, int64 (P, batch_size)).
+  a state saved before they were kept is read), the run's PRNG key (``rng_key``) and the minibatch rows
+  drawn but not yet used (``order_pending``, int64 (P, batch_size)).
 - ``fit_state.json``: the format, the number of steps done, the pytree structure (``treedef``, its string)
   and every leaf's shape and dtype, the minibatch generator's state, and the run's identity (`run_identity`).
 
 Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
-warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), particles, chunk size, a fingerprint of the optimiser's behaviour, of the data and of the initial
-parameters) and the pytree structure against the run being resumed, and refuses another run naming the
-first difference, so a resumed fit continues exactly the run it saved.
+warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), particles,
+chunk size, a fingerprint of the optimiser's behaviour, of the data and of the initial parameters) and the
+pytree structure against the run being resumed, and refuses another run naming the first difference, so a
+resumed fit continues exactly the run it saved.
 """
 
 from __future__ import annotations
@@ -116,8 +117,8 @@ def save_fit_state(path: str, identity: dict, state, step: int, losses: np.ndarr
     leaves = [np.asarray(v) for v in leaves]
     arrays = {f"leaf_{i:05d}": v for i, v in enumerate(leaves)}
     norms = np.full(np.shape(losses), np.nan, np.float32) if grad_norms is None else grad_norms
-    arrays.update(losses=np.asarray(losses, np.float32), grad_norms=np.asarray(norms, np.float32), rng_key=np.asarray(jax.device_get(rng_key)),
-                  order_pending=np.asarray(order[1], np.int64))
+    arrays.update(losses=np.asarray(losses, np.float32), grad_norms=np.asarray(norms, np.float32),
+                  rng_key=np.asarray(jax.device_get(rng_key)), order_pending=np.asarray(order[1], np.int64))
     meta = {"format": FORMAT, "step": int(step), "treedef": str(treedef),
             "leaves": [[list(v.shape), str(v.dtype)] for v in leaves],
             "order_state": order[0], "identity": identity}

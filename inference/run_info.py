@@ -39,7 +39,7 @@ class FitInfo(NamedTuple):
         """One line: the convergence judgement, and the temperature when it is not 1."""
         text = describe(self.convergence)
         if self.temperature is not None and self.temperature != 1.0:
-            text += f"; tempered posterior, temperature {self.temperature:g} (likelihood^(1/{self.temperature:g}))"
+            text += f"; tempered posterior: temperature {self.temperature:g}, likelihood^{1 / self.temperature:.4g}"
         return text
 
 

@@ -95,7 +95,7 @@ def test_the_loss_divides_the_log_likelihood_by_t_and_warm_up_weights_the_kl(pro
 
 def test_the_temperature_is_shown_stored_and_round_trips(tempered_fits, tmp_path):
     post = tempered_fits[0][4.0]
-    assert "temperature 4 (likelihood^(1/4))" in post.info.summary()
+    assert "tempered posterior: temperature 4, likelihood^0.25" in post.info.summary()
     inference.save(post, tmp_path / "ck")
     back = inference.load(tmp_path / "ck", post.model)
     assert back.info == post.info and back.info.temperature == 4.0
@@ -133,5 +133,5 @@ def test_zoo_fit_passes_the_temperature_and_prints_the_judgement(tmp_path, capsy
                      "--batch-size", "100", "--lr", "1e-2", "--steps", "50", "--temperature", "2",
                      "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "ELBO: NOT converged (only 50 steps" in printed and "temperature 2 (likelihood^(1/2))" in printed
+    assert "ELBO: NOT converged (only 50 steps" in printed and "temperature 2, likelihood^0.5" in printed
     assert zoo.load(str(out)).info.temperature == 2.0
