@@ -66,7 +66,7 @@ def judge(losses, grad_norms=None, *, tail_fraction: float = TAIL_FRACTION, wind
            "rel_change": None, "loss_sd": None, "grad_norm_start": None, "grad_norm_tail": None,
            "t_crit": float(t_crit), "rel_tol": float(rel_tol), "tail_fraction": float(tail_fraction)}
     if steps < max(min_steps, 2 * windows):
-        out["reason"] = f"only {steps} steps: at least {max(min_steps, 2 * windows)} are needed to judge"
+        out["reason"] = f"only {steps} steps, too few to judge: at least {max(min_steps, 2 * windows)} are needed"
         return out
     size = max(2, int(round(steps * tail_fraction)) // windows)
     tail = losses[steps - size * windows:]
@@ -81,8 +81,8 @@ def judge(losses, grad_norms=None, *, tail_fraction: float = TAIL_FRACTION, wind
     trending = abs(t) > t_crit and abs(rel) > rel_tol
     out["converged"] = not trending
     direction = "falling" if change < 0 else "rising"
-    out["reason"] = (f"the loss is still {direction}: {abs(rel):.2%} of its size over the last {tail.size} steps "
-                     f"(t = {t:.1f})" if trending else
+    out["reason"] = (f"the loss is still {direction}: {abs(rel):.2%} of its size over the last {tail.size} steps, "
+                     f"t = {t:.1f}" if trending else
                      f"the loss is flat over the last {tail.size} steps: change {rel:+.2%} of its size, t = {t:.1f}")
     return out
 

@@ -382,8 +382,8 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         print(f"SVI {getattr(model, 'name', 'model')}: {len(losses)} steps, final loss "
                   f"{float(np.mean(losses[-max(1, len(losses) // 20):])):.6g}; {info.summary()}", file=sys.stderr)
     if not convergence["converged"]:
-        warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged after {len(losses)} steps: "
-                                         f"{convergence['reason']}. Run more steps (or raise the learning rate); "
+        warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged ({convergence['reason']}). "
+                                         "Run more steps (or raise the learning rate); "
                                          "posterior.info.convergence has the numbers", convergence), stacklevel=2)
     return post
 
