@@ -141,8 +141,8 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
     T > 0, the log-likelihood is divided by it (`inference.elbo`). Both are traced: no value recompiles.
     losses: (C,) float32, the loss of each step (NaN for padding and after a stop); updated: (C,) bool,
     whether the step updated the state; grad_norms: (C,) float32, the global norm of each step's gradient
-    (NaN for padding). A step whose loss or gradient is not finite leaves the state
-    unchanged and sets ``stopped``; nothing updates after that. Padding steps and steps after a stop
+    (NaN for padding). A step whose loss or gradient is not finite leaves the state unchanged and sets
+    ``stopped``; nothing updates after that. Padding steps and steps after a stop
     skip the computation (a ``lax.cond``), so a chunk of fixed length C serves any number of steps.
     `constraints` is read when the chunk is traced (it may be filled after this call);
     `trace_counter`: a one-element list incremented at every trace.
@@ -291,8 +291,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
       resume: continue the fit saved in `checkpoint_dir` (a warning says so when there is none and the fit
         starts at step 0). The state is checked against this call (model, guide, steps, batch size, seed,
         KL warm-up, temperature, particles, chunk size, optimiser, data, init_params; a difference raises
-        CheckpointError
-        naming it), and the resumed fit's Posterior equals the uninterrupted fit's bit for bit (params and
+        CheckpointError naming it), and the resumed fit's Posterior equals the uninterrupted fit's bit for bit (params and
         losses). A finished fit's state returns its Posterior without a step.
 
     Compiled once per structure: the initialisation and the scanned update are cached process-wide by what
