@@ -85,7 +85,8 @@ def _log_likelihood_source(posterior, data, log_likelihood) -> str:
         return "training"
     warnings.warn("to_arviz: this posterior does not record the data it was fitted to, so the log_likelihood "
                   "group cannot be checked to be of its training data (az.loo / az.compare need them); "
-                  "inference.remember_training_data(posterior, train) records them", UserWarning, stacklevel=3)
+                  "inference.remember_training_data(posterior, train) records them", UserWarning,
+                  stacklevel=4)  # the line that called inference.to_arviz
     return "unchecked"
 
 
