@@ -31,6 +31,7 @@ import pandas as pd
 
 from evals import metrics
 from inference.diagnostics import ess_rhat
+from inference.site_names import site_name
 from evals.gaussians import (
     JITTER,
     fit_gaussian,
@@ -64,7 +65,8 @@ def chain_draws(posterior, num_samples: int = 1000, seed: int = 0) -> dict:
     if _is_posterior(posterior):
         return {k: np.asarray(v) for k, v in posterior.draws_by_chain(num_samples, seed).items()}
     if _is_inference_data(posterior):
-        return {str(k): np.asarray(v.values) for k, v in posterior.posterior.data_vars.items()}
+        # keyed by site: `inference.to_arviz` keeps each variable's site path in attrs["site"]
+        return {v.attrs.get("site", str(k)): np.asarray(v.values) for k, v in posterior.posterior.data_vars.items()}
     raise TypeError(f"posterior: expected an inference.Posterior or az.InferenceData, got {type(posterior).__name__}")
 
 
@@ -155,7 +157,8 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
     Args:
       a, b: `inference.Posterior` (SVI or MCMC) or ``az.InferenceData`` with a posterior group.
       data: optional `inference.data.Dataset` or (x, y) / (x, None) for the function-space rows.
-      sites: site names to compare (default: those both posteriors have, in a's order).
+      sites: site names (or their ArviZ names, `inference.arviz_name`) to compare (default: those both
+        posteriors have, in a's order).
       num_samples: draws taken from an SVI posterior and for the predictive; seed: their seed.
       jitter: diagonal jitter of the Gaussian fits (appendix B).
       max_dim: largest number of flattened entries that gets Gaussian fits (a D x D covariance).
@@ -166,7 +169,7 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
     draws_a = chain_draws(a, num_samples, seed)
     draws_b = chain_draws(b, num_samples, seed + 1)
     common = [s for s in draws_a if s in draws_b]
-    sites = common if sites is None else list(sites)
+    sites = common if sites is None else [s if s in common else site_name(s) for s in sites]
     missing = [s for s in sites if s not in draws_a or s not in draws_b]
     if missing or not sites:
         raise ValueError(f"sites: {missing or 'none'} not in both posteriors; common sites are {common}")

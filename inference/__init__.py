@@ -13,11 +13,14 @@ from inference.mean_field import NormalFamily, mean_field
 from inference.nuts import DivergenceWarning, nuts
 from inference.point_estimate import DeltaFamily, point_estimate
 from inference.posterior import Posterior
+from inference.predictive_density import PredictiveDensity, log_predictive_density, predictive_density_table
 from inference.rank1_mixture import Rank1FactorFamily, batch_ensemble, rank1_mixture
 from inference.registry import GUIDES, make_guide, register_guide
 from inference.run_info import FitInfo, NutsInfo
 from inference.site_guide import SiteGuide
+from inference.site_names import arviz_name, site_name
 from inference.sites import Site, site_table
+from inference.training_data import remember_training_data
 from inference.warm_start import from_mean_field
 from inference.zero_mean import (VarianceLayerFamily, ZeroMeanFamily, predictions_by_procedure, variance_layers,
                                  zero_mean)
@@ -41,4 +44,7 @@ __all__ = [
     # training, sampling, results
     "fit", "nuts", "NonFiniteLossError", "ConvergenceWarning", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
+    # ArviZ names <-> site names, the training data a posterior remembers, held-out scores
+    "arviz_name", "site_name", "remember_training_data", "log_predictive_density", "predictive_density_table",
+    "PredictiveDensity",
 ]

@@ -1,35 +1,66 @@
-"""`to_arviz`: SVI and MCMC posteriors as ArviZ InferenceData with identical variables and dims."""
+"""`to_arviz`: SVI and MCMC posteriors as ArviZ InferenceData with identical variables and dims.
+
+Variables are named by `inference.site_names.arviz_name` (netCDF-safe: ``mlp/~/linear_0/w`` is
+``mlp.~.linear_0.w``), so ``az.to_netcdf`` / ``az.from_netcdf`` round-trip them; each keeps its Haiku site
+path in ``attrs["site"]``. The log_likelihood group is built only from the data the posterior was fitted to
+(`inference.training_data`), so ``az.loo`` and ``az.compare`` estimate what they say; held-out data are
+scored by `inference.log_predictive_density`.
+"""
 
 from __future__ import annotations
+
+import warnings
 
 import arviz as az
 import numpy as np
 
 from inference.data_args import as_arrays
 from inference.posterior import Posterior
-
+from inference.site_names import arviz_names, resolve_sites
+from inference.training_data import check_training_data
+from models.errors import InputError
 
 def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: int = 0,
-             log_likelihood: bool = True) -> az.InferenceData:
+             log_likelihood: bool | str = True, var_names=None) -> az.InferenceData:
     """An InferenceData with groups posterior, sample_stats (MCMC), and with `data`: log_likelihood,
     posterior_predictive and observed_data.
 
-    Variables: one per site, named as the site (e.g. ``mlp/~/linear_0/w``), dims (chain, draw, *shape)
-    named ``{site}_dim_{i}``; ``y`` in log_likelihood (chain, draw, N) and posterior_predictive.
-    SVI: one chain of `num_samples` guide draws; MCMC: every stored draw.
+    Variables: one per site, named ``inference.arviz_name(site)`` ("/" -> ".", e.g. ``mlp.~.linear_0.w``)
+    with the site path in ``attrs["site"]``, dims (chain, draw, *shape) named ``{name}_dim_{i}``; ``y`` in
+    log_likelihood (chain, draw, N) and posterior_predictive (chain, draw, N). SVI: one chain of
+    `num_samples` guide draws; MCMC: every stored draw. `var_names`: the sites to keep (site names or their
+    ArviZ names; default all).
+
+    log_likelihood: which data the log_likelihood group may come from.
+      True (default): `data` must be the data the posterior was fitted to (``az.loo`` / ``az.compare``
+        estimate the predictive density of new data from them); other data raise InputError naming
+        `data`. A posterior that does not record its training data (built by hand, an older checkpoint)
+        cannot be checked: a UserWarning says so (`inference.remember_training_data` records them).
+      "held_out": the log-likelihood of `data` whatever they are, unchecked, the group's ``attrs["data"]``
+        saying so (``az.loo`` of it is not a LOO estimate; `inference.log_predictive_density` is the
+        held-out score).
+      False: no log_likelihood group; posterior_predictive and observed_data of any `data`.
+    The group's ``attrs["data"]`` is "training" (checked), "unchecked" or "held_out".
     """
+    if not (log_likelihood is True or log_likelihood is False or log_likelihood == "held_out"):
+        raise InputError("log_likelihood", log_likelihood, "True (the training data, checked), 'held_out' or False")
+    sites = posterior.site_names if var_names is None else resolve_sites(var_names, posterior.site_names)
+    names = arviz_names(sites)
     by_chain = posterior.draws_by_chain(num_samples, seed)
     chains, draws = next(iter(by_chain.values())).shape[:2]
-    groups = {"posterior": {k: np.asarray(v) for k, v in by_chain.items()}}
+    groups = {"posterior": {names[k]: np.asarray(by_chain[k]) for k in sites}}
+    dims = {names[k]: [f"{names[k]}_dim_{i}" for i in range(np.ndim(by_chain[k]) - 2)] for k in sites}
     if posterior.kind == "mcmc" and posterior.sample_stats:
         stats = dict(posterior.sample_stats)
         renamed = {"num_steps": "n_steps", "accept_prob": "acceptance_rate"}
         groups["sample_stats"] = {renamed.get(k, k): np.asarray(v) for k, v in stats.items()}
+    ll_source = None
     if data is not None:
         x, y, _, _ = as_arrays(data)
-        # the very draws of the posterior group, flattened chain-major
+        # the very draws of the posterior group (every site, also those var_names leaves out), chain-major
         flat = {k: np.asarray(v).reshape((chains * draws,) + np.shape(v)[2:]) for k, v in by_chain.items()}
-        if log_likelihood and y is not None:
+        if log_likelihood is not False and y is not None:
+            ll_source = _log_likelihood_source(posterior, data, log_likelihood)
             ll = posterior.log_likelihood(x, y, draws=flat)
             groups["log_likelihood"] = {"y": ll.reshape(chains, draws, -1)}
         probs = posterior.predict(x, draws=flat)
@@ -37,7 +68,26 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
         groups["posterior_predictive"] = {"y": labels.reshape((chains, draws) + labels.shape[1:])}
         if y is not None:
             groups["observed_data"] = {"y": np.asarray(y)}
-    return az.from_dict(**groups)
+    idata = az.from_dict(**groups, dims=dims)
+    for site, name in names.items():
+        idata.posterior[name].attrs["site"] = site
+    if ll_source is not None:
+        idata.log_likelihood.attrs["data"] = ll_source
+    return idata
+
+
+def _log_likelihood_source(posterior, data, log_likelihood) -> str:
+    """"training", "unchecked" or "held_out": what the log_likelihood group is built from (see `to_arviz`);
+    raises InputError naming `data` when log_likelihood=True and `data` are not the training data."""
+    if log_likelihood == "held_out":
+        return "held_out"
+    if check_training_data(posterior, data):
+        return "training"
+    warnings.warn("to_arviz: this posterior does not record the data it was fitted to, so the log_likelihood "
+                  "group cannot be checked to be of its training data (az.loo / az.compare need them); "
+                  "inference.remember_training_data(posterior, train) records them", UserWarning,
+                  stacklevel=4)  # the line that called inference.to_arviz
+    return "unchecked"
 
 
 def _sample_labels(probs, posterior, seed):

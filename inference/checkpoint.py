@@ -41,7 +41,8 @@ def save(posterior: Posterior, path) -> str:
 
     Stored: kind, feature shape, site shapes {site: shape}, the model's spec (its origin included) and
     identity, the guide and posterior configs, guide params {name: array} or MCMC samples {site: (chains,
-    draws, *shape)}, losses (steps,), sample stats {name: (chains, draws)}, network state, and ``info`` as
+    draws, *shape)}, losses (steps,), sample stats {name: (chains, draws)}, network state, the training-data
+    fingerprint (``training_data``) and ``info`` as
     {field: value} with its type's name in ``info_type``. The write is atomic (see the module docstring).
 
     Raises ArgumentTypeError for a `posterior` that is not a Posterior or a `path` that is not a path, and
@@ -73,6 +74,7 @@ def save(posterior: Posterior, path) -> str:
         "config": posterior.config,
         "info_type": info_type,
         "info": info,
+        "training_data": posterior.training_data,
     }
     text = json.dumps(meta, indent=2, default=_json_default)  # before anything is written: errors leave no trace
     with atomic_directory(target) as staging:
@@ -128,7 +130,8 @@ def load(path, model=None) -> Posterior:
                      sample_stats=groups["sample_stats"] or None, losses=losses,
                      feature_shape=feature_shape, state=unflatten_params(groups["state"]) or None,
                      config=meta["config"],
-                     info=info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"]))
+                     info=info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"]),
+                     training_data=meta.get("training_data"))
 
 
 def _read(path: str) -> tuple[str, dict]:

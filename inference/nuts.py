@@ -45,6 +45,7 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
 
 from inference.fit import labelled_arrays
+from inference.model_identity import data_fingerprint
 from inference.validation import check_choice, check_nuts_settings, check_seed
 from inference.posterior import Posterior
 from inference.run_info import NutsInfo
@@ -134,7 +135,8 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
                     mean_leapfrog_steps=float(stats["num_steps"].mean()), chain_method=chain_method)
     warn_divergences(info.divergences, int(stats["diverging"].size), divergence_threshold)
     return Posterior(model=model, kind="mcmc", samples=samples, sample_stats=stats,
-                     feature_shape=feature_shape, state=state, config=dict(config or {}), info=info)
+                     feature_shape=feature_shape, state=state, config=dict(config or {}), info=info,
+                     training_data=data_fingerprint(x, y))
 
 
 class DivergenceWarning(UserWarning):

@@ -39,6 +39,9 @@ class Posterior:
       unconstrained: SVI: the guide parameters as the optimiser saw them {name: array} (unconstrained, as
         `inference.fit` ends; None when not kept, e.g. a loaded checkpoint): `unconstrained_params` returns
         them exactly, so that a fit started from this posterior starts at this very point.
+      training_data: the fingerprint of the data it was fitted to (`inference.model_identity.data_fingerprint`
+        of x, y as validated; `inference.training_data`), or None when unknown; `to_arviz` builds the
+        log_likelihood group only from these data; `inference.save` / `load` keep it.
     """
 
     model: object
@@ -52,6 +55,7 @@ class Posterior:
     state: dict | None = None
     config: dict = field(default_factory=dict)
     info: FitInfo | NutsInfo | None = None
+    training_data: dict | None = None
     unconstrained: dict | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):

@@ -7,7 +7,8 @@
    curves, reliability diagrams. NUTS on the rank-1 model: r and s sampled with W fixed at the rank-1
    SVI estimate (a use the rank-1 paper names as future work).
 2. Two-moons MLP 2-16-16-2: mean-field SVI, then NUTS on the same model object started from draws of
-   the SVI posterior; scores, divergences, function-space R-hat, an ArviZ summary and `az.compare`.
+   the SVI posterior; scores, divergences, function-space R-hat, an ArviZ summary, `az.compare` (PSIS-LOO of
+   the training-data log-likelihood) and next to it the test-set log predictive density of each posterior.
 3. Digits-C: every digits posterior on the 19 corruption types x 5 severities (mCE relative to the
    point estimate), the rank-1 paper's Table 2 layout, severity curves.
 Writes results.{csv,json,md}, ood_*.{csv,json,png}, plots and the posteriors under the output folder.
@@ -193,7 +194,10 @@ class MoonsExperiment(Experiment):
     """The two-moons SVI-vs-NUTS experiment and its ArviZ outputs.
 
     Attributes:
-      comparison: ``az.compare`` of the two posteriors (test-set log-likelihood), one row each.
+      comparison: ``az.compare`` of the two posteriors, one row each: PSIS-LOO of the log-likelihood of the
+        2,000 TRAINING points (``to_arviz(post, train)``), an estimate of the predictive density of new data.
+      test_lpd: `inference.predictive_density_table` of the two posteriors on the test set (lpd, its se,
+        lpd per example), the held-out quantity that elpd_loo estimates, best first.
       predictive_summary: ArviZ summary of NUTS's p(y=c|x) at 20 test points (function space).
       weight_summary: ArviZ summary of NUTS's output-layer biases.
       rhat_max_predictive: the largest R-hat of those predictive probabilities.
@@ -201,6 +205,7 @@ class MoonsExperiment(Experiment):
     """
 
     comparison: pd.DataFrame
+    test_lpd: pd.DataFrame
     predictive_summary: pd.DataFrame
     weight_summary: pd.DataFrame
     rhat_max_predictive: float
@@ -313,7 +318,9 @@ def _rank1_nuts(rank1_svi, sizes: RunSizes, seed: int, progress: bool):
 def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False) -> MoonsExperiment:
     """Two-moons MLP 2-16-16-2 (2,000 points, noise 0.1): mean-field SVI for `sizes.moons_steps`, then
     NUTS (2 chains) on the same model started from draws of the SVI posterior; scores, divergences,
-    function-space R-hat at 20 test points, ArviZ summaries and ``az.compare``.
+    function-space R-hat at 20 test points, ArviZ summaries, ``az.compare`` of the training-data
+    log-likelihoods and the test-set log predictive density (`inference.predictive_density_table`), both from
+    ``2 * sizes.draws_per_chain`` draws of each posterior.
     Returns the MoonsExperiment with posteriors {"mean_field", "nuts"}."""
     import arviz as az
 
@@ -333,12 +340,18 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     nuts_row.update({"divergences": mcmc.info.divergences, "rhat_max_predictive": rhat,
                      "seconds": mcmc.info.nuts_s})
     table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
-    idata = {"mean_field": inference.to_arviz(svi, moons.test, num_samples=sizes.draws_per_chain * 2, seed=seed),
-             "nuts": inference.to_arviz(mcmc, moons.test, seed=seed)}
+    if svi.training_data is None:  # a fit that does not record its training data itself
+        inference.remember_training_data(svi, moons.train)
+    draws = sizes.draws_per_chain * 2
+    posteriors = {"mean_field": svi, "nuts": mcmc}
+    # az.compare needs the log-likelihood of the data each posterior was fitted to (to_arviz checks it)
+    idata = {"mean_field": inference.to_arviz(svi, moons.train, num_samples=draws, seed=seed),
+             "nuts": inference.to_arviz(mcmc, moons.train, seed=seed)}
     return MoonsExperiment(
-        table.set_index(["data", "posterior"]), {"mean_field": svi, "nuts": mcmc}, moons.test,
-        comparison=az.compare(idata), predictive_summary=diagnostics.predictive_summary(mcmc, probe),
-        weight_summary=az.summary(idata["nuts"], var_names=["mlp/~/linear_2/b"], round_to=4),
+        table.set_index(["data", "posterior"]), posteriors, moons.test, comparison=az.compare(idata),
+        test_lpd=inference.predictive_density_table(posteriors, moons.test, num_samples=draws, seed=seed),
+        predictive_summary=diagnostics.predictive_summary(mcmc, probe),
+        weight_summary=az.summary(idata["nuts"], var_names=[inference.arviz_name("mlp/~/linear_2/b")], round_to=4),
         rhat_max_predictive=rhat, divergences=mcmc.info.divergences)
 
 
@@ -357,7 +370,9 @@ def _write_digits(digits: Experiment, out: str, sizes: RunSizes):
 
 
 def _write_moons(moons: MoonsExperiment, out: str, sizes: RunSizes):
-    """The two-moons posteriors, ArviZ CSVs, reliability diagram and predictive map under `out`."""
+    """The two-moons posteriors, ArviZ CSVs (az_compare_moons.csv: az.compare of the training-data
+    log-likelihoods; az_summary_moons_*.csv), test_lpd_moons.csv (test-set log predictive density of each
+    posterior), reliability diagram and predictive map under `out`."""
     import inference
     from evals import plots
 
@@ -365,6 +380,7 @@ def _write_moons(moons: MoonsExperiment, out: str, sizes: RunSizes):
     inference.save(svi, os.path.join(out, "posteriors", "moons_mean_field"))
     inference.save(mcmc, os.path.join(out, "posteriors", "moons_nuts"))
     moons.comparison.to_csv(os.path.join(out, "az_compare_moons.csv"))
+    moons.test_lpd.to_csv(os.path.join(out, "test_lpd_moons.csv"))
     moons.predictive_summary.to_csv(os.path.join(out, "az_summary_moons_predictive.csv"))
     moons.weight_summary.to_csv(os.path.join(out, "az_summary_moons_weights.csv"))
     plots.reliability_diagram({"mean field": svi.predict(moons.test.x, sizes.draws, reduce="mean"),
@@ -390,9 +406,11 @@ def _print_report(table: pd.DataFrame, moons: MoonsExperiment, ood_summary: pd.D
     from evals import ood
 
     print("\n" + table.to_string(float_format=lambda v: f"{v:.4f}"))
-    print("\nArviZ compare (two moons, test-set log-likelihood):")
+    print("\nArviZ compare (two moons, PSIS-LOO of the training-data log-likelihood):")
     print(moons.comparison[["rank", "elpd_loo", "p_loo", "elpd_diff", "weight"]].to_string(
         float_format=lambda v: f"{v:.3f}"))
+    print("\nTest-set log predictive density (two moons):")
+    print(moons.test_lpd[["lpd", "se", "lpd_mean", "lpd_diff", "se_diff"]].to_string(float_format=lambda v: f"{v:.3f}"))
     print("\nFunction-space summary of NUTS, p(y=c|x) at 20 test points (first rows):")
     print(moons.predictive_summary.head(6).to_string())
     print("\nDigits-C (19 types x 5 severities; mCE relative to point_estimate):")

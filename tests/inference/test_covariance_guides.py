@@ -169,7 +169,7 @@ def test_every_posterior_api_agrees_with_the_fitted_gaussian(blr, blr_fits, name
     assert np.all(np.abs(f_draws.mean(0) - f_mean) < 4 * np.sqrt(f_var / n))
 
     idata = inference.to_arviz(post, (x, y), num_samples=200)
-    assert idata.posterior[W].shape == (1, 200, 3, 1)
+    assert idata.posterior[inference.arviz_name(W)].shape == (1, 200, 3, 1)
     ll = np.asarray(idata.log_likelihood["y"])[0]  # (200, N); E_q log N(y | f, noise²) in closed form:
     expected = -0.5 * ((y - f_mean) ** 2 + f_var) / NOISE**2 - np.log(NOISE) - 0.5 * np.log(2 * np.pi)
     assert np.all(np.abs(ll.mean(0) - expected) < 4 * ll.std(0) / np.sqrt(200) + 1e-6)

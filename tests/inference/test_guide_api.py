@@ -7,7 +7,7 @@ import pytest
 from numpyro.infer import Predictive
 
 import models
-from inference import GUIDES, fit, load, register_guide, save, to_arviz
+from inference import GUIDES, arviz_name, fit, load, register_guide, save, to_arviz
 from inference.k_tied import k_tied
 from inference.rank1_mixture import batch_ensemble, rank1_mixture
 from inference.zero_mean import variance_layers, zero_mean
@@ -76,7 +76,7 @@ def test_guide_trains_and_serves_every_posterior_api(case, tmp_path):
     idata = to_arviz(post, (x, y), num_samples=4)
     assert idata.log_likelihood["y"].shape == (1, 4, len(x))
     assert np.all(np.asarray(idata.log_likelihood["y"]) <= 0)
-    assert set(idata.posterior.data_vars) == set(shapes)
+    assert set(idata.posterior.data_vars) == {arviz_name(site) for site in shapes}  # netCDF-safe names
 
     if guide.config["name"] not in GUIDES:
         register_guide(guide.config["name"], FACTORIES[guide.config["name"]])

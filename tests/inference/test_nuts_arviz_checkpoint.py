@@ -23,13 +23,18 @@ def test_nuts_on_the_same_model_object(moons_entry, moons_svi, moons_nuts):
 
 
 def test_arviz_groups_match_between_svi_and_nuts(moons_entry, moons_svi, moons_nuts):
-    a = inference.to_arviz(moons_svi, moons_entry.test, num_samples=400)
-    b = inference.to_arviz(moons_nuts, moons_entry.test)
-    assert set(a.posterior.data_vars) == set(b.posterior.data_vars) == set(moons_entry.model.site_shapes((2,)))
+    train = moons_entry.train  # log_likelihood of the training data: what az.loo / az.compare need
+    if moons_svi.training_data is None:  # a fit that does not record its training data yet
+        inference.remember_training_data(moons_svi, train)
+    a = inference.to_arviz(moons_svi, train, num_samples=400)
+    b = inference.to_arviz(moons_nuts, train)
+    sites = moons_entry.model.site_shapes((2,))
+    assert set(a.posterior.data_vars) == set(b.posterior.data_vars) == {inference.arviz_name(s) for s in sites}
     for var in a.posterior.data_vars:
         assert a.posterior[var].dims == b.posterior[var].dims
-    assert a.log_likelihood["y"].shape == (1, 400, len(moons_entry.test))
-    assert b.log_likelihood["y"].shape == (2, 200, len(moons_entry.test))
+        assert a.posterior[var].attrs["site"] == b.posterior[var].attrs["site"] == inference.site_name(var)
+    assert a.log_likelihood["y"].shape == (1, 400, len(train))
+    assert b.log_likelihood["y"].shape == (2, 200, len(train))
     assert "diverging" in b.sample_stats
     assert set(b.posterior_predictive["y"].values.ravel()) <= {0, 1}
     table = az.compare({"svi": a, "nuts": b})
@@ -37,8 +42,8 @@ def test_arviz_groups_match_between_svi_and_nuts(moons_entry, moons_svi, moons_n
     # log_likelihood is the model's pointwise log-density of the very draws in the posterior group
     for idata in (a, b):
         for c, d in ((0, 0), (0, 7)):
-            draw = {k: idata.posterior[k].values[c, d] for k in idata.posterior.data_vars}
-            want = moons_entry.model.log_likelihood(draw, moons_entry.test.x, moons_entry.test.y)
+            draw = {v.attrs["site"]: v.values[c, d] for v in idata.posterior.data_vars.values()}
+            want = moons_entry.model.log_likelihood(draw, train.x, train.y)
             np.testing.assert_allclose(idata.log_likelihood["y"].values[c, d], want, rtol=1e-5, atol=1e-5)
 
 

@@ -1,0 +1,108 @@
+"""`to_arviz` output survives netCDF (az.to_netcdf / az.from_netcdf) for SVI and NUTS; ArviZ names <-> site
+names both ways; the log_likelihood group only from the training data (the old misuse, the test set, refused)."""
+
+import warnings
+
+import arviz as az
+import numpy as np
+import pytest
+import xarray as xr
+
+import inference
+import zoo
+from inference.site_names import arviz_names, resolve_sites
+from models.errors import InputError
+
+SITE = "mlp/~/linear_0/w"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
+
+
+@pytest.fixture(scope="module")
+def tiny_svi(tiny):
+    post = inference.fit(tiny.model, inference.mean_field(tiny.model), tiny.train, steps=200, progress=False)
+    if post.training_data is None:  # a fit that does not record its training data yet
+        inference.remember_training_data(post, tiny.train)
+    return post
+
+
+@pytest.fixture(scope="module")
+def tiny_nuts(tiny):
+    return inference.nuts(tiny.model, tiny.train, num_chains=2, num_warmup=50, draws_per_chain=50, seed=0,
+                          progress=False)
+
+
+@pytest.mark.parametrize("which", ["svi", "nuts"])
+def test_netcdf_round_trip_keeps_every_group_and_variable(which, tiny, tiny_svi, tiny_nuts, tmp_path):
+    post = tiny_svi if which == "svi" else tiny_nuts
+    idata = inference.to_arviz(post, tiny.train, num_samples=30)
+    expected = {"posterior", "log_likelihood", "posterior_predictive", "observed_data"}
+    assert set(idata.groups()) == expected | ({"sample_stats"} if which == "nuts" else set())
+    path = str(tmp_path / f"{which}.nc")
+    idata.to_netcdf(path)
+    back = az.from_netcdf(path)
+    assert set(back.groups()) == set(idata.groups())
+    for group in idata.groups():
+        assert set(back[group].data_vars) == set(idata[group].data_vars)
+        xr.testing.assert_identical(back[group].load(), idata[group])  # values, dtypes, dims, coords, attrs
+    for site in post.site_names:
+        name = inference.arviz_name(site)
+        assert "/" not in name and all("/" not in d for d in back.posterior[name].dims)
+        assert back.posterior[name].attrs["site"] == site
+        np.testing.assert_array_equal(back.posterior[name].values, np.asarray(post.draws_by_chain(30)[site]))
+    assert back.log_likelihood.attrs["data"] == "training"
+
+
+def test_names_map_both_ways_and_never_collide():
+    assert inference.arviz_name(SITE) == "mlp.~.linear_0.w"
+    assert inference.site_name("mlp.~.linear_0.w") == SITE
+    assert inference.site_name(SITE) == SITE  # a site name passes through
+    sites = ["a/b", "a_b", "a/b_c", "a_b/c", "r", "mlp/~/linear_0/w"]
+    names = arviz_names(sites)
+    assert len(set(names.values())) == len(sites)  # "/" vs "_" stay apart
+    assert [inference.site_name(n) for n in names.values()] == sites
+    with pytest.raises(InputError, match=r"site: expected a site name without '\.'"):
+        inference.arviz_name("a.b")  # would collide with "a/b"'s name: refused
+    assert resolve_sites(["mlp.~.linear_0.w", "mlp/~/linear_0/b"], [SITE, "mlp/~/linear_0/b"]) == \
+        [SITE, "mlp/~/linear_0/b"]
+    with pytest.raises(InputError, match="var_names: expected site names or their ArviZ names"):
+        resolve_sites(["mlp.~.linear_9.w"], [SITE])
+
+
+def test_var_names_take_either_name(tiny_nuts):
+    by_site = inference.to_arviz(tiny_nuts, var_names=[SITE])
+    by_name = inference.to_arviz(tiny_nuts, var_names="mlp.~.linear_0.w")
+    assert list(by_site.posterior.data_vars) == list(by_name.posterior.data_vars) == ["mlp.~.linear_0.w"]
+    np.testing.assert_array_equal(by_site.posterior["mlp.~.linear_0.w"], tiny_nuts.samples[SITE])
+    summary = az.summary(by_name, var_names=[inference.arviz_name(SITE)])
+    assert len(summary) == 2 * 4
+
+
+def test_log_likelihood_of_test_data_is_refused(tiny, tiny_svi, tiny_nuts):
+    for post in (tiny_svi, tiny_nuts):
+        with pytest.raises(InputError, match=r"^data: expected the data the posterior was fitted to.*"
+                                             r"log_predictive_density"):
+            inference.to_arviz(post, tiny.test, num_samples=10)
+    held = inference.to_arviz(tiny_nuts, tiny.test, log_likelihood="held_out")
+    assert held.log_likelihood.attrs["data"] == "held_out"
+    assert held.log_likelihood["y"].shape == (2, 50, len(tiny.test))
+    none = inference.to_arviz(tiny_nuts, tiny.test, log_likelihood=False)  # predictive groups on any data
+    assert "log_likelihood" not in none.groups() and none.posterior_predictive["y"].shape == (2, 50, len(tiny.test))
+    with pytest.raises(InputError, match="log_likelihood: expected True"):
+        inference.to_arviz(tiny_nuts, tiny.test, log_likelihood="test")
+
+
+def test_fingerprint_survives_save_load_and_unknown_data_warn(tiny, tiny_nuts, tmp_path):
+    back = zoo.load(inference.save(tiny_nuts, tmp_path / "nuts"))
+    assert back.training_data == tiny_nuts.training_data
+    with pytest.raises(InputError, match="^data:"):
+        inference.to_arviz(back, tiny.test)
+    anonymous = inference.Posterior(model=tiny.model, kind="mcmc", samples=tiny_nuts.samples, feature_shape=(2,))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata = inference.to_arviz(anonymous, tiny.train)
+    assert idata.log_likelihood.attrs["data"] == "unchecked"
+    assert any("does not record the data it was fitted to" in str(w.message) for w in caught)
