@@ -21,7 +21,8 @@ Weight-space metrics (per site and for "all"):
 Function-space metrics (when ``data`` is given; the mean predictive p_a(y | x) of each posterior):
   agreement ("a-b"): fraction of inputs where argmax p_a = argmax p_b;
   total_variation_mean / _max ("a-b"): 1/2 sum_c |p_a(c | x) - p_b(c | x)| averaged / maximised over x;
-  accuracy, nll ("a", "b") when labels are given (``evals.metrics``).
+  accuracy, nll ("a", "b") when labels are given (``evals.metrics``; the NLL exact, from the per-draw
+  log-likelihoods of the same draws, ``evals.metrics.nll_from_log_likelihood``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from evals.gaussians import (
     mean_field_extra_error,
     wasserstein2_gaussians,
 )
+from evals.scoring import draw_log_likelihood
 
 __all__ = ["compare", "chain_draws", "flat_draws", "to_inference_data", "plot_weights", "plot_predictions"]
 
@@ -116,9 +118,10 @@ def _weight_rows(scope: str, flat_a: np.ndarray, flat_b: np.ndarray, jitter: flo
     return rows
 
 
-def _predictive(posterior, other, data, model, num_samples: int, seed: int) -> np.ndarray:
-    """(S, N, C) predictive probabilities of `posterior` on data x; InferenceData is wrapped into an
-    MCMC Posterior of `model` (or of the other argument's model, when that is a Posterior)."""
+def _predictive(posterior, other, data, model, num_samples: int, seed: int, y=None):
+    """((S, N, C) predictive probabilities, (S, N) per-draw log-likelihoods of labels `y` or None) of
+    `posterior` on data x, one set of draws; InferenceData is wrapped into an MCMC Posterior of `model`
+    (or of the other argument's model, when that is a Posterior)."""
     x = np.asarray(data[0] if isinstance(data, tuple) else data.x, np.float32)
     if not _is_posterior(posterior):
         model = model if model is not None else getattr(other, "model", None)
@@ -132,10 +135,11 @@ def _predictive(posterior, other, data, model, num_samples: int, seed: int) -> n
     probs = posterior.predict(x, num_samples=num_samples, seed=seed)
     if probs.ndim != 3:
         raise ValueError(f"data: function-space rows need class probabilities (S, N, C), got shape {probs.shape}")
-    return probs
+    log_lik = None if y is None else draw_log_likelihood(posterior, x, y, num_samples=num_samples, seed=seed)
+    return probs, log_lik
 
 
-def _function_rows(probs_a: np.ndarray, probs_b: np.ndarray, y) -> list:
+def _function_rows(probs_a: np.ndarray, probs_b: np.ndarray, y, log_lik_a=None, log_lik_b=None) -> list:
     mean_a, mean_b = probs_a.mean(0), probs_b.mean(0)
     tv = 0.5 * np.abs(mean_a - mean_b).sum(-1)
     rows = [
@@ -144,9 +148,10 @@ def _function_rows(probs_a: np.ndarray, probs_b: np.ndarray, y) -> list:
         ("function", "total_variation_max", "a-b", float(tv.max())),
     ]
     if y is not None:
-        for label, probs in (("a", probs_a), ("b", probs_b)):
+        for label, probs, log_lik in (("a", probs_a, log_lik_a), ("b", probs_b, log_lik_b)):
             rows.append(("function", "accuracy", label, metrics.accuracy(probs.mean(0), y)))
-            rows.append(("function", "nll", label, metrics.nll(probs, y)))
+            nll = metrics.nll(probs, y) if log_lik is None else metrics.nll_from_log_likelihood(log_lik)
+            rows.append(("function", "nll", label, nll))
     return rows
 
 
@@ -183,9 +188,9 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
         rows += _weight_rows("all", flat_draws(draws_a, sites), flat_draws(draws_b, sites), jitter, max_dim, seed)
     if data is not None:
         y = data[1] if isinstance(data, tuple) else data.y
-        probs_a = _predictive(a, b, data, model, num_samples, seed)
-        probs_b = _predictive(b, a, data, model, num_samples, seed + 1)
-        rows += _function_rows(probs_a, probs_b, y)
+        probs_a, log_lik_a = _predictive(a, b, data, model, num_samples, seed, y)
+        probs_b, log_lik_b = _predictive(b, a, data, model, num_samples, seed + 1, y)
+        rows += _function_rows(probs_a, probs_b, y, log_lik_a, log_lik_b)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -243,8 +248,8 @@ def plot_predictions(a, b, data, *, num_points: int = 8, labels=("a", "b"), mode
 
     x = data[0] if isinstance(data, tuple) else data.x
     subset = (np.asarray(x)[:num_points], None)
-    probs_a = _predictive(a, b, subset, model, num_samples, seed)
-    probs_b = _predictive(b, a, subset, model, num_samples, seed + 1)
+    probs_a = _predictive(a, b, subset, model, num_samples, seed)[0]
+    probs_b = _predictive(b, a, subset, model, num_samples, seed + 1)[0]
     predicted = probs_a.mean(0).argmax(-1)
     rows = np.arange(len(predicted))
     variables = [

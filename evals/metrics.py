@@ -1,6 +1,17 @@
 """Classification metrics of a posterior's predictive distribution, defined as the uncertainty baselines' code
 defines them (ECE: 15 equal-width bins, a confidence of 1.0 in the last; NLL: of the averaged probabilities).
 
+NLL, which to use: the ensemble NLL of example i is -log (1/S) sum_s p(y_i | x_i, w_s), exactly, with no floor.
+* `nll_from_log_likelihood(log_lik)` takes the per-draw log-likelihoods (S, N), log p(y_i | x_i, w_s) as the model
+  computes them (a log-softmax, e.g. ``Posterior.log_likelihood(x, y)``), and folds them by a logsumexp in
+  float64: exact however small p is (-1000 nats stays -1000). Every table of the zoo that reports an NLL of a
+  posterior (`evals.score`, the OOD / corruption tables, `evals.comparison`, zoo run) uses it.
+* `nll(member_probs, y)` takes probabilities (S, N, C), for arrays a user already holds. It is exact for the
+  probabilities it is given, but probabilities computed in float32 by a softmax underflow to 0 below about
+  1e-38 (about 87 nats) before they reach it, and a probability of exactly 0 gives an NLL of +inf, the true
+  value for p = 0 (no clamp: a floor of 1e-12 would cap an example at 27.6 nats and hide over-confident
+  mistakes). Use the log-likelihood path whenever the model is at hand.
+
 Shapes: ``member_probs`` (S, N, C) are per-draw (or per-member) probabilities; ``probs`` (N, C) are the
 averaged predictive probabilities (the mean over S of member_probs: average probabilities, never logits);
 ``y`` (N,) integer labels.
@@ -15,14 +26,12 @@ numbers such as an NLL of -1.8 or an ECE of 5.3, and a label -1 would read the l
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import logsumexp, xlogy
 
-from inference.validation import PROBABILITY_ATOL, check_labels, check_positive_ints, check_probabilities
+from inference.validation import PROBABILITY_ATOL, as_array, check_labels, check_positive_ints, check_probabilities
+from models.errors import ArgumentTypeError, InputError
 
-_EPS = 1e-12
-
-
-__all__ = ["PROBABILITY_ATOL", "average", "accuracy", "nll", "ece", "reliability", "brier", "predictive_entropy",
+__all__ = ["PROBABILITY_ATOL", "average", "accuracy", "nll", "nll_from_log_likelihood", "ece", "reliability", "brier", "predictive_entropy",
            "mutual_information", "checked"]
 
 
@@ -47,12 +56,38 @@ def accuracy(probs, y) -> float:
 
 
 def nll(member_probs, y) -> float:
-    """Ensemble negative log-likelihood, mean over examples:
-    -log(1/S sum_s p(y|x, w_s)) = -logsumexp_s(log p_s) + log S."""
+    """Ensemble negative log-likelihood from probabilities, mean over examples:
+    mean_i -log(1/S sum_s p(y_i | x_i, w_s)) = mean_i -(logsumexp_s log p_s - log S); member_probs (S, N, C),
+    y (N,). No floor: an example whose every draw gives its label probability 0 makes the mean +inf (see the
+    module docstring; `nll_from_log_likelihood` is exact where float32 probabilities underflow)."""
     member_probs, y = checked(member_probs, y, member=True, arg="member_probs")
     p_true = np.take_along_axis(member_probs, y[None, :, None], -1)[..., 0]  # (S, N)
-    log_p = np.log(np.maximum(p_true, _EPS))
-    return float(np.mean(-(logsumexp(log_p, axis=0) - np.log(member_probs.shape[0]))))
+    with np.errstate(divide="ignore"):  # log 0 = -inf, on purpose
+        log_p = np.log(p_true)
+    return nll_from_log_likelihood(log_p, arg="member_probs")
+
+
+def nll_from_log_likelihood(log_lik, *, arg: str = "log_lik") -> float:
+    """Ensemble negative log-likelihood from per-draw log-likelihoods, exact (no floor):
+    mean_i -(logsumexp_s log p(y_i | x_i, w_s) - log S), the negative mean log pointwise predictive density.
+
+    log_lik: (S, N) log p(y_i | x_i, w_s) of S draws (``Posterior.log_likelihood(x, y)``), or (N,), read as one
+      draw, which is also what a log pointwise predictive density (``reduce="log_mean_exp"``) is. Real numbers
+      below +inf; -inf (probability 0) is allowed and gives +inf. The logsumexp runs in float64.
+    Raises InputError naming `arg` for another shape, no entries, NaN or +inf.
+    """
+    a = as_array(log_lik, arg)
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
+        raise ArgumentTypeError(arg, f"<array of dtype {a.dtype}>", "real log-likelihoods")
+    if a.ndim not in (1, 2) or 0 in a.shape:
+        raise InputError(arg, f"<array of shape {a.shape}>", "log-likelihoods of shape (S, N) or (N,), S, N >= 1")
+    a = a.astype(np.float64).reshape((-1, a.shape[-1]))
+    bad = np.isnan(a) | (a == np.inf)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InputError(arg, f"<{int(bad.sum())} NaN/+inf entries, the first at index {first}>",
+                         "log-likelihoods that are numbers below +inf (-inf, a probability 0, is allowed)")
+    return float(np.mean(-(logsumexp(a, axis=0) - np.log(a.shape[0]))))
 
 
 def ece(probs, y, num_bins: int = 15) -> float:
@@ -95,7 +130,7 @@ def predictive_entropy(probs) -> np.ndarray:
 
 
 def _entropy(probs: np.ndarray) -> np.ndarray:
-    return -np.sum(probs * np.log(np.maximum(probs, _EPS)), -1)
+    return -np.sum(xlogy(probs, probs), -1)  # 0 log 0 = 0
 
 
 def mutual_information(member_probs) -> np.ndarray:

@@ -18,7 +18,12 @@ uncertainty baselines aggregate it:
 
 A predictor is a callable ``predict(x) -> (S, N, C)`` member probabilities (an (N, C) array counts
 as one member) or an object with ``.predict(x, num_samples=..., seed=...)`` returning (S, N, C),
-such as ``inference.Posterior``. Tables are pandas DataFrames; ``summary_table`` has the layout of
+such as ``inference.Posterior``. The NLL columns come from per-draw log-likelihoods wherever the
+predictor has them (``.log_likelihood(x, y, num_samples=..., seed=...) -> (S, N)``, as
+``inference.Posterior`` and ``ensemble`` of such members have: the same draws as ``.predict``), by
+``evals.metrics.nll_from_log_likelihood``, exact however over-confident a wrong prediction is; a plain
+callable gives probabilities only, and its NLL is ``evals.metrics.nll`` of them (no floor: +inf where
+a label has probability 0). Tables are pandas DataFrames; ``summary_table`` has the layout of
 Table 2 of the rank-1 paper (NLL, Acc, ECE, cNLL, cA, cECE, mCE, #params).
 """
 
@@ -32,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
-from evals.scoring import classification_row
+from evals.scoring import classification_row, draw_log_likelihood
 
 METRICS = ("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")
 CLEAN = "clean"
@@ -57,11 +62,40 @@ def as_predict(predictor, num_samples=10, seed=0):
     return predict
 
 
+def as_log_likelihood(predictor, num_samples=10, seed=0):
+    """A function (x, y) -> per-draw log-likelihoods (S, N), the draws of ``as_predict(predictor,
+    num_samples, seed)``, or None when the predictor has no ``.log_likelihood`` (a plain callable)."""
+    if not callable(getattr(predictor, "log_likelihood", None)):
+        return None
+    return lambda x, y: draw_log_likelihood(predictor, x, y, num_samples=num_samples, seed=seed)
+
+
+class Ensemble:
+    """A deep ensemble (see `ensemble`): called on x, the members' probabilities concatenated over draws,
+    (sum S_m, N, C). When every member has ``.log_likelihood``, so has the ensemble: ``log_likelihood(x, y)``
+    -> (sum S_m, N), the members' per-draw log-likelihoods in the same order (each member with the
+    num_samples and seed `ensemble` was given, as for its probabilities)."""
+
+    def __init__(self, members, num_samples=1, seed=0):
+        members = list(members)
+        self.predicts = [as_predict(m, num_samples, seed) for m in members]
+        self.log_likelihoods = [as_log_likelihood(m, num_samples, seed) for m in members]
+        if self.log_likelihoods and all(f is not None for f in self.log_likelihoods):
+            self.log_likelihood = self._log_likelihood  # only then: `as_log_likelihood` looks for it
+
+    def __call__(self, x):
+        return np.concatenate([p(x) for p in self.predicts], axis=0)
+
+    def _log_likelihood(self, x, y, **_settings):
+        return np.concatenate([f(x, y) for f in self.log_likelihoods], axis=0)
+
+
 def ensemble(members, num_samples=1, seed=0):
     """A deep ensemble: a predictor whose members are the draws of every predictor in ``members``
-    (a list; e.g. point estimates trained from different seeds), concatenated: x -> (sum S_m, N, C)."""
-    predicts = [as_predict(m, num_samples, seed) for m in members]
-    return lambda x: np.concatenate([p(x) for p in predicts], axis=0)
+    (a list; e.g. point estimates trained from different seeds), concatenated: x -> (sum S_m, N, C).
+    When every member has ``.log_likelihood`` (e.g. `inference.Posterior`), so has the ensemble, and its
+    NLL in the OOD tables is exact (see the module docstring)."""
+    return Ensemble(members, num_samples, seed)
 
 
 def pairwise_disagreement(member_probs):
@@ -99,17 +133,20 @@ class OODResults:
     num_params: dict = field(default_factory=dict)
 
 
-def _score_group(predicts, group, rows, pools, labels):
+def _score_group(predicts, log_likelihoods, group, rows, pools, labels):
     """Predict the concatenation of the sets in ``group`` [(type, severity, inputs, y)] once per
-    predictor, split it back, append one row per set and its pooled averaged probabilities."""
+    predictor (and its per-draw log-likelihoods, where `log_likelihoods` has a function for it), split
+    it back, append one row per set and its pooled averaged probabilities."""
     inputs = np.concatenate([g[2] for g in group]) if len(group) > 1 else group[0][2]
+    targets = np.concatenate([g[3] for g in group]) if len(group) > 1 else group[0][3]
     bounds = np.cumsum([0] + [len(g[3]) for g in group])
     for name, predict in predicts.items():
         member = predict(inputs)
+        log_lik = log_likelihoods[name](inputs, targets) if log_likelihoods[name] is not None else None
         for (kind, severity, _, y), lo, hi in zip(group, bounds[:-1], bounds[1:]):
             part = member[:, lo:hi]
             row = {"method": name, "type": kind, "severity": severity, "n": len(y)}
-            row.update(classification_row(part, y))
+            row.update(classification_row(part, y, None if log_lik is None else log_lik[:, lo:hi]))
             row["diversity"] = diversity(part, y)
             rows.append(row)
             pool = CLEAN if kind == CLEAN else "corrupted"
@@ -136,6 +173,7 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     if not isinstance(predictors, dict) or not predictors:
         raise ValueError("predictors: expected a non-empty dict {name: predictor}")
     predicts = {name: as_predict(p, num_samples, seed) for name, p in predictors.items()}
+    log_likelihoods = {name: as_log_likelihood(p, num_samples, seed) for name, p in predictors.items()}
     rows, pools, labels, group = [], {}, {}, []
 
     def all_sets():
@@ -147,10 +185,10 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     for kind, severity, x, y in all_sets():
         group.append((kind, severity, preprocess(x) if preprocess is not None else x, np.asarray(y)))
         if sum(len(g[3]) for g in group) >= max_rows:
-            _score_group(predicts, group, rows, pools, labels)
+            _score_group(predicts, log_likelihoods, group, rows, pools, labels)
             group = []
     if group:
-        _score_group(predicts, group, rows, pools, labels)
+        _score_group(predicts, log_likelihoods, group, rows, pools, labels)
     counts = dict(num_params or {})
     for name, p in predictors.items():
         if name not in counts and getattr(p, "num_params", None) is not None:

@@ -16,8 +16,14 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     """Accuracy, ensemble NLL, ECE (15 bins), Brier, mean predictive entropy and mutual information
     (classification) or the RMSE of the predictive mean (regression).
 
+    The NLL is exact: from the per-draw log-likelihoods log p(y_i | x_i, w_s) (S, N) the model computes by a
+    log-softmax (``posterior.log_likelihood(x, y, num_samples, seed)``, the same draws as ``predict`` with the
+    same seed, so every column describes one set of draws), folded by `evals.metrics.nll_from_log_likelihood`;
+    never from float32 probabilities, which underflow to 0 below about 1e-38.
+
     Args:
-      posterior: an `inference.Posterior` (or anything with ``predict(x, num_samples, seed) -> (S, N, C)``).
+      posterior: an `inference.Posterior` (or anything with ``predict(x, num_samples, seed) -> (S, N, C)``;
+        without a ``log_likelihood`` method the NLL comes from those probabilities, `evals.metrics.nll`).
       data: an `inference.data.Dataset` (as `zoo.get` entries hold), or (x, y): x (N, *feature_shape) of the
         shape the posterior's model was built for, y (N,) labels in [0, C) or regression targets.
       num_samples: posterior draws in total (a positive integer).
@@ -40,7 +46,8 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
             raise InputError("data.y", f"<targets of shape {y.shape}>", f"targets of the predictions' shape {mean.shape}")
         row = {"rmse": float(np.sqrt(np.mean((np.reshape(mean, np.shape(y)) - y) ** 2)))}
     else:
-        row = classification_row(member, y)
+        log_lik = draw_log_likelihood(posterior, x, y, num_samples=num_samples, seed=seed)
+        row = classification_row(member, y, log_lik)
     row["draws"] = int(member.shape[0])
     table = pd.DataFrame([row], index=pd.Index([name], name="posterior"))
     if verbose:
@@ -48,14 +55,36 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     return table
 
 
-def classification_row(member_probs, y) -> dict:
+def draw_log_likelihood(posterior, x, y, *, num_samples: int, seed: int):
+    """Per-draw log-likelihoods (S, N) float32 of `posterior` on (x, y), the draws of
+    ``posterior.predict(x, num_samples=num_samples, seed=seed)``; None when the posterior has no
+    ``log_likelihood`` method (then only its probabilities are known)."""
+    if not callable(getattr(posterior, "log_likelihood", None)):
+        return None
+    return np.asarray(posterior.log_likelihood(x, y, num_samples=num_samples, seed=seed))
+
+
+def classification_row(member_probs, y, log_likelihood=None) -> dict:
     """{accuracy, nll, ece, brier, entropy, mutual_info} from member probabilities (S, N, C) and labels (N,)
-    (checked once here: `evals.metrics.checked`)."""
+    (checked once here: `evals.metrics.checked`).
+
+    log_likelihood: optional per-draw log p(y_i | x_i, w_s) (S, N) of the same draws (or an (N,) log pointwise
+    predictive density): the NLL is then `evals.metrics.nll_from_log_likelihood` of it, exact; without it,
+    `evals.metrics.nll` of the probabilities. Raises InputError when its N (or S) differs from member_probs'.
+    """
     member_probs, y = metrics.checked(member_probs, y, member=True, arg="member_probs")
     probs = metrics.average(member_probs)
+    if log_likelihood is None:
+        nll = metrics.nll(member_probs, y)
+    else:
+        shape = np.shape(log_likelihood)
+        if shape not in (member_probs.shape[:2], member_probs.shape[1:2]):
+            raise InputError("log_likelihood", f"<array of shape {shape}>", f"shape {member_probs.shape[:2]} (S, N) "
+                             f"or ({member_probs.shape[1]},), the draws and examples of member_probs")
+        nll = metrics.nll_from_log_likelihood(log_likelihood, arg="log_likelihood")
     return {
         "accuracy": metrics.accuracy(probs, y),
-        "nll": metrics.nll(member_probs, y),
+        "nll": nll,
         "ece": metrics.ece(probs, y),
         "brier": metrics.brier(probs, y),
         "entropy": float(metrics.predictive_entropy(probs).mean()),

@@ -38,6 +38,42 @@ def test_confidence_of_one_falls_in_last_bin():
     assert counts[-1] == 1 and counts.sum() == 1
 
 
-def test_nll_is_stable_for_confident_members():
-    member = np.array([[[1.0, 0.0]], [[1.0, 0.0]]])
-    assert np.isfinite(metrics.nll(member, np.array([1])))
+def test_nll_has_no_floor():
+    # a probability of 1e-30 counts in full (a floor of 1e-12 made it 27.6 nats): -log(1e-30) = 69.08
+    member = np.array([[[1.0, 1e-30], [0.5, 0.5]]])  # (S=1, N=2, C=2)
+    assert metrics.nll(member, np.array([1, 0])) == pytest.approx((-np.log(1e-30) + np.log(2)) / 2, rel=1e-12)
+    # averaged over draws as designed: -log((1e-30 + 3e-30) / 2)
+    member = np.array([[[1.0, 1e-30]], [[1.0, 3e-30]]])
+    assert metrics.nll(member, np.array([1])) == pytest.approx(-np.log(2e-30), rel=1e-12)
+    # probability 0 in every draw: +inf, the true value; in one draw of two: -log(p / 2)
+    assert metrics.nll(np.array([[[1.0, 0.0]], [[1.0, 0.0]]]), np.array([1])) == np.inf
+    assert metrics.nll(np.array([[[1.0, 0.0]], [[0.6, 0.4]]]), np.array([1])) == pytest.approx(-np.log(0.2))
+
+
+def test_nll_from_log_likelihood_is_exact():
+    assert metrics.nll_from_log_likelihood(np.array([[-1000.0]])) == 1000.0
+    assert metrics.nll_from_log_likelihood(np.array([-1000.0])) == 1000.0  # (N,): one draw, or an lpd
+    # draws e^-1000 and e^-1000 / 3 average to e^-1000 * 2/3: NLL 1000 + log 1.5 (exp would underflow to 0)
+    two = np.array([[-1000.0, -2.0], [-1000.0 - np.log(3.0), -2.0]])  # (S=2, N=2)
+    assert metrics.nll_from_log_likelihood(two) == pytest.approx((1000.0 + np.log(1.5) + 2.0) / 2, rel=1e-14)
+    assert metrics.nll_from_log_likelihood(np.array([[-np.inf, -1.0], [-np.inf, -1.0]])) == np.inf
+
+
+def test_nll_paths_agree_where_both_are_exact():
+    rng = np.random.default_rng(0)
+    member = rng.dirichlet(np.full(4, 0.3), size=(5, 30))  # (S=5, N=30, C=4), some probabilities ~1e-10
+    y = rng.integers(0, 4, 30)
+    log_lik = np.log(np.take_along_axis(member, y[None, :, None], -1)[..., 0])  # (S, N)
+    assert metrics.nll_from_log_likelihood(log_lik) == pytest.approx(metrics.nll(member, y), rel=1e-13)
+    lpd = np.log(np.take_along_axis(member.mean(0), y[:, None], -1)[:, 0])  # (N,) log predictive density
+    assert metrics.nll_from_log_likelihood(lpd) == pytest.approx(metrics.nll(member, y), rel=1e-13)
+
+
+@pytest.mark.parametrize("bad, expected", [
+    (np.array([[-1.0, np.nan]]), "below \\+inf"), (np.array([[np.inf, -1.0]]), "below \\+inf"),
+    (np.zeros((2, 3, 4)), "shape \\(S, N\\) or \\(N,\\)"), (np.zeros((0, 3)), "S, N >= 1"),
+    (np.array([["a"]]), "real log-likelihoods")])
+def test_nll_from_log_likelihood_refuses(bad, expected):
+    with pytest.raises(ValueError, match="log_lik") as err:
+        metrics.nll_from_log_likelihood(bad)
+    assert err.match(expected)
