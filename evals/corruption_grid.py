@@ -9,6 +9,8 @@ import numpy as np
 
 from evals.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 
+DESCRIPTION = "Draw every corruption type x severity for one image (a PNG grid)."
+
 
 def plot_corruption_grid(image, path, seed=0, kinds=CORRUPTIONS):
     """Save a len(kinds) x 6 grid of ``image`` corrupted by every kind at severities 0..5 to ``path``.
@@ -63,16 +65,26 @@ def load_image(data, index):
     return image[..., None] if image.ndim == 2 else image
 
 
-def main(argv=None):
-    """CLI: ``--data digits|sample|<tfds name> --index I --out grid.png --seed S``."""
-    parser = argparse.ArgumentParser(description="Draw every corruption type x severity for one image.")
+def add_arguments(parser):
+    """Add the grid's options to an argparse `parser` (``zoo corruptions`` and ``python -m
+    evals.corruption_grid`` share them): --data, --index, --out, --seed. Returns the parser."""
     parser.add_argument("--data", default="digits", help="digits, sample, or a prepared TFDS data set name")
     parser.add_argument("--index", type=int, default=0, help="which test image")
     parser.add_argument("--out", default="corruptions.png", help="PNG to write")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random corruptions")
+    return parser
+
+
+def run(args):
+    """Draw the grid for parsed `args` (see `add_arguments`) and say where it went."""
     plot_corruption_grid(load_image(args.data, args.index), args.out, seed=args.seed)
     print(f"wrote {args.out}")
+
+
+def main(argv=None):
+    """CLI: ``--data digits|sample|<tfds name> --index I --out grid.png --seed S``."""
+    parser = argparse.ArgumentParser(description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    run(add_arguments(parser).parse_args(argv))
 
 
 if __name__ == "__main__":

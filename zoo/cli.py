@@ -1,4 +1,5 @@
-"""The `zoo` command line: list, fit, nuts, score, run.
+"""The `zoo` command line: list, fit, nuts, score, corruptions, reproduce, run (``zoo --version``; every
+option's default is in ``zoo <cmd> --help``).
 
 Errors: a bad argument or a failure the package recognises (`models.errors.ZooError`) prints ONE line
 ``zoo <cmd>: error: ...`` on stderr, no traceback (``--debug`` adds it), and exits with `EXIT_USAGE` (2: a bad
@@ -22,11 +23,49 @@ import types
 import traceback
 from pathlib import Path
 
+from zoo import guide_options
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's help ends with "(default: ...)", except where the help already says what the default
+    is, and for flags (default off) and options whose default None means "not given"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS \
+                or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with usage errors on one line: ``zoo fit: error: argument --lr: ...`` and exit status 2."""
+    """argparse with usage errors on one line: ``zoo fit: error: argument --lr: ...`` and exit status 2, and
+    the defaults in --help. `lazy_arguments(parser)`, if given, adds the arguments when the parser is first
+    used (so ``zoo corruptions`` imports `evals` only when it runs)."""
+
+    def __init__(self, *args, lazy_arguments=None, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self._lazy_arguments = lazy_arguments
+
+    def _add_lazy_arguments(self):
+        if self._lazy_arguments is not None:
+            add, self._lazy_arguments = self._lazy_arguments, None
+            add(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._add_lazy_arguments()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self):
+        self._add_lazy_arguments()
+        return super().format_usage()
+
+    def format_help(self):
+        self._add_lazy_arguments()
+        return super().format_help()
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -74,8 +113,20 @@ _ints = _int_list(1, "64,64", "positive")  # hidden widths, depths
 _seeds = _int_list(0, "0,1,2", "non-negative")
 
 
+def _corruption_grid_arguments(parser):
+    from evals.corruption_grid import DESCRIPTION, add_arguments
+
+    parser.description = DESCRIPTION
+    add_arguments(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The `zoo` argument parser; ``parser.commands`` maps each command's name to its parser."""
+    from zoo.version import package_version
+
     p = _Parser(prog="zoo", description="bnn-zoo: Bayesian neural networks as NumPyro models")
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                   help="print the package version and exit")
     p.add_argument("--debug", action="store_true",
                    help="print the full traceback of an error (otherwise one line on stderr)")
     cache = p.add_mutually_exclusive_group()
@@ -89,29 +140,40 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="the catalogue: entries, default data, weight counts, guides")
 
     def entry_args(sp):
-        sp.add_argument("entry", help="catalogue entry, e.g. mlp")
-        sp.add_argument("--data", default=None, help="data set name (digits, two_moons, regression_1d)")
-        sp.add_argument("--hidden", type=_ints, default=None, help="hidden widths, e.g. 64,64")
-        sp.add_argument("--depth", type=_positive_int, default=None, help="depth (deep_linear)")
-        sp.add_argument("--prior-scale", type=_positive_float, default=None)
-        sp.add_argument("--n", type=_positive_int, default=None, help="number of points (two_moons, regression_1d)")
-        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument("entry", help="catalogue entry, e.g. mlp (zoo list shows them)")
+        sp.add_argument("--data", default=None,
+                        help="data set name (digits, two_moons, regression_1d, ...; default: the entry's own)")
+        sp.add_argument("--hidden", type=_ints, default=None, help="hidden widths, e.g. 64,64 (default: the entry's)")
+        sp.add_argument("--depth", type=_positive_int, default=None, help="depth (deep_linear; default: the entry's)")
+        sp.add_argument("--prior-scale", type=_positive_float, default=None,
+                        help="scale of the weight prior (default: the entry's)")
+        sp.add_argument("--n", type=_positive_int, default=None,
+                        help="number of points (two_moons, regression_1d; default: the data set's)")
+        sp.add_argument("--seed", type=int, default=0, help="random seed")
         sp.add_argument("--out", required=True, help="folder to save the posterior in")
         sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
     f = sub.add_parser("fit", help="SVI with a guide; saves the posterior and prints its scores")
     entry_args(f)
-    f.add_argument("--guide", default="mean_field")
-    f.add_argument("--steps", type=_positive_int, default=3000)
-    f.add_argument("--batch-size", type=_positive_int, default=128)
+    f.add_argument("--guide", default="mean_field", help="a guide of inference.GUIDES (zoo list shows them)")
+    f.add_argument("--guide-option", type=guide_options.parse_option, action="append", default=None,
+                   metavar="KEY=VALUE", dest="guide_option_pairs",
+                   help="an option of the guide, repeatable, e.g. k=2, granularity=neuron, "
+                        "variance_sites=mlp/~/linear_0/w; the value is read as JSON where it parses, else as text "
+                        "(default: the guide's own defaults)")
+    f.add_argument("--guide-options", type=guide_options.parse_options_object, default=None, metavar="JSON",
+                   help="the guide's options as one JSON object, e.g. '{\"k\": 2}' (default: none)")
+    f.add_argument("--steps", type=_positive_int, default=3000, help="SVI steps")
+    f.add_argument("--batch-size", type=_positive_int, default=128, help="minibatch size")
     f.add_argument("--lr", type=_learning_rate, default=1e-3, help="Adam's learning rate (> 0)")
-    f.add_argument("--kl-warmup", type=_non_negative_int, default=0)
+    f.add_argument("--kl-warmup", type=_non_negative_int, default=0,
+                   help="steps over which the KL weight rises linearly from 0 to 1")
     f.add_argument("--temperature", type=_positive_float, default=1.0, metavar="T",
                    help="likelihood temperature (> 0): fit p(y|x,w)^(1/T) p(w); 1 is the Bayesian posterior")
-    f.add_argument("--particles", type=_positive_int, default=1)
+    f.add_argument("--particles", type=_positive_int, default=1, help="ELBO particles per step")
     f.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
-                   help="save the resumable fit state every N steps (at chunk ends); it is saved on Ctrl-C / "
-                        "SIGTERM in any case")
+                   help="save the resumable fit state every N steps (at chunk ends; default: only on Ctrl-C / "
+                        "SIGTERM, where it is saved in any case)")
     f.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                    help="folder of the resumable fit state (default: OUT.fit-state beside --out; removed once "
                         "the posterior is saved)")
@@ -120,32 +182,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     n = sub.add_parser("nuts", help="NUTS on the same model; --init starts the chains from an SVI posterior")
     entry_args(n)
-    n.add_argument("--init", default=None, help="folder of a saved SVI posterior (zoo fit --out)")
-    n.add_argument("--chains", type=_positive_int, default=2)
-    n.add_argument("--warmup", type=_non_negative_int, default=500)
+    n.add_argument("--init", default=None,
+                   help="folder of a saved SVI posterior (zoo fit --out) to start the chains from (default: "
+                        "NUTS's own initialisation)")
+    n.add_argument("--chains", type=_positive_int, default=2, help="number of chains")
+    n.add_argument("--warmup", type=_non_negative_int, default=500, help="warm-up steps per chain")
     n.add_argument("--draws-per-chain", type=_positive_int, default=500, help="kept draws per chain (after the warm-up)")
 
     s = sub.add_parser("score", help="score a saved posterior on its entry's test set")
-    s.add_argument("path")
+    s.add_argument("path", help="folder of a saved posterior (zoo fit / zoo nuts --out)")
     s.add_argument("--samples", type=_positive_int, default=100, help="posterior draws in total")
 
-    c = sub.add_parser("corruptions", help="draw every corruption type x severity for one image (a PNG grid)")
-    c.add_argument("rest", nargs=argparse.REMAINDER, help="--data digits --index 0 --out FILE --seed 0")
+    sub.add_parser("corruptions", help="draw every corruption type x severity for one image (a PNG grid)",
+                   lazy_arguments=_corruption_grid_arguments)
 
     rp = sub.add_parser("reproduce", help="reproduce a paper's experiments (quick setting by default)")
     rp.add_argument("paper", choices=sorted(REPRODUCE), help="which paper")
     rp.add_argument("--full", action="store_true", help="the paper's settings (hours on 2 CPU cores)")
-    rp.add_argument("--out", default=None, help="output folder (default zoo-results/<paper>)")
-    rp.add_argument("--seeds", type=_seeds, default=None, help="seeds, e.g. 0,1,2")
-    rp.add_argument("--depths", type=_ints, default=None, help="depths, e.g. 1,2,3,4")
+    rp.add_argument("--out", default=None, help="output folder (default: zoo-results/<paper>)")
+    rp.add_argument("--seeds", type=_seeds, default=None, help="seeds, e.g. 0,1,2 (default: the chosen setting's)")
+    rp.add_argument("--depths", type=_ints, default=None, help="depths, e.g. 1,2,3,4 (default: the chosen setting's)")
 
     r = sub.add_parser("run", help="the main job on embedded data (no download)")
-    r.add_argument("--out", default="zoo-results")
+    r.add_argument("--out", default="zoo-results", help="output folder")
     size = r.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a smoke-test sized run")
     size.add_argument("--full", action="store_true",
                       help="every row at its documented settings, trained to convergence (about 15-30 min on 2 cores)")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0, help="random seed")
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -155,12 +219,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run the `zoo` command line on `argv` (default: sys.argv[1:]) and return the exit status (see the module)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["corruptions"] or argv[:2] == ["--debug", "corruptions"]:  # options of evals.corruption_grid
-        from evals.corruption_grid import main as grid_main
-
-        debug = argv[0] == "--debug" or "--debug" in argv
-        rest = [a for a in argv[argv.index("corruptions") + 1:] if a != "--debug"]
-        return _run("corruptions", lambda: grid_main(rest) or 0, debug)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the command's own parser: "zoo fit: error: unrecognized arguments: ..."
@@ -278,8 +336,11 @@ def cmd_fit(args):
     check_out(args.out)  # before any work: nothing is trained that cannot be saved
     state_dir = args.checkpoint_dir or args.out.rstrip("/\\") + ".fit-state"
     check_fit_state_dir(state_dir, args.resume)
+    options = _guide_options(args)  # before any work: an unknown option or a value of the wrong kind
     entry = _entry(args)
-    guide = inference.make_guide(args.guide, entry.model)
+    guide_options.check_required_options(args.guide, inference.GUIDES[args.guide], options,
+                                         sites=list(entry.model.site_shapes(entry.train.feature_shape)))
+    guide = inference.make_guide(args.guide, entry.model, **options)
     try:
         with _interrupts_raise_keyboard_interrupt() as interrupt:
             post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
@@ -306,6 +367,17 @@ def cmd_fit(args):
     print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
           f"fit {post.info.fit_s:.1f} s)")
     return 0
+
+
+def _guide_options(args) -> dict:
+    """The options of ``--guide`` given by --guide-options / --guide-option, checked against the guide
+    factory's signature (`zoo.guide_options`); an unknown guide raises ValueError listing the known ones."""
+    import inference
+
+    if args.guide not in inference.GUIDES:
+        inference.make_guide(args.guide, None)  # raises the registry's error naming the known guides
+    options = guide_options.merged_options(args.guide_options, args.guide_option_pairs)
+    return guide_options.check_guide_options(args.guide, inference.GUIDES[args.guide], options)
 
 
 def _seconds(value) -> str:
@@ -423,6 +495,13 @@ def _init_posterior(path, entry):
     return init
 
 
+def cmd_corruptions(args):
+    from evals.corruption_grid import run
+
+    run(args)
+    return 0
+
+
 def cmd_score(args):
     import evals
     from zoo.checkpoints import load_entry
@@ -454,7 +533,8 @@ def cmd_run(args):
     return 0
 
 
-COMMANDS = {"list": cmd_list, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "run": cmd_run, "reproduce": cmd_reproduce}
+COMMANDS = {"list": cmd_list, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "corruptions": cmd_corruptions,
+            "run": cmd_run, "reproduce": cmd_reproduce}
 
 if __name__ == "__main__":
     sys.exit(main())
