@@ -34,6 +34,7 @@ from inference.convergence import ConvergenceWarning, judge
 from inference.elbo import annealed_elbo_loss
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
+from inference.model_identity import data_fingerprint
 from inference.posterior import Posterior, params_owner
 from inference.run_info import FitInfo
 from models import structure
@@ -374,7 +375,8 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
                    traces=fns.traces[0] - traces_before, temperature=temperature,
                    converged=convergence["converged"], convergence=convergence)
     post = svi_posterior(model, guide, run.state, fns.constrain, losses,
-                         feature_shape=tuple(np.shape(x)[1:]), config=config, info=info)
+                         feature_shape=tuple(np.shape(x)[1:]), config=config, info=info,
+                         training_data=data_fingerprint(x, y))
     if run.bad_step is not None:
         raise non_finite_error(run, post)
     if progress:
@@ -572,17 +574,18 @@ def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
 
 
 def svi_posterior(model, guide, state: SVIState, constrain, losses: np.ndarray, *, feature_shape: tuple,
-                  config: dict | None, info: FitInfo) -> Posterior:
+                  config: dict | None, info: FitInfo, training_data: dict | None = None) -> Posterior:
     """Posterior(kind="svi") of `state`: constrained guide params (``constrain(state.params)``, e.g.
     `CompiledFit.constrain`), the unconstrained ones and the network state on the host, losses (steps,),
-    feature_shape (x.shape[1:])."""
+    feature_shape (x.shape[1:]), training_data: the fingerprint of the data fitted
+    (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
     params = constrain(state.params)
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
     return Posterior(
         model=model, kind="svi", guide=guide, params=jax.device_get(params),
         state=jax.device_get(network_state), losses=losses,
         feature_shape=feature_shape, config=dict(config or {}), info=info,
-        unconstrained=jax.device_get(state.params),
+        unconstrained=jax.device_get(state.params), training_data=training_data,
     )
 
 

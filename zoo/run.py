@@ -340,8 +340,6 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     nuts_row.update({"divergences": mcmc.info.divergences, "rhat_max_predictive": rhat,
                      "seconds": mcmc.info.nuts_s})
     table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
-    if svi.training_data is None:  # a fit that does not record its training data itself
-        inference.remember_training_data(svi, moons.train)
     draws = sizes.draws_per_chain * 2
     posteriors = {"mean_field": svi, "nuts": mcmc}
     # az.compare needs the log-likelihood of the data each posterior was fitted to (to_arviz checks it)

@@ -24,8 +24,6 @@ def tiny():
 @pytest.fixture(scope="module")
 def tiny_svi(tiny):
     post = inference.fit(tiny.model, inference.mean_field(tiny.model), tiny.train, steps=200, progress=False)
-    if post.training_data is None:  # a fit that does not record its training data yet
-        inference.remember_training_data(post, tiny.train)
     return post
 
 

@@ -24,8 +24,6 @@ def test_nuts_on_the_same_model_object(moons_entry, moons_svi, moons_nuts):
 
 def test_arviz_groups_match_between_svi_and_nuts(moons_entry, moons_svi, moons_nuts):
     train = moons_entry.train  # log_likelihood of the training data: what az.loo / az.compare need
-    if moons_svi.training_data is None:  # a fit that does not record its training data yet
-        inference.remember_training_data(moons_svi, train)
     a = inference.to_arviz(moons_svi, train, num_samples=400)
     b = inference.to_arviz(moons_nuts, train)
     sites = moons_entry.model.site_shapes((2,))
