@@ -1,8 +1,19 @@
 """Procedural textures: plasma fractals (fog) and frost.
 
-No texture files ship with the project, so frost is generated: a plasma haze plus a layer of thin
-bright ice needles, seeded. The random numbers drawn depend only on the number and size of the
-maps, never on the roughness parameter, so severities share their randomness.
+No texture files ship with the project, so frost is generated, seeded: a Gaussian haze with a
+power-law spectrum plus a layer of thin bright ice needles, mapped to fixed grey-level statistics.
+The random numbers drawn depend only on the number and size of the maps, never on a severity.
+
+Frost's target statistics, and where they come from. The CIFAR-10-C generator blends
+``a x + b frost`` ((a, b) per severity in :mod:`evals.corruptions.registry`) with a random 32 px crop
+of one of its frost photographs, resized by a fixed factor first. The photographs are not used
+here, nor their pixels or the generator's code. Issue 14 gives the grey-level statistics of such
+crops, measured from the generator's own output: mean 0.64, sd 0.19 (per pixel, pooled over
+crops, grey level in [0, 1]); the texture is set to them (clipping at 1 leaves about 0.637, 0.183).
+The crops' spectrum was not available: the target taken is that of natural photographs, a
+radially averaged power falling as 1 / f^2 (slope -2; :func:`power_spectrum_slope` measures about
+-1.85 on 32 px maps and -2.0 on 56 px canvases, the needles adding fine detail). That slope is an
+assumption about the frost photographs, not a measurement of them.
 """
 
 import numpy as np
