@@ -7,7 +7,7 @@ multiplied by ``scale``. Signature ``fn(images, param, rng, scale) -> images``, 
 
 import numpy as np
 
-from evals.corruptions.ops import blur, centre_zoom, convolve2d, motion_trail, rescale_kernel
+from evals.corruptions.ops import blur, clipped_zoom, convolve2d, motion_trail, rescale_kernel
 
 
 def gaussian_blur(images, sigma, rng, scale):
@@ -73,11 +73,19 @@ def motion_blur(images, param, rng, scale):
     return motion_trail(images, radius * scale, sigma * scale, angles)
 
 
+def zoom_factors(end):
+    """The generator's zoom factors ``np.arange(1, end, 0.01)`` (K,). Its floating-point end keeps
+    ``end`` itself for 1.06 and 1.11: 7, 12, 16, 21, 26 factors for the five severities, from
+    1.00 up to 1.06, 1.11, 1.15, 1.20, 1.25."""
+    return np.arange(1, end, 0.01)
+
+
 def zoom_blur(images, end, rng, scale):
-    """Mean of the image and its centre zooms by 1, 1.01, ... up to (excluding) ``end``
-    (bilinear, border: nearest). Zoom factors are relative, so ``scale`` is not needed."""
-    zooms = 1 + 0.01 * np.arange(int(round((end - 1) / 0.01)))
+    """Mean of the image and its :func:`~evals.corruptions.ops.clipped_zoom` by every factor of
+    :func:`zoom_factors` (CIFAR-10-C's zoom blur). Factors are relative, so ``scale`` is not used;
+    on a canvas the whole-pixel crop is taken on the canvas grid."""
+    zooms = zoom_factors(end)
     out = images.astype(np.float64)
     for z in zooms:
-        out = out + centre_zoom(images, z)
+        out = out + clipped_zoom(images, z)
     return out / (len(zooms) + 1)

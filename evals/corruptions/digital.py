@@ -18,7 +18,7 @@ from matplotlib.colors import hsv_to_rgb, rgb_to_hsv
 from PIL import Image
 from scipy import ndimage
 
-from evals.corruptions.ops import grid, pixelate_cells, warp
+from evals.corruptions.ops import box_resize, grid, pixelate_cells, warp
 
 
 def _edit_hsv(images, channel, a, b):
@@ -48,13 +48,26 @@ def contrast(images, c, rng, scale):
     return (images - mean) * c + mean
 
 
+PILLOW_MIN_SIDE = 16
+
+
 def pixelate(images, factor, rng, scale):
-    """Box-resize down by ``factor`` and back up (Pillow's BOX filter, vectorised), with cells of
-    exactly ``1 / factor`` pixels. The reference resizes to ``int(32 factor)`` pixels (cells of
-    32 / 30, 32 / 28, ...); that truncation makes severities coincide on small images (an 8 px
-    side gives 7, 7, 6, 6, 5). Exact cells on a grid centred on the image keep them apart and
-    are within 2 % of the reference's cell size at 32 px. Relative, so it runs without a canvas."""
-    return pixelate_cells(images, 1 / factor)
+    """CIFAR-10-C's pixelate, relative to the image size.
+
+    Sides of 16 px and more: the generator's rule, Pillow BOX resize down to ``int(H factor)`` x
+    ``int(W factor)`` and back up (:func:`~evals.corruptions.ops.box_resize`); at 32 px 30, 28,
+    27, 24, 20 cells of 1.07-1.6 px, each pixel the mean of the pixels whose centres share its
+    cell; at 28 px 26, 25, 23, 21, 18 cells; at 16 px 15, 14, 13, 12, 10.
+
+    Smaller sides: ``int(8 factor)`` gives 7, 7, 6, 6, 5 cells (severities merge), and a canvas
+    averages commensurate cells away (32 -> 24 cells on the 4x canvas of an 8 px image is the
+    identity once viewed at 8 px). There each pixel becomes the exact-overlap average of cells of
+    the 32-px sizes, ``32 / int(32 factor)`` px, on a grid centred on the image
+    (:func:`~evals.corruptions.ops.pixelate_cells`). Runs on the image's own grid (no canvas)."""
+    _, h, w, _ = images.shape
+    if min(h, w) >= PILLOW_MIN_SIDE:
+        return box_resize(box_resize(images, int(h * factor), int(w * factor)), h, w)
+    return pixelate_cells(images, 32 / int(32 * factor))
 
 
 def jpeg_compression(images, quality, rng, scale):

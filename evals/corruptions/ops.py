@@ -3,7 +3,10 @@
 All functions take NHWC float arrays and work on the whole batch at once.
 """
 
+import math
+
 import numpy as np
+from PIL import Image
 from scipy import fft, ndimage
 
 # ITU-R BT.601 luma weights, used to turn an RGB colour into a grey level.
@@ -87,6 +90,24 @@ def centre_zoom(images, zoom):
     return np.moveaxis(rows @ planes @ cols.T, 1, -1)
 
 
+def clipped_zoom(images, zoom):
+    """Zoom ``images`` (N, H, W, C) into their centre by ``zoom`` >= 1 on the whole-pixel grid, as
+    the CIFAR-10-C generator does: crop the central window of ``ceil(H / zoom)`` x ``ceil(W / zoom)``
+    pixels (top-left corner ``(H - ch) // 2``, rounding down), stretch it with
+    ``scipy.ndimage.zoom(order=1)`` to ``round(ch * zoom)`` pixels (end pixels aligned, so the
+    effective factor is ``(out - 1) / (ch - 1)``), and trim ``(out - H) // 2`` from the top/left.
+    The whole-pixel crop and the rounding shift the zoom centre by up to a pixel: at 32 px 1.01 is
+    the identity and 1.02-1.03 stretch the whole image to 33 pixels about its top-left corner.
+    Returns (N, H, W, C) float64."""
+    _, h, w, _ = images.shape
+    ch, cw = math.ceil(h / zoom), math.ceil(w / zoom)
+    top, left = (h - ch) // 2, (w - cw) // 2
+    crop = np.asarray(images[:, top : top + ch, left : left + cw], dtype=np.float64)
+    out = ndimage.zoom(crop, (1, zoom, zoom, 1), order=1)
+    top, left = (out.shape[1] - h) // 2, (out.shape[2] - w) // 2
+    return out[:, top : top + h, left : left + w]
+
+
 def grid(n, h, w):
     """Pixel coordinate grids ``ys, xs`` of shape (n, h, w) (float64)."""
     ys, xs = np.meshgrid(np.arange(h, dtype=np.float64), np.arange(w, dtype=np.float64), indexing="ij")
@@ -151,11 +172,26 @@ def _rows_normalised(matrix):
     return matrix / matrix.sum(axis=1, keepdims=True)
 
 
+def box_resize(images, height, width):
+    """Pillow's BOX resize of ``images`` (N, H, W, C) to (N, height, width, C), each plane in 32-bit
+    float mode ('F', no 8-bit rounding). Pillow's box filter weighs each source pixel 0 or 1 by
+    whether its centre falls in the output pixel's box (width max(n_in / n_out, 1)), then
+    normalises: not an exact-overlap average. Returns float32."""
+    n, _, _, c = images.shape
+    out = np.empty((n, height, width, c), dtype=np.float32)
+    for i in range(n):
+        for k in range(c):
+            plane = Image.fromarray(np.ascontiguousarray(images[i, :, :, k], dtype=np.float32))
+            out[i, :, :, k] = np.asarray(plane.resize((width, height), Image.BOX))
+    return out
+
+
 def cell_average_matrix(n, cell):
     """(n, n) matrix that replaces each of n pixels by the mean of the cells of width ``cell``
-    pixels that it overlaps, weighted by overlap: box-downsampling to n / cell cells and
-    box-upsampling back (Pillow BOX both ways). The cell grid is centred on the image, so the
-    cut cells at the two borders are equal; ``cell = 1`` and integer n gives the identity."""
+    pixels that it overlaps, weighted by overlap: exact-area box-downsampling to n / cell cells
+    (fractional) and back. The cell grid is centred on the image, so the cut cells at the two
+    borders are equal; ``cell = 1`` and integer n gives the identity. (Pillow's BOX filter, by
+    contrast, weighs pixels 0 or 1 by their centres: see :func:`box_resize`.)"""
     pixels = np.arange(n + 1, dtype=np.float64)
     k = int(np.ceil(n / cell / 2)) + 1
     cells = np.unique(np.clip(n / 2 + np.arange(-k, k + 1) * cell, 0, n))

@@ -10,7 +10,10 @@ written for 32x32 images (CIFAR-10-C). Two kinds of corruption are told apart:
   trails) are multiplied by ``scale = canvas_side / 32``; relative quantities (zoom factors,
   fractions of the image size, JPEG quality, blend weights) carry over. So a corruption covers
   the same fraction of the image at any size.
-* **pixelate** is relative (cells of ``1 / factor`` pixels) and runs on the image as it is.
+* **pixelate** is relative (``int(side factor)`` cells, the generator's rule, from 16 px up; cells
+  of the 32-px sizes below that) and runs on the image as it is: see
+  :func:`evals.corruptions.digital.pixelate`.
+* **zoom_blur** zooms by relative factors, and its whole-pixel crop is taken on the canvas grid.
 
 Sub-pixel kernels (a 0.4 px blur at 32 px is a 0.1 px blur at 8 px) cannot be sampled on the small
 grid, so spatial corruptions of images smaller than 32 px run on a **canvas**: the image is blown up

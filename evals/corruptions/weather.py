@@ -32,11 +32,14 @@ def snow(images, param, rng, scale):
 
 
 def frost(images, param, rng, scale):
-    """``a x + b frost``, frost a procedural texture (:func:`frost_texture`), ice-tinted for colour."""
+    """``a x + b frost`` (CIFAR-10-C's blend), frost a procedural texture (:func:`frost_texture`)
+    whose grey level has the statistics of the reference's frost photographs; colour images get it
+    ice-tinted with the same luma (channels clipped at 1)."""
     a, b = param
     n, h, w, c = images.shape
-    texture = frost_texture(rng, n, max(h, w), scale)[:, :h, :w, None] * colour(FROST_TINT, c)
-    return a * images + b * texture
+    texture = frost_texture(rng, n, max(h, w), scale)[:, :h, :w, None]
+    tinted = np.minimum(texture * colour(FROST_TINT, c) / colour(FROST_TINT, 1), 1)
+    return a * images + b * tinted
 
 
 def fog(images, param, rng, scale):

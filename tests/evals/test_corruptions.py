@@ -23,7 +23,7 @@ SHAPES = [(8, 1), (8, 3), (28, 1), (28, 3), (32, 1), (32, 3)]
 COPIES = 8
 # Kinds whose table parameters do not order the mean absolute change; each has its own test of
 # the weaker property documented in evals/corruptions/__init__.py.
-WEAKER = {"saturate", "frost", "elastic_transform", "motion_blur", "glass_blur", "snow", "spatter"}
+WEAKER = {"saturate", "frost", "elastic_transform", "motion_blur", "glass_blur", "snow", "spatter", "zoom_blur"}
 
 
 def fixed_image(side, channels):
@@ -82,6 +82,10 @@ def test_weaker_orders(side, channels):
     # snow: 2 -> 3 keeps the blend and trades small flakes for fewer large ones.
     s = c["snow"]
     assert s[0] < s[1] and s[0] < s[2] < s[3] < s[4] and s[1] < s[3]
+    # zoom_blur: the generator's whole-pixel crop shifts the image at 1.04-1.06, which outweighs
+    # severity 2's longer zoom range on this smooth image (natural images: tests/evals/test_corruption_magnitudes.py).
+    z = c["zoom_blur"]
+    assert z[1] < z[2] < z[3] < z[4] and z[0] < z[2]
     # spatter: water at 1-3, mud at 4-5.
     p = c["spatter"]
     assert p[0] < p[1] < p[2] and p[3] < p[4]
@@ -184,8 +188,17 @@ def test_rescale_rule():
 
 
 def test_ops():
+    x = fixed_image(32, 3)[:2]
+    for z in (1.0, 1.01):  # the whole image, stretched to round(32 z) = 32 pixels
+        np.testing.assert_allclose(ops.clipped_zoom(x, z), x, atol=1e-6)
+    # 1.03: the whole image stretched to 33 pixels, the first 32 kept: anchored at the top-left
+    zoomed = ops.clipped_zoom(x, 1.03)
+    np.testing.assert_allclose(zoomed[:, 0, 0], x[:, 0, 0], atol=1e-6)
+    assert np.abs(zoomed[:, -1, -1] - x[:, -1, -1]).max() > 1e-3
     np.testing.assert_allclose(ops.cell_average_matrix(6, 1.0), np.eye(6), atol=1e-12)
     np.testing.assert_allclose(ops.cell_average_matrix(4, 2.0), np.kron(np.eye(2), np.full((2, 2), 0.5)), atol=1e-12)
+    np.testing.assert_allclose(ops.box_resize(x, 32, 32), x, atol=1e-6)
+    np.testing.assert_allclose(ops.box_resize(x, 16, 16), x.reshape(2, 16, 2, 16, 2, 3).mean(axis=(2, 4)), atol=1e-6)
     kernels = ops.trail_kernels(2.0, 1.0, np.array([0.0, 90.0]))
     np.testing.assert_allclose(kernels.sum(axis=(1, 2)), 1)
     centre = kernels.shape[1] // 2
