@@ -41,7 +41,7 @@ from evals.gaussians import (
     mean_field_extra_error,
     wasserstein2_gaussians,
 )
-from evals.scoring import draw_log_likelihood
+from evals.scoring import member_predictions
 
 __all__ = ["compare", "chain_draws", "flat_draws", "to_inference_data", "plot_weights", "plot_predictions"]
 
@@ -132,11 +132,10 @@ def _predictive(posterior, other, data, model, num_samples: int, seed: int, y=No
         sites = model.site_shapes(x.shape[1:])
         samples = {k: v for k, v in chain_draws(posterior).items() if k in sites}
         posterior = Posterior(model=model, kind="mcmc", samples=samples, feature_shape=x.shape[1:])
-    probs = posterior.predict(x, num_samples=num_samples, seed=seed)
-    if probs.ndim != 3:
+    if not getattr(posterior.model.likelihood, "classification", False):
+        probs = posterior.predict(x, num_samples=num_samples, seed=seed)
         raise ValueError(f"data: function-space rows need class probabilities (S, N, C), got shape {probs.shape}")
-    log_lik = None if y is None else draw_log_likelihood(posterior, x, y, num_samples=num_samples, seed=seed)
-    return probs, log_lik
+    return member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
 
 
 def _function_rows(probs_a: np.ndarray, probs_b: np.ndarray, y, log_lik_a=None, log_lik_b=None) -> list:

@@ -19,9 +19,10 @@ uncertainty baselines aggregate it:
 A predictor is a callable ``predict(x) -> (S, N, C)`` member probabilities (an (N, C) array counts
 as one member) or an object with ``.predict(x, num_samples=..., seed=...)`` returning (S, N, C),
 such as ``inference.Posterior``. The NLL columns come from per-draw log-likelihoods wherever the
-predictor has them (``.log_likelihood(x, y, num_samples=..., seed=...) -> (S, N)``, as
-``inference.Posterior`` and ``ensemble`` of such members have: the same draws as ``.predict``), by
-``evals.metrics.nll_from_log_likelihood``, exact however over-confident a wrong prediction is; a plain
+predictor has them: in one pass from ``.log_predict(x, num_samples=..., seed=...) -> (S, N, C)``
+log-probabilities (a classification ``inference.Posterior``, an ``ensemble`` of such members), else from
+``.log_likelihood(x, y, ...) -> (S, N)`` with the draws of ``.predict`` (`evals.scoring.member_predictions`),
+by ``evals.metrics.nll_from_log_likelihood``, exact however over-confident a wrong prediction is; a plain
 callable gives probabilities only, and its NLL is ``evals.metrics.nll`` of them (no floor: +inf where
 a label has probability 0). Tables are pandas DataFrames; ``summary_table`` has the layout of
 Table 2 of the rank-1 paper (NLL, Acc, ECE, cNLL, cA, cECE, mCE, #params).
@@ -37,64 +38,53 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
-from evals.scoring import classification_row, draw_log_likelihood
+from evals.scoring import classification_row, member_predictions
 
 METRICS = ("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")
 CLEAN = "clean"
 
 
-def as_predict(predictor, num_samples=10, seed=0):
-    """A function x -> member probabilities (S, N, C) float64 from a callable or a ``.predict`` object."""
-    if hasattr(predictor, "predict"):
-        call = lambda x: predictor.predict(x, num_samples=num_samples, seed=seed)  # noqa: E731
-    elif callable(predictor):
-        call = predictor
-    else:
+def as_scorer(predictor, num_samples=10, seed=0):
+    """A function (x, y) -> (member probabilities (S, N, C) float64, per-draw log-likelihoods (S, N) or None)
+    of one set of draws (`evals.scoring.member_predictions`: one pass through ``log_predict`` where the
+    predictor has it), from a callable, a ``.predict`` object or one with ``.log_predict``."""
+    if not (callable(predictor) or hasattr(predictor, "predict") or hasattr(predictor, "log_predict")):
         raise ValueError(f"predictors: expected callables or objects with .predict, got {type(predictor).__name__}")
 
-    def predict(x):
-        probs = np.asarray(call(x), dtype=np.float64)
-        probs = probs[None] if probs.ndim == 2 else probs
+    def score(x, y):
+        probs, log_lik = member_predictions(predictor, x, y, num_samples=num_samples, seed=seed)
         if probs.ndim != 3 or probs.shape[1] != len(x):
             raise ValueError(f"predictors: expected probabilities (S, {len(x)}, C), got shape {probs.shape}")
-        return probs
+        return probs, log_lik
 
-    return predict
-
-
-def as_log_likelihood(predictor, num_samples=10, seed=0):
-    """A function (x, y) -> per-draw log-likelihoods (S, N), the draws of ``as_predict(predictor,
-    num_samples, seed)``, or None when the predictor has no ``.log_likelihood`` (a plain callable)."""
-    if not callable(getattr(predictor, "log_likelihood", None)):
-        return None
-    return lambda x, y: draw_log_likelihood(predictor, x, y, num_samples=num_samples, seed=seed)
+    return score
 
 
 class Ensemble:
     """A deep ensemble (see `ensemble`): called on x, the members' probabilities concatenated over draws,
-    (sum S_m, N, C). When every member has ``.log_likelihood``, so has the ensemble: ``log_likelihood(x, y)``
-    -> (sum S_m, N), the members' per-draw log-likelihoods in the same order (each member with the
-    num_samples and seed `ensemble` was given, as for its probabilities)."""
+    (sum S_m, N, C). When every member has ``.log_predict`` (classification Posteriors), so has the ensemble:
+    ``log_predict(x)`` -> (sum S_m, N, C), the members' log-probabilities in the same order (each member with
+    the num_samples and seed `ensemble` was given, as for its probabilities)."""
 
     def __init__(self, members, num_samples=1, seed=0):
-        members = list(members)
-        self.predicts = [as_predict(m, num_samples, seed) for m in members]
-        self.log_likelihoods = [as_log_likelihood(m, num_samples, seed) for m in members]
-        if self.log_likelihoods and all(f is not None for f in self.log_likelihoods):
-            self.log_likelihood = self._log_likelihood  # only then: `as_log_likelihood` looks for it
+        self.members, self.num_samples, self.seed = list(members), num_samples, seed
+        if self.members and all(callable(getattr(m, "log_predict", None)) for m in self.members):
+            self.log_predict = self._log_predict  # only then: `member_predictions` looks for it
 
     def __call__(self, x):
-        return np.concatenate([p(x) for p in self.predicts], axis=0)
+        return np.concatenate([member_predictions(m, x, num_samples=self.num_samples, seed=self.seed)[0]
+                               for m in self.members], axis=0)
 
-    def _log_likelihood(self, x, y, **_settings):
-        return np.concatenate([f(x, y) for f in self.log_likelihoods], axis=0)
+    def _log_predict(self, x, **_settings):
+        return np.concatenate([m.log_predict(x, num_samples=self.num_samples, seed=self.seed)
+                               for m in self.members], axis=0)
 
 
 def ensemble(members, num_samples=1, seed=0):
     """A deep ensemble: a predictor whose members are the draws of every predictor in ``members``
     (a list; e.g. point estimates trained from different seeds), concatenated: x -> (sum S_m, N, C).
-    When every member has ``.log_likelihood`` (e.g. `inference.Posterior`), so has the ensemble, and its
-    NLL in the OOD tables is exact (see the module docstring)."""
+    When every member has ``.log_predict`` (e.g. a classification `inference.Posterior`), so has the
+    ensemble, and its NLL in the OOD tables is exact (see the module docstring)."""
     return Ensemble(members, num_samples, seed)
 
 
@@ -133,16 +123,15 @@ class OODResults:
     num_params: dict = field(default_factory=dict)
 
 
-def _score_group(predicts, log_likelihoods, group, rows, pools, labels):
+def _score_group(scorers, group, rows, pools, labels):
     """Predict the concatenation of the sets in ``group`` [(type, severity, inputs, y)] once per
-    predictor (and its per-draw log-likelihoods, where `log_likelihoods` has a function for it), split
+    predictor (probabilities and, where it has them, per-draw log-likelihoods: `as_scorer`), split
     it back, append one row per set and its pooled averaged probabilities."""
     inputs = np.concatenate([g[2] for g in group]) if len(group) > 1 else group[0][2]
     targets = np.concatenate([g[3] for g in group]) if len(group) > 1 else group[0][3]
     bounds = np.cumsum([0] + [len(g[3]) for g in group])
-    for name, predict in predicts.items():
-        member = predict(inputs)
-        log_lik = log_likelihoods[name](inputs, targets) if log_likelihoods[name] is not None else None
+    for name, scorer in scorers.items():
+        member, log_lik = scorer(inputs, targets)
         for (kind, severity, _, y), lo, hi in zip(group, bounds[:-1], bounds[1:]):
             part = member[:, lo:hi]
             row = {"method": name, "type": kind, "severity": severity, "n": len(y)}
@@ -172,8 +161,7 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     """
     if not isinstance(predictors, dict) or not predictors:
         raise ValueError("predictors: expected a non-empty dict {name: predictor}")
-    predicts = {name: as_predict(p, num_samples, seed) for name, p in predictors.items()}
-    log_likelihoods = {name: as_log_likelihood(p, num_samples, seed) for name, p in predictors.items()}
+    scorers = {name: as_scorer(p, num_samples, seed) for name, p in predictors.items()}
     rows, pools, labels, group = [], {}, {}, []
 
     def all_sets():
@@ -185,10 +173,10 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     for kind, severity, x, y in all_sets():
         group.append((kind, severity, preprocess(x) if preprocess is not None else x, np.asarray(y)))
         if sum(len(g[3]) for g in group) >= max_rows:
-            _score_group(predicts, log_likelihoods, group, rows, pools, labels)
+            _score_group(scorers, group, rows, pools, labels)
             group = []
     if group:
-        _score_group(predicts, log_likelihoods, group, rows, pools, labels)
+        _score_group(scorers, group, rows, pools, labels)
     counts = dict(num_params or {})
     for name, p in predictors.items():
         if name not in counts and getattr(p, "num_params", None) is not None:

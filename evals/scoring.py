@@ -37,16 +37,16 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     if y is None:
         raise InputError("data", "<(x, None)>", "labels y to score against")
     check_positive_ints(num_samples=num_samples)
-    member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
     name = name or posterior_label(posterior)
     if getattr(getattr(posterior, "model", None), "likelihood", None) is not None and not posterior.model.likelihood.classification:
+        member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
         mean = member.mean(0)
         y = check_targets(y, arg="data.y", n=mean.shape[0])
         if mean.size != y.size:
             raise InputError("data.y", f"<targets of shape {y.shape}>", f"targets of the predictions' shape {mean.shape}")
         row = {"rmse": float(np.sqrt(np.mean((np.reshape(mean, np.shape(y)) - y) ** 2)))}
     else:
-        log_lik = draw_log_likelihood(posterior, x, y, num_samples=num_samples, seed=seed)
+        member, log_lik = member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
         row = classification_row(member, y, log_lik)
     row["draws"] = int(member.shape[0])
     table = pd.DataFrame([row], index=pd.Index([name], name="posterior"))
@@ -55,13 +55,38 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     return table
 
 
-def draw_log_likelihood(posterior, x, y, *, num_samples: int, seed: int):
-    """Per-draw log-likelihoods (S, N) float32 of `posterior` on (x, y), the draws of
-    ``posterior.predict(x, num_samples=num_samples, seed=seed)``; None when the posterior has no
-    ``log_likelihood`` method (then only its probabilities are known)."""
-    if not callable(getattr(posterior, "log_likelihood", None)):
-        return None
-    return np.asarray(posterior.log_likelihood(x, y, num_samples=num_samples, seed=seed))
+def member_predictions(predictor, x, y=None, *, num_samples: int, seed: int):
+    """(member probabilities (S, N, C) float64, per-draw log-likelihoods log p(y_i | x_i, w_s) (S, N) or None)
+    of one set of draws of `predictor` on x (N, ...) with labels y (N,) in [0, C) (or None: no log-likelihoods).
+
+    One pass where the predictor has ``log_predict(x, num_samples, seed) -> (S, N, C)`` log-probabilities (an
+    `inference.Posterior` of a classifier, `evals.ood.Ensemble`): the probabilities are their ``exp`` and the
+    log-likelihoods the entries at the labels, exact however small (never the log of an underflowed float32
+    probability). Otherwise ``predict`` for the probabilities and, where the predictor has one,
+    ``log_likelihood(x, y, num_samples, seed)`` with the same draws; a plain callable x -> (S, N, C) or (N, C)
+    gives probabilities only. Raises InputError naming ``y`` for labels out of range or of another length.
+    """
+    log_predict = getattr(predictor, "log_predict", None)
+    if callable(log_predict) and getattr(getattr(getattr(predictor, "model", None), "likelihood", None),
+                                         "classification", True):
+        log_probs = np.asarray(log_predict(x, num_samples=num_samples, seed=seed), np.float64)
+        probs = np.exp(log_probs)
+        if y is None:
+            return probs, None
+        probs, labels = metrics.checked(probs, y, member=True, arg="member_probs")
+        return probs, np.take_along_axis(log_probs, labels[None, :, None], -1)[..., 0]
+    if callable(getattr(predictor, "predict", None)):
+        probs = predictor.predict(x, num_samples=num_samples, seed=seed)
+    elif callable(predictor):
+        probs = predictor(x)
+    else:
+        raise InputError("predictor", f"<{type(predictor).__name__}>",
+                         "a callable x -> probabilities or an object with .predict / .log_predict")
+    probs = np.asarray(probs, np.float64)
+    probs = probs[None] if probs.ndim == 2 else probs
+    if y is None or not callable(getattr(predictor, "log_likelihood", None)):
+        return probs, None
+    return probs, np.asarray(predictor.log_likelihood(x, y, num_samples=num_samples, seed=seed))
 
 
 def classification_row(member_probs, y, log_likelihood=None) -> dict:

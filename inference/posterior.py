@@ -182,6 +182,22 @@ class Posterior:
         return self._per_draw(self.model.predictive, x, None, num_samples, seed, chunk_size, draws,
                               reduce, PREDICT_REDUCTIONS)
 
+    def log_predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50,
+                    draws: dict | None = None) -> np.ndarray:
+        """Log predictive probabilities per draw for x (N, *feature_shape): (S, N, C), by a log-softmax in the
+        model, so a class probability far below float32's smallest (about 1e-38) keeps its exact log; the same
+        draws as `predict` with the same `num_samples`, `seed`, `chunk_size` (``exp`` of it is `predict`'s
+        output up to rounding). One pass gives both the probabilities and, at the labels, the per-draw
+        log-likelihoods (`evals.scoring`). Classification models only: a regression model raises InputError.
+        """
+        if not getattr(self.model.likelihood, "classification", False) or not hasattr(self.model.likelihood,
+                                                                                       "log_predictive"):
+            raise InputError("posterior", f"<a posterior of the {type(self.model.likelihood).__name__} "
+                             "likelihood>", "a classification posterior for log_predict",
+                             "use predict (predictive means) or log_likelihood for regression")
+        return self._per_draw(self.model.log_predictive, x, None, num_samples, seed, chunk_size, draws,
+                              None, PREDICT_REDUCTIONS)
+
     def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = 50,
                        draws: dict | None = None, reduce: str | None = None) -> np.ndarray:
         """Pointwise log p(y_n | x_n, w_s) for x (N, *feature_shape), y (N,): (S, N); S, `draws`, chunks as in

@@ -209,6 +209,10 @@ class BNN:
         """Class probabilities (B, C) (classification) or predictive mean (regression) for one draw."""
         return self.likelihood.predictive(self.apply(params, x, state), params)
 
+    def log_predictive(self, params: dict, x, state=None):
+        """Log class probabilities (B, C) for one draw (classification likelihoods only), by a log-softmax."""
+        return self.likelihood.log_predictive(self.apply(params, x, state), params)
+
     def __call__(self, x, y=None, n_data=None, state=None):
         params = {name: numpyro.sample(name, fn) for name, fn in self.site_priors(x).items()}
         if self.is_stateful(x) and state is None:

@@ -38,6 +38,10 @@ class Categorical:
     def predictive(self, output, params):
         return jax.nn.softmax(output, -1)
 
+    def log_predictive(self, output, params):
+        """Log class probabilities (N, C) by a log-softmax: exact where softmax underflows to 0."""
+        return jax.nn.log_softmax(output, -1)
+
 
 class Normal:
     """y ~ Normal(output, noise); output (N, D) or (N, 1) for y of shape (N,).

@@ -312,6 +312,12 @@ class Rank1Likelihood:
         """Component-averaged prediction: (K n, ...) -> (n, ...), e.g. class probabilities (n, C)."""
         return jnp.mean(split_components(self.base.predictive(output, params), self.num_components), axis=0)
 
+    def log_predictive(self, output, params):
+        """Log of the component-averaged class probabilities, log (1/K) sum_k p_k: (K n, C) -> (n, C), by a
+        logsumexp over components (classification bases only)."""
+        log_p = split_components(self.base.log_predictive(output, params), self.num_components)
+        return jax.nn.logsumexp(log_p, axis=0) - math.log(self.num_components)
+
 
 def rank1_likelihood(base, num_components, objective="average"):
     """`Rank1Likelihood` over `base` for K = `num_components` (rank-1 paper section 3.4)."""

@@ -144,3 +144,15 @@ def test_fixed_weights_must_be_w_or_b_with_the_right_shape():
         hk.transform(lambda z: Rank1Dense(4, 2, fixed={"w": jnp.ones((4, 3))})(z)).init(jax.random.PRNGKey(0), x)
     params = hk.transform(lambda z: Rank1Dense(4, 2, fixed={"w": jnp.ones((3, 4))})(z)).init(jax.random.PRNGKey(0), x)
     assert set(params["rank1_dense"]) == {"alpha", "gamma", "b"}
+
+
+def test_log_predictive_is_the_log_of_the_component_average_and_exact_far_below_float32():
+    """log (1/K) sum_k softmax_k, by a logsumexp of log-softmaxes: equal to log(predictive) where that is
+    representable, finite where every component's probability underflows float32."""
+    lik = rank1_likelihood(categorical(), 3)
+    output = jax.random.normal(jax.random.PRNGKey(0), (3 * 5, 4)) * 3.0  # K n = 15 rows, C = 4
+    np.testing.assert_allclose(lik.log_predictive(output, {}), jnp.log(lik.predictive(output, {})), atol=1e-5)
+    extreme = jnp.zeros((3 * 2, 4)).at[:, 0].set(200.0)  # class 1: probability e^-200 in every component
+    log_p = lik.log_predictive(extreme, {})
+    assert lik.predictive(extreme, {})[0, 1] == 0.0
+    np.testing.assert_allclose(log_p[:, 1], -200.0, rtol=1e-6)
