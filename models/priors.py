@@ -20,14 +20,26 @@ def normal(scale: float = 1.0, loc: float = 0.0) -> Prior:
     return _iid("normal", dist.Normal, scale, loc)
 
 
-def he_normal(gain: float = 2.0) -> Prior:
-    """Normal(0, sqrt(gain / fan_in)) with fan_in = prod(shape[:-1]) (1 for 1-D sites, e.g. biases)."""
-    _check_positive("gain", gain)
+def fan_in_normal(scale: float = 1.0) -> Prior:
+    """Normal(0, scale / sqrt(fan_in)) on every entry, fan_in = prod(shape[:-1]): the inputs of one output unit
+    (dense (in, out): in; conv (kh, kw, c_in, c_out): kh kw c_in); 1-D sites (biases) have fan_in 1, so
+    Normal(0, scale). Neal's (1996) scaling, under which a layer's pre-activations keep a variance that does
+    not grow with its width; ``scale`` is sigma_w (He et al.'s ReLU initialisation is scale sqrt(2))."""
+    _check_positive("scale", scale)
 
     def prior(name, shape):
         fan_in = math.prod(shape[:-1]) if len(shape) > 1 else 1
-        return dist.Normal(0.0, math.sqrt(gain / fan_in)).expand(tuple(shape))
+        return dist.Normal(0.0, scale / math.sqrt(fan_in)).expand(tuple(shape))
 
+    prior.spec = {"kind": "fan_in_normal", "scale": scale}
+    return prior
+
+
+def he_normal(gain: float = 2.0) -> Prior:
+    """Normal(0, sqrt(gain / fan_in)) with fan_in = prod(shape[:-1]) (1 for 1-D sites, e.g. biases): the
+    `fan_in_normal` prior with scale sqrt(gain)."""
+    _check_positive("gain", gain)
+    prior = fan_in_normal(math.sqrt(gain))
     prior.spec = {"kind": "he_normal", "gain": gain}
     return prior
 

@@ -51,9 +51,11 @@ def _prior(kind, scale):
         return priors.normal(scale)
     if kind == "he_normal":
         return priors.he_normal()
+    if kind == "fan_in":
+        return priors.fan_in_normal(scale)
     if kind == "cauchy":
         return priors.cauchy(scale)
-    raise ValueError(f"prior: expected 'normal', 'he_normal' or 'cauchy', got {kind!r}")
+    raise ValueError(f"prior: expected 'normal', 'fan_in', 'he_normal' or 'cauchy', got {kind!r}")
 
 
 @register("moons_mlp", default_data="two_moons", guides=("mean_field", "point_estimate"),

@@ -20,6 +20,7 @@ from zoo.data.embedded import EMBEDDED
 # count parameters without loading (or having prepared) the data.
 DATA_SHAPES = {
     "digits": ((64,), 10),
+    "digits_28": ((784,), 10),
     "two_moons": ((2,), 2),
     "regression_1d": ((1,), None),
     "mnist": ((28, 28, 1), 10),
@@ -243,7 +244,7 @@ def placeholder_data(data: str) -> Dataset:
     shape, num_classes = DATA_SHAPES[data]
     y = np.zeros(1, np.int32) if num_classes is not None else np.zeros(1, np.float32)
     return Dataset(np.zeros((1,) + shape, np.float32), y, num_classes, data,
-                   image_shape=(8, 8, 1) if data == "digits" else None)
+                   image_shape={"digits": (8, 8, 1), "digits_28": (28, 28, 1)}.get(data))
 
 
 def list_entries() -> list:

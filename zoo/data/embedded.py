@@ -12,28 +12,53 @@ from inference.validation import check_real, is_int
 from models.errors import InputError
 
 
-def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True):
+def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True, size: int = 8):
     """scikit-learn's 8x8 digits (1797 images, 10 classes), split with a fixed seed.
 
     Returns:
-      (train, test): x float32 (N, 64), y int32 (N,). With `standardise`, pixels are centred and
-      scaled by the training set's global pixel mean and sd (one scalar each, `digits_standardiser`);
-      a per-pixel sd would blow up small changes of nearly constant border pixels, which makes the
-      network fragile to corruptions. Without it, pixels are in [0, 1].
+      (train, test): x float32 (N, size * size), y int32 (N,); `size` 8 (the originals) or larger: each image
+      resampled to size x size by linear interpolation (`upsample`; the same split). With `standardise`,
+      pixels are centred and scaled by the training set's global pixel mean and sd (one scalar each,
+      `digits_standardiser`); a per-pixel sd would blow up small changes of nearly constant border pixels,
+      which makes the network fragile to corruptions. Without it, pixels are in [0, 1].
     """
     from sklearn.datasets import load_digits
 
+    if not is_int(size) or int(size) < 8:
+        raise InputError("size", size, "an integer image side >= 8 (the digits are 8 x 8)")
+    size = int(size)
     x, y = load_digits(return_X_y=True)
     x = x.astype(np.float32) / 16.0
+    if size != 8:
+        x = upsample(x.reshape(-1, 8, 8), size).reshape(len(x), size * size)
     train_idx, test_idx = _split(len(x), test_fraction, seed)
     xtr, xte = x[train_idx], x[test_idx]
+    name = "digits" if size == 8 else f"digits_{size}"
     if standardise:
         mu, sd = digits_standardiser(xtr)
         xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
     return (
-        Dataset(xtr, y[train_idx], 10, "digits", image_shape=(8, 8, 1)),
-        Dataset(xte, y[test_idx], 10, "digits", image_shape=(8, 8, 1)),
+        Dataset(xtr, y[train_idx], 10, name, image_shape=(size, size, 1)),
+        Dataset(xte, y[test_idx], 10, name, image_shape=(size, size, 1)),
     )
+
+
+def digits_28(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True):
+    """The digits resampled to 28 x 28 (784 inputs, MNIST's shape; 1797 images): an MNIST-shaped stand-in that
+    ships with the install. (train, test): x float32 (N, 784), y int32 (N,); as `digits(size=28)`."""
+    return digits(test_fraction, seed, standardise, size=28)
+
+
+def upsample(images: np.ndarray, size: int) -> np.ndarray:
+    """(N, h, h) -> (N, size, size) float32 by linear (order-1 spline) interpolation, corners aligned, clipped to the
+    input's range."""
+    from scipy.ndimage import zoom
+
+    factor = size / images.shape[-1]  # scipy maps the first and last pixel centres onto each other
+    out = zoom(images, (1, factor, factor), order=1)
+    if out.shape[1:] != (size, size):
+        raise InputError("size", size, f"a side that {images.shape[-1]} px resample to exactly")
+    return np.clip(out, images.min(), images.max()).astype(np.float32)
 
 
 def digits_standardiser(x_train: np.ndarray):
@@ -87,4 +112,4 @@ def _split(n: int, test_fraction: float, seed: int):
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
-EMBEDDED = {"digits": digits, "two_moons": two_moons, "regression_1d": regression_1d}
+EMBEDDED = {"digits": digits, "digits_28": digits_28, "two_moons": two_moons, "regression_1d": regression_1d}
