@@ -109,6 +109,17 @@ def _int_list(low: int, example: str, what: str):
     return parse
 
 
+def _prior_scale(text):
+    """--prior-scale: a number > 0, or PATTERN=SCALE pairs separated by commas -> {pattern: scale}."""
+    if "=" not in text:
+        return _positive_float(text)
+    pairs = [item.rpartition("=") for item in text.split(",") if item.strip()]
+    if not all(p.strip() for p, _, _ in pairs):
+        raise argparse.ArgumentTypeError(f"expected PATTERN=SCALE,... such as '*/b=1,*=2', got {text!r}")
+    return {p.strip(): _positive_float(v) for p, _, v in pairs}
+
+
+_prior_scale.__name__ = "a finite number > 0 or PATTERN=SCALE,..."
 _ints = _int_list(1, "64,64", "positive")  # hidden widths, depths
 _seeds = _int_list(0, "0,1,2", "non-negative")
 
@@ -145,8 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="data set name (digits, two_moons, regression_1d, ...; default: the entry's own)")
         sp.add_argument("--hidden", type=_ints, default=None, help="hidden widths, e.g. 64,64 (default: the entry's)")
         sp.add_argument("--depth", type=_positive_int, default=None, help="depth (deep_linear; default: the entry's)")
-        sp.add_argument("--prior-scale", type=_positive_float, default=None,
-                        help="scale of the weight prior (default: the entry's)")
+        sp.add_argument("--prior", default=None, help="kind of the weight prior: normal, fan_in, he_normal or "
+                        "cauchy (default: the entry's)")
+        sp.add_argument("--prior-scale", type=_prior_scale, default=None,
+                        help="scale of the weight prior, or one per site pattern, e.g. '*/b=1,*=2' (first match "
+                             "wins; default: the entry's)")
         sp.add_argument("--n", type=_positive_int, default=None,
                         help="number of points (two_moons, regression_1d; default: the data set's)")
         sp.add_argument("--seed", type=int, default=0, help="random seed")
@@ -309,8 +323,9 @@ def _entry(args):
         kwargs["hidden"] = args.hidden
     if args.depth is not None:
         kwargs["depth"] = args.depth
-    if args.prior_scale is not None:
-        kwargs["prior_scale"] = args.prior_scale
+    for key in ("prior", "prior_scale"):
+        if getattr(args, key) is not None:
+            kwargs[key] = getattr(args, key)
     data_kwargs = {"n": args.n} if args.n is not None else None
     return zoo.get(args.entry, data=args.data, data_kwargs=data_kwargs, **kwargs)
 
@@ -322,7 +337,8 @@ def cmd_list(args):
     width = max(len(r["name"]) for r in rows)
     print(f"{'entry':<{width}}  {'data':<10} {'weights':>8}  guides / description")
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['data']:<10} {r['weights']:>8}  {r['guides']} / {r['description']}")
+        print(f"{r['name']:<{width}}  {r['data']:<10} {r['weights']:>8}  {r['guides']} / {r['description']}"
+              f" / prior {r['prior']}")
     return 0
 
 

@@ -1,4 +1,12 @@
-"""The catalogue's entries (registered on import of `zoo`)."""
+"""The catalogue's entries (registered on import of `zoo`).
+
+Every entry takes ``prior`` (a kind of `models.priors.KINDS`: "normal", "fan_in", "he_normal", "cauchy", or
+{site pattern: kind}) and ``prior_scale`` (a positive number, or {site pattern: number}; what it means per
+kind: `models.priors`), built by one function, `_model`. A site no pattern matches takes `DEFAULT_PRIOR` /
+`DEFAULT_PRIOR_SCALE`, the defaults of every entry: changing them here changes every entry. Entries with
+priors of their own on some sites (rank-1 factors ``*/alpha``, ``*/gamma``; the mlp's `log_uniform_sites`)
+apply ``prior`` and ``prior_scale`` to the other sites; a pattern that picks no site is refused.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +24,11 @@ from models.networks.wide_resnet import wide_resnet
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
 from zoo.registry import register
 
+DEFAULT_PRIOR = "normal"
+"""The prior kind of every entry unless ``prior`` says otherwise (see `models.priors.KINDS`)."""
+DEFAULT_PRIOR_SCALE = 1.0
+"""The prior scale of every entry unless ``prior_scale`` says otherwise (its meaning: `models.priors`)."""
+
 
 def _likelihood(train, noise=0.1):
     return likelihoods.categorical() if train.num_classes is not None else likelihoods.normal(noise)
@@ -26,46 +39,58 @@ def _num_outputs(train):
     return train.num_classes if train.num_classes is not None else (1 if train.y.ndim == 1 else train.y.shape[1])
 
 
+def _model(net, train, name, prior, prior_scale, likelihood=None, special=None):
+    """The BNN of the Haiku network function `net` on `train` with the entry's prior.
+
+    prior, prior_scale: the entry's arguments (`models.priors.per_site`; sites no pattern matches take
+    `DEFAULT_PRIOR` / `DEFAULT_PRIOR_SCALE`). special: None, or ``base prior -> prior`` for an entry with
+    priors of its own on some sites (rank-1 factors, log-uniform sites), routing the other sites to the base
+    (a `models.priors.by_pattern` with the base as default). likelihood: default categorical for
+    classification, Normal(0.1) for regression. A `prior` / `prior_scale` pattern that is the first match of
+    no site the base prior sets is refused (InputError), which needs the site names: one shape trace
+    (`jax.eval_shape`, no compile), only when a dict is given.
+    """
+    base = priors.per_site(prior, prior_scale, default_kind=DEFAULT_PRIOR, default_scale=DEFAULT_PRIOR_SCALE)
+    full = special(base) if special is not None else base
+    model = bnn(net, full, _likelihood(train, None) if likelihood is None else likelihood, name=name)
+    if hasattr(base, "unmatched"):
+        latent = model.likelihood.latent_sites()
+        priors.check_patterns(base, [n for n in model.site_shapes(train.feature_shape)
+                                     if n not in latent and priors.reaches(full, base, n)])
+    return model
+
+
 @register("mlp", default_data="digits", description="multilayer perceptron (widths, activation as arguments)",
           guides=("mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers"))
-def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=1.0, prior="normal", noise=0.1,
-              log_uniform_sites=()):
-    """An MLP BNN: ``hidden`` widths, ``activation``, Normal(0, prior_scale) (or "he_normal"/"cauchy") priors;
-    sites matching a pattern of `log_uniform_sites` get the improper log-uniform prior of variance networks."""
-    base = _prior(prior, prior_scale)
+def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR,
+              noise=0.1, log_uniform_sites=()):
+    """An MLP BNN: ``hidden`` widths, ``activation``, the `prior` of kind ``prior`` at ``prior_scale``;
+    sites matching a pattern of `log_uniform_sites` get the improper log-uniform prior of variance networks
+    (`prior` and `prior_scale` then set the other sites)."""
+    special = None
     if log_uniform_sites:
-        base = priors.by_pattern({p: priors.log_uniform() for p in log_uniform_sites}, default=base)
-    return bnn(mlp(tuple(hidden), _num_outputs(train), activation), base, _likelihood(train, noise), name="mlp")
+        def special(base):
+            return priors.by_pattern({p: priors.log_uniform() for p in log_uniform_sites}, default=base)
+    return _model(mlp(tuple(hidden), _num_outputs(train), activation), train, "mlp", prior, prior_scale,
+                  _likelihood(train, noise), special)
 
 
 @register("deep_linear", default_data="digits", guides=("mean_field", "point_estimate"),
           description="deep linear network x W1...WL, product matrix exposed (Liberty or Depth)")
-def build_deep_linear(train, depth=3, width=32, prior_scale=1.0, prior="normal", noise=0.1):
+def build_deep_linear(train, depth=3, width=32, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, noise=0.1):
     """A deep linear BNN of `depth` bias-free linear layers of `width` units."""
-    return bnn(deep_linear(depth, width, _num_outputs(train)), _prior(prior, prior_scale),
-               _likelihood(train, noise), name="deep_linear")
-
-
-def _prior(kind, scale):
-    if kind == "normal":
-        return priors.normal(scale)
-    if kind == "he_normal":
-        return priors.he_normal()
-    if kind == "fan_in":
-        return priors.fan_in_normal(scale)
-    if kind == "cauchy":
-        return priors.cauchy(scale)
-    raise ValueError(f"prior: expected 'normal', 'fan_in', 'he_normal' or 'cauchy', got {kind!r}")
+    return _model(deep_linear(depth, width, _num_outputs(train)), train, "deep_linear", prior, prior_scale,
+                  _likelihood(train, noise))
 
 
 @register("moons_mlp", default_data="two_moons", guides=("mean_field", "point_estimate"),
           description="ReLU MLP of a given depth, widest under a weight budget (Liberty or Depth, app. B)")
-def build_moons_mlp(train, depth=2, budget=1000, activation="relu", prior_scale=1.0, prior="normal"):
+def build_moons_mlp(train, depth=2, budget=1000, activation="relu", prior_scale=DEFAULT_PRIOR_SCALE,
+                    prior=DEFAULT_PRIOR):
     """Depth `depth` hidden layers of the largest equal width keeping all parameters under `budget`."""
     (in_dim,), num_outputs = train.feature_shape, _num_outputs(train)
     width = widest_mlp_under_budget(depth, in_dim=in_dim, num_outputs=num_outputs, budget=budget)
-    return bnn(mlp((width,) * depth, num_outputs, activation), _prior(prior, prior_scale), _likelihood(train, None),
-               name="moons_mlp")
+    return _model(mlp((width,) * depth, num_outputs, activation), train, "moons_mlp", prior, prior_scale)
 
 
 def _image_network(factory, train, **kwargs):
@@ -77,9 +102,9 @@ def _image_network(factory, train, **kwargs):
 
 
 def _image_bnn(factory, name, train, prior, prior_scale, kwargs):
-    """A BNN of the image network `factory(num_outputs=..., **kwargs)` on `train` with a plain prior."""
+    """A BNN of the image network `factory(num_outputs=..., **kwargs)` on `train`."""
     net = _image_network(factory, train, num_outputs=_num_outputs(train), **kwargs)
-    return bnn(net, _prior(prior, prior_scale), _likelihood(train, None), name=name)
+    return _model(net, train, name, prior, prior_scale)
 
 
 def _small_image_kwargs(train, kwargs):
@@ -89,66 +114,75 @@ def _small_image_kwargs(train, kwargs):
 
 @register("lenet5", default_data="mnist", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
           description="Caffe LeNet-5 (variance networks, MNIST); digits use SAME padding")
-def build_lenet5(train, prior_scale=1.0, prior="normal", **kwargs):
+def build_lenet5(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
     """LeNet-5: conv 20 5x5, pool, conv 50 5x5, pool, dense 500, dense classes."""
     return _image_bnn(lenet5, "lenet5", train, prior, prior_scale, _small_image_kwargs(train, kwargs))
 
 
 @register("lenet_cnn", default_data="cifar100", guides=("mean_field", "point_estimate", "k_tied"),
           description="k-tied paper's LeNet CNN: conv 32, conv 64 (3x3), dense 512, dense classes")
-def build_lenet_cnn(train, prior_scale=1.0, prior="normal", **kwargs):
+def build_lenet_cnn(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
     """The k-tied paper's CNN (k-tied on its dense layers)."""
     return _image_bnn(lenet_cnn, "lenet_cnn", train, prior, prior_scale, kwargs)
 
 
 @register("vgg", default_data="cifar10", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
           description="VGG-like CIFAR network (variance networks); width_multiplier shrinks it")
-def build_vgg(train, prior_scale=1.0, prior="normal", **kwargs):
-    """VGG-like network with batch norm (state, not random variables)."""
+def build_vgg(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
+    """VGG-like network with batch norm (state, not random variables; its scale / offset sites have fan_in 1)."""
     return _image_bnn(vgg, "vgg", train, prior, prior_scale, kwargs)
 
 
 @register("resnet18", default_data="cifar10", guides=("mean_field", "point_estimate", "k_tied"),
           description="ResNet-18 with a CIFAR stem; width_multiplier shrinks it")
-def build_resnet18(train, prior_scale=1.0, prior="normal", **kwargs):
+def build_resnet18(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
     """ResNet-18 (batch norm as state)."""
     return _image_bnn(resnet18, "resnet18", train, prior, prior_scale, kwargs)
 
 
 @register("wide_resnet", default_data="cifar10", guides=("mean_field", "point_estimate", "rank1_mixture"),
           description="Wide ResNet depth-k (rank-1 paper: WRN-28-10; default 28-2); num_components=K: rank-1")
-def build_wide_resnet(train, prior_scale=1.0, prior="normal", num_components=None, factor="normal", **kwargs):
-    """Wide ResNet (batch norm as state); with `num_components` K its convolutions are rank-1 layers."""
+def build_wide_resnet(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, num_components=None,
+                      factor="normal", **kwargs):
+    """Wide ResNet (batch norm as state); with `num_components` K its convolutions are rank-1 layers
+    (factor prior on ``*/alpha``, ``*/gamma``; `prior` on the rest)."""
     net = _image_network(wide_resnet, train, num_outputs=_num_outputs(train), num_components=num_components, **kwargs)
-    return bnn(net, *_prior_and_likelihood(train, prior, prior_scale, num_components, factor), name="wide_resnet")
+    return _maybe_rank1(net, train, "wide_resnet", prior, prior_scale, num_components, factor)
 
 
 @register("lstm", default_data="imdb_reviews", guides=("mean_field", "point_estimate", "k_tied", "rank1_mixture"),
           description="IMDB LSTM classifier: embedding 128, LSTM 128, dense (k-tied paper); num_components=K: rank-1")
-def build_lstm(train, vocab_size=20_000, prior_scale=1.0, prior="normal", num_components=None, factor="normal",
-               **kwargs):
+def build_lstm(train, vocab_size=20_000, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, num_components=None,
+               factor="normal", **kwargs):
     """The k-tied paper's LSTM with a categorical output over the classes (2 logits for IMDB); with
-    `num_components` K its kernel and recurrent kernel are rank-1 (the rank-1 paper's LSTM)."""
+    `num_components` K its kernel and recurrent kernel are rank-1 (the rank-1 paper's LSTM). Under "fan_in"
+    the embedding table (vocab, 128) has fan_in 1 (each unit reads one entry of one row), the kernel (128, 4H)
+    fan_in 128, the recurrent kernel (H, 4H) fan_in H (`models.priors.fan_in`)."""
     net = lstm_classifier(vocab_size=vocab_size, num_outputs=_num_outputs(train), num_components=num_components,
                           **kwargs)
-    return bnn(net, *_prior_and_likelihood(train, prior, prior_scale, num_components, factor), name="lstm")
+    return _maybe_rank1(net, train, "lstm", prior, prior_scale, num_components, factor)
 
 
-def _prior_and_likelihood(train, prior, prior_scale, num_components, factor):
-    """(prior, likelihood): plain, or the rank-1 ones (factor prior, per-component likelihood) for K components."""
+def _maybe_rank1(net, train, name, prior, prior_scale, num_components, factor):
+    """`_model` of `net`: plain, or for K = `num_components` components with the rank-1 factor prior and the
+    per-component likelihood (`prior` / `prior_scale` set the sites other than the factors)."""
     if num_components is None:
-        return _prior(prior, prior_scale), _likelihood(train, None)
-    return rank1_prior(factor), rank1_likelihood(_likelihood(train, None), num_components)
+        return _model(net, train, name, prior, prior_scale)
+    return _model(net, train, name, prior, prior_scale, rank1_likelihood(_likelihood(train, None), num_components),
+                  lambda base: rank1_prior(factor, weight_prior=base))
 
 
 @register("rank1_mlp", default_data="digits", guides=("rank1_mixture",),
           description="rank-1 MLP: shared W with K per-component factors r, s (rank-1 BNN paper)")
 def build_rank1_mlp(train, hidden=(64, 64), num_components=4, activation="relu", factor="normal",
-                    objective="average", sign_init=0.5, fixed=None):
-    """((x o s_k) W) o r_k per layer, K components; Normal/Cauchy(1, 0.1) factor priors, Normal(0, 1) on W
-    (L2); `objective` "average" (per-component likelihood, the paper's default) or "mixture".
+                    objective="average", sign_init=0.5, fixed=None, prior_scale=DEFAULT_PRIOR_SCALE,
+                    prior=DEFAULT_PRIOR):
+    """((x o s_k) W) o r_k per layer, K components; Normal/Cauchy(1, 0.1) factor priors, the `prior` of kind
+    ``prior`` at ``prior_scale`` on W and the biases (default Normal(0, 1), i.e. L2); `objective` "average"
+    (per-component likelihood, the paper's default) or "mixture".
     `fixed`: {site: array} holding W and biases constant (e.g. an SVI posterior's ``median()``), so that
     only the factors r, s are random: NUTS on the rank-1 model (rank-1 paper, future work)."""
     net = rank1_mlp(tuple(hidden), _num_outputs(train), num_components, activation, sign_init, fixed=fixed)
-    return bnn(net, rank1_prior(factor), rank1_likelihood(_likelihood(train, None), num_components, objective),
-               name="rank1_mlp")
+    return _model(net, train, "rank1_mlp", prior, prior_scale,
+                  rank1_likelihood(_likelihood(train, None), num_components, objective),
+                  lambda base: rank1_prior(factor, weight_prior=base))

@@ -13,6 +13,7 @@ import numpy as np
 from inference.data import Dataset
 from inference.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
                                   is_int)
+from models import priors
 from models.errors import ArgumentTypeError, InputError
 from zoo.data.embedded import EMBEDDED
 
@@ -32,6 +33,8 @@ DATA_SHAPES = {
 TFDS_DATA = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews")
 NAMED_DATA: dict[str, Callable] = dict(EMBEDDED)
 """Loaders of the data sets known by name besides TFDS: {name: ``loader(**data_kwargs) -> (train, test)``}."""
+# Entry arguments checked by their own rules (InputError naming them), not by the kind of their default.
+PRIOR_CHECKS = {"prior": priors.check_kind, "prior_scale": priors.check_scale}
 
 
 @dataclass
@@ -186,6 +189,9 @@ def check_entry_kwargs(name: str, build: Callable, kwargs: dict, *, skip: int = 
                 continue
             raise ArgumentTypeError(key, value, f"one of {what} {name!r}'s arguments {sorted(params)}",
                                     "unknown argument")
+        if what == "entry" and key in PRIOR_CHECKS:  # a kind / scale, or one per site pattern
+            PRIOR_CHECKS[key](value)
+            continue
         default = params[key].default
         if value is None or default is inspect.Parameter.empty:
             continue
@@ -249,14 +255,15 @@ def placeholder_data(data: str) -> Dataset:
 
 def list_entries() -> list:
     """One dict per entry: name, description, default data, weight count on it (counted from shapes,
-    nothing is loaded), applicable guides."""
+    nothing is loaded), applicable guides, and its default prior in words (`models.priors.describe`)."""
     rows = []
     for n in names():
         s = _REGISTRY[n]
         train = placeholder_data(s.default_data)
         model = s.build(train)
         rows.append({"name": n, "data": s.default_data, "weights": model.num_weights(train.feature_shape),
-                     "guides": ", ".join(s.guides), "description": s.description})
+                     "guides": ", ".join(s.guides), "description": s.description,
+                     "prior": priors.describe(getattr(model.prior, "spec", None))})
     return rows
 
 
