@@ -256,7 +256,9 @@ def default_optimizer(steps: int):
     `DEFAULT_FINAL_LR` (1e-4) over `steps` updates (the k-tied paper's app. D.4 recipe). The schedule
     depends on `steps`, so fits with the same `steps` share one compiled update and another `steps`
     compiles its own."""
-    return optax.adam(optax.cosine_decay_schedule(DEFAULT_LR, steps, alpha=DEFAULT_FINAL_LR / DEFAULT_LR))
+    # a float: optax's schedule turns an int decay_steps into a float on its first call (a nonlocal), which
+    # would change the optimiser's structure key after the first fit and recompile the second one
+    return optax.adam(optax.cosine_decay_schedule(DEFAULT_LR, float(steps), alpha=DEFAULT_FINAL_LR / DEFAULT_LR))
 
 
 def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimizer=None,
