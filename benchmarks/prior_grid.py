@@ -49,11 +49,14 @@ def split(data, fraction: float = 0.2, seed: int = 0):
 
 
 def make_guide(name: str, model):
-    """The guide `name` ("mean_field", "2-tied", "point_estimate") for `model`, at the library's defaults."""
+    """The guide `name` ("mean_field", "2-tied", "point_estimate") for `model`, at the library's defaults;
+    "mean_field@old": mean field at the old sigma init 1e-3."""
     import inference
 
     if name == "2-tied":
         return inference.k_tied(model, k=2)
+    if name == "mean_field@old":
+        return inference.mean_field(model, init_scale=1e-3)
     return getattr(inference, name)(model)
 
 
@@ -62,6 +65,7 @@ def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, 
     and the Posterior."""
     import evals
     import inference
+    import optax
     import zoo
 
     data_name, hidden = NETWORKS[network]
@@ -71,10 +75,11 @@ def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = inference.fit(entry.model, guide, train, steps=steps, kl_warmup=int(0.2 * steps), seed=seed,
-                             progress=False)
+                             progress=False, optimizer=optax.adam(1e-3) if guide_name.endswith("@old") else None)
     seconds = time.perf_counter() - t0
     row = evals.score(post, evaluate, num_samples=draws, seed=seed, verbose=False).iloc[0].to_dict()
-    scales = [np.ravel(v) for k, v in post.params.items() if k.endswith("_scale")] if guide_name == "mean_field" else []
+    mean_field = guide_name.startswith("mean_field")
+    scales = [np.ravel(v) for k, v in post.params.items() if k.endswith("_scale")] if mean_field else []
     row.update({"network": network, "prior": prior, "scale": scale, "guide": guide_name,
                 "final_loss": float(np.mean(post.losses[-max(1, steps // 50):])),
                 "converged": bool(post.info.converged), "steps": steps, "seconds": round(seconds, 1),
@@ -173,7 +178,13 @@ def main(argv=None):
     parser.add_argument("--ood-draws", type=int, default=10, help="posterior draws per corrupted set")
     parser.add_argument("--skip-grid", nargs=2, metavar=("PRIOR", "SCALE"),
                         help="skip part 1 and run part 2 with this prior")
+    parser.add_argument("--networks", nargs="+", choices=list(NETWORKS), help="part 1 only, on these networks")
+    parser.add_argument("--priors", nargs="+", metavar="KIND:SCALE", help="part 1 only, these settings")
+    parser.add_argument("--old-defaults", action="store_true",
+                        help="part 1 only: mean field at the old defaults (Adam 1e-3, sigma init 1e-3), prior normal 1")
     args = parser.parse_args(argv)
+    if args.networks or args.priors or args.old_defaults:
+        return extra_cells(args)
     os.makedirs(args.out, exist_ok=True)
     if args.quick:
         networks, steps = ["64-64"], {"64-64": 200, "784-400-400": 200}
@@ -200,6 +211,23 @@ def main(argv=None):
     print("\n" + _fmt(must[MUST_COLUMNS]), flush=True)
     with open(os.path.join(args.out, "prior_grid.md"), "w") as f:
         f.write("\n".join(report))
+
+
+def extra_cells(args):
+    """Part 1 cells beyond the default grid (``--networks``, ``--priors``, ``--old-defaults``), written to
+    ``<out>/extra.csv``; no choice, no part 2."""
+    networks = args.networks or list(NETWORKS)
+    if args.old_defaults:
+        priors, guides = [("normal", 1.0)], ("mean_field@old",)
+    else:
+        priors, guides = [(p.split(":")[0], float(p.split(":")[1])) for p in args.priors or []], GUIDES
+    steps = {"64-64": args.steps_small, "784-400-400": args.steps_large}
+    out = os.path.join(args.out, "extra")
+    os.makedirs(out, exist_ok=True)
+    table = grid(networks, {n: priors for n in networks}, guides, steps=steps, seed=args.seed, draws=args.draws,
+                 out=out)
+    print("\n" + _fmt(table[GRID_COLUMNS]))
+    return table
 
 
 if __name__ == "__main__":

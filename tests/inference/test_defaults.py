@@ -63,5 +63,6 @@ def test_readme_states_the_defaults():
     with open(README, encoding="utf-8") as f:
         text = f.read()
     section = text.split("### Choosing a prior and knowing when you are done", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())
     for stated in ("cosine-decayed from 1e-2 to 1e-4", "sigma init 0.01", "benchmarks/prior_grid.py"):
         assert stated in section
