@@ -47,7 +47,7 @@ class KTiedFamily:
     """
 
     k: int = 2
-    init_scale: float = 1e-3
+    init_scale: float = 1e-2
     init_noise: float = 0.1
     name = "k_tied"
 
@@ -103,7 +103,7 @@ class KTiedFamily:
         return {"k": self.k, "init_scale": self.init_scale, "init_noise": self.init_noise}
 
 
-def k_tied(model, *, k: int = 2, init_scale: float = 1e-3, init_noise: float = 0.1, prefix: str = "auto",
+def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0.1, prefix: str = "auto",
            rank: int | None = None) -> SiteGuide:
     """The k-tied Normal guide for `model` (eq. 8): `KTiedFamily` on every site.
 

@@ -20,7 +20,7 @@ class NormalFamily:
     softplus-positive, starting at `init_scale`): 2 per entry.
     """
 
-    init_scale: float = 1e-3
+    init_scale: float = 1e-2
     name = "mean_field"
 
     def __post_init__(self):
@@ -48,7 +48,7 @@ class NormalFamily:
         return {"init_scale": self.init_scale}
 
 
-def mean_field(model, *, init_scale: float = 1e-3, prefix: str = "auto") -> SiteGuide:
+def mean_field(model, *, init_scale: float = 1e-2, prefix: str = "auto") -> SiteGuide:
     """The mean-field guide for `model` (a `models.BNN`): `NormalFamily` on every site.
 
     Locations start at the network's own (Haiku) initialisation, scales at `init_scale`. Per-weight

@@ -1,0 +1,234 @@
+"""Choose the default prior on a validation split, and check the families against the point estimate (issue 13).
+
+Part 1, the grid: prior kind x prior scale x guide (mean field, 2-tied) x network (digits MLP 64-64, digits_28
+MLP 784-400-400), each fitted with `inference.fit`'s defaults (Adam, rate cosine-decayed 1e-2 -> 1e-4 over the
+steps; sigma init 0.01) and a KL warm-up over the first 20 % of the steps, on a seeded 80/20 split of the
+entry's training set: validation accuracy / NLL / ECE, final loss, ``post.info.converged``, the median
+posterior sigma (mean field), steps and seconds. The default (prior kind, scale) is the one with the lowest
+validation NLL averaged over the four (network, guide) cells; the test set is never read in part 1.
+
+Part 2, must-hold 5: the chosen prior on digits_28 784-400-400, fitted on the whole training set: mean field,
+2-tied and the point estimate (same prior: MAP), test accuracy / NLL / ECE and the corruption suite (19 types
+x 5 severities of the raw 28 x 28 test images, standardised as the training set was: cNLL / cA / cECE).
+
+    python benchmarks/prior_grid.py            # the README's tables (about 25 minutes on 2 CPU cores)
+    python benchmarks/prior_grid.py --quick    # a smoke run: tiny grid, few steps
+
+Writes ``<out>/grid.csv``, ``<out>/must_hold_5.csv`` and ``<out>/prior_grid.md`` and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+NETWORKS = {"64-64": ("digits", (64, 64)), "784-400-400": ("digits_28", (400, 400))}
+PRIORS = (("normal", 0.1), ("normal", 1.0), ("fan_in", 0.5), ("fan_in", 1.0), ("fan_in", 2.0))
+
+
+def large_candidates(small: pd.DataFrame):
+    """The 784-400-400 net costs ~0.05 s a step on 2 CPU cores, so it sees fewer settings: the old default
+    (normal, 1) and the best of the 64-64 grid by validation NLL (the second best if that is (normal, 1))."""
+    ranked = [(p, float(s)) for p, s in choose(small)[1][["prior", "scale"]].itertuples(index=False)]
+    return [("normal", 1.0)] + [c for c in ranked if c != ("normal", 1.0)][:1]
+GUIDES = ("mean_field", "2-tied")
+
+
+def split(data, fraction: float = 0.2, seed: int = 0):
+    """((x_train, y_train), (x_val, y_val)): a seeded random `fraction` of `data` (x (N, ...), y (N,)) held out."""
+    x, y = np.asarray(data.x), np.asarray(data.y)
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_val = int(round(fraction * len(x)))
+    val, train = order[:n_val], order[n_val:]
+    return (x[train], y[train]), (x[val], y[val])
+
+
+def make_guide(name: str, model):
+    """The guide `name` ("mean_field", "2-tied", "point_estimate") for `model`, at the library's defaults;
+    "mean_field@old": mean field at the old sigma init 1e-3."""
+    import inference
+
+    if name == "2-tied":
+        return inference.k_tied(model, k=2)
+    if name == "mean_field@old":
+        return inference.mean_field(model, init_scale=1e-3)
+    return getattr(inference, name)(model)
+
+
+def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, seed, draws):
+    """Fit one cell and score it on `evaluate` ((x, y)): a dict row (metrics, loss, convergence, sigma, seconds)
+    and the Posterior."""
+    import evals
+    import inference
+    import optax
+    import zoo
+
+    data_name, hidden = NETWORKS[network]
+    entry = zoo.get("mlp", data=data_name, hidden=hidden, prior=prior, prior_scale=scale)
+    guide = make_guide(guide_name, entry.model)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = inference.fit(entry.model, guide, train, steps=steps, kl_warmup=int(0.2 * steps), seed=seed,
+                             progress=False, optimizer=optax.adam(1e-3) if guide_name.endswith("@old") else None)
+    seconds = time.perf_counter() - t0
+    row = evals.score(post, evaluate, num_samples=draws, seed=seed, verbose=False).iloc[0].to_dict()
+    mean_field = guide_name.startswith("mean_field")
+    scales = [np.ravel(v) for k, v in post.params.items() if k.endswith("_scale")] if mean_field else []
+    row.update({"network": network, "prior": prior, "scale": scale, "guide": guide_name,
+                "final_loss": float(np.mean(post.losses[-max(1, steps // 50):])),
+                "converged": bool(post.info.converged), "steps": steps, "seconds": round(seconds, 1),
+                "median_sigma": float(np.median(np.concatenate(scales))) if scales else np.nan})
+    return row, post
+
+
+def grid(networks, priors, guides, *, steps, seed, draws, out):
+    """Part 1: every cell on the validation split, appended to ``<out>/grid.csv`` as it finishes."""
+    import zoo
+
+    rows = []
+    for network in networks:
+        entry = zoo.get("mlp", data=NETWORKS[network][0], hidden=NETWORKS[network][1])
+        train, val = split(entry.train, seed=seed)
+        candidates = priors[network]
+        if callable(candidates):
+            candidates = candidates(pd.DataFrame(rows))
+        for prior, scale in candidates:
+            for guide_name in guides:
+                row, _ = fit_and_score(network, prior, scale, guide_name, train, val, steps=steps[network],
+                                       seed=seed, draws=draws)
+                rows.append(row)
+                pd.DataFrame(rows).to_csv(os.path.join(out, "grid.csv"), index=False)
+                print(_fmt(pd.DataFrame([row])[GRID_COLUMNS]), flush=True)
+    return pd.DataFrame(rows)
+
+
+GRID_COLUMNS = ["network", "guide", "prior", "scale", "accuracy", "nll", "ece", "final_loss", "converged",
+                "median_sigma", "steps", "seconds"]
+
+
+def choose(table: pd.DataFrame):
+    """(prior, scale) with the lowest validation NLL averaged over the (network, guide) cells, and the ranking
+    (a DataFrame of the mean NLL and accuracy per prior setting, best first); only settings scored in every cell
+    compete."""
+    groups = table.groupby(["prior", "scale"])
+    cells = groups.size()
+    ranking = groups[["nll", "accuracy", "ece"]].mean()[cells == cells.max()].sort_values("nll").reset_index()
+    best = ranking.iloc[0]
+    return (best["prior"], float(best["scale"])), ranking
+
+
+def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, types, out):
+    """Part 2: mean field, 2-tied and the point estimate on digits_28 784-400-400 (whole training set), the
+    test set clean and corrupted. Returns the summary DataFrame (one row per guide)."""
+    import zoo
+    from evals import ood
+    from zoo.data.embedded import digits_28, digits_standardiser
+
+    entry = zoo.get("mlp", data="digits_28", hidden=(400, 400), prior=prior, prior_scale=scale)
+    posts, rows = {}, []
+    for guide_name in ("point_estimate", "mean_field", "2-tied"):
+        row, post = fit_and_score("784-400-400", prior, scale, guide_name, entry.train, entry.test,
+                                  steps=steps, seed=seed, draws=draws)
+        posts[guide_name] = post
+        rows.append(row)
+        print(_fmt(pd.DataFrame([row])[GRID_COLUMNS]), flush=True)
+    raw_train, raw_test = digits_28(standardise=False)
+    mu, sd = digits_standardiser(raw_train.x)
+    results = ood.score(posts, raw_test, types=types, severities=severities, image_shape=(28, 28, 1),
+                        preprocess=lambda x: (x - mu) / sd, num_samples=ood_draws, seed=seed)
+    corrupted = ood.aggregate(results.table, reference="point_estimate")
+    table = pd.DataFrame(rows).set_index("guide")
+    for col in ("cnll", "caccuracy", "cece", "mce"):
+        table[col] = corrupted[col]
+    table = table.reset_index()
+    table.to_csv(os.path.join(out, "must_hold_5.csv"), index=False)
+    return table
+
+
+MUST_COLUMNS = ["guide", "accuracy", "nll", "ece", "cnll", "caccuracy", "cece", "mce", "final_loss", "converged",
+                "median_sigma", "steps", "seconds"]
+
+
+def _fmt(table: pd.DataFrame) -> str:
+    return table.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    try:
+        return table.to_markdown(index=False, floatfmt=".4g")
+    except ImportError:
+        return _fmt(table)
+
+
+def main(argv=None):
+    """Parse the arguments, run both parts, write the CSVs and the Markdown report, print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 priors, the 64-64 net, 200 steps")
+    parser.add_argument("--out", default=os.path.join("benchmarks", "results", "prior_grid"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps-small", type=int, default=6000, help="steps on the 64-64 net")
+    parser.add_argument("--steps-large", type=int, default=3000, help="steps on the 784-400-400 net")
+    parser.add_argument("--draws", type=int, default=30, help="posterior draws for the validation/test metrics")
+    parser.add_argument("--ood-draws", type=int, default=10, help="posterior draws per corrupted set")
+    parser.add_argument("--skip-grid", nargs=2, metavar=("PRIOR", "SCALE"),
+                        help="skip part 1 and run part 2 with this prior")
+    parser.add_argument("--networks", nargs="+", choices=list(NETWORKS), help="part 1 only, on these networks")
+    parser.add_argument("--priors", nargs="+", metavar="KIND:SCALE", help="part 1 only, these settings")
+    parser.add_argument("--old-defaults", action="store_true",
+                        help="part 1 only: mean field at the old defaults (Adam 1e-3, sigma init 1e-3), prior normal 1")
+    args = parser.parse_args(argv)
+    if args.networks or args.priors or args.old_defaults:
+        return extra_cells(args)
+    os.makedirs(args.out, exist_ok=True)
+    if args.quick:
+        networks, steps = ["64-64"], {"64-64": 200, "784-400-400": 200}
+        priors = {"64-64": [("normal", 1.0), ("fan_in", 1.0)]}
+        severities, types = (1, 5), ["gaussian_noise", "shot_noise"]
+    else:
+        networks, priors = list(NETWORKS), {"64-64": PRIORS, "784-400-400": large_candidates}
+        steps = {"64-64": args.steps_small, "784-400-400": args.steps_large}
+        severities, types = (1, 2, 3, 4, 5), None
+    report = []
+    if args.skip_grid:
+        choice = (args.skip_grid[0], float(args.skip_grid[1]))
+    else:
+        table = grid(networks, priors, GUIDES, steps=steps, seed=args.seed, draws=args.draws, out=args.out)
+        choice, ranking = choose(table)
+        report += ["## Validation grid (80/20 split of the training set, seed %d)" % args.seed, "",
+                   _markdown(table[GRID_COLUMNS]), "", "## Ranking (mean validation NLL over the cells)", "",
+                   _markdown(ranking), "", f"Chosen: prior={choice[0]!r}, prior_scale={choice[1]}", ""]
+        print("\n" + _fmt(ranking) + f"\nchosen: {choice}", flush=True)
+    must = must_hold_5(*choice, steps=steps["784-400-400"], seed=args.seed, draws=args.draws,
+                       ood_draws=args.ood_draws, severities=severities, types=types, out=args.out)
+    report += [f"## Must-hold 5: digits_28 784-400-400, prior {choice[0]} {choice[1]}, test set", "",
+               _markdown(must[MUST_COLUMNS]), ""]
+    print("\n" + _fmt(must[MUST_COLUMNS]), flush=True)
+    with open(os.path.join(args.out, "prior_grid.md"), "w") as f:
+        f.write("\n".join(report))
+
+
+def extra_cells(args):
+    """Part 1 cells beyond the default grid (``--networks``, ``--priors``, ``--old-defaults``), written to
+    ``<out>/extra.csv``; no choice, no part 2."""
+    networks = args.networks or list(NETWORKS)
+    if args.old_defaults:
+        priors, guides = [("normal", 1.0)], ("mean_field@old",)
+    else:
+        priors, guides = [(p.split(":")[0], float(p.split(":")[1])) for p in args.priors or []], GUIDES
+    steps = {"64-64": args.steps_small, "784-400-400": args.steps_large}
+    out = os.path.join(args.out, "extra")
+    os.makedirs(out, exist_ok=True)
+    table = grid(networks, {n: priors for n in networks}, guides, steps=steps, seed=args.seed, draws=args.draws,
+                 out=out)
+    print("\n" + _fmt(table[GRID_COLUMNS]))
+    return table
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""The documented defaults (README "Choosing a prior and knowing when you are done") are what `fit` and the
+guides use: Adam cosine-decayed 1e-2 -> 1e-4 over `steps`, sigma init 0.01, and a default fit compiles once
+per number of steps."""
+
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+import inference
+import zoo
+from inference.fit import DEFAULT_FINAL_LR, DEFAULT_LR, default_optimizer
+from inference.k_tied import KTiedFamily
+from inference.mean_field import NormalFamily
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+
+
+def test_default_learning_rate_schedule():
+    import optax
+
+    steps = 400
+    opt = default_optimizer(steps)
+    params = {"w": np.zeros(1, np.float32)}
+    state = opt.init(params)
+    # the step Adam takes on a constant gradient is the rate itself (m / sqrt(v) = 1)
+    sizes = []
+    for _ in range(steps):
+        updates, state = opt.update({"w": np.ones(1, np.float32)}, state, params)
+        sizes.append(-float(updates["w"][0]))
+    assert (DEFAULT_LR, DEFAULT_FINAL_LR) == (1e-2, 1e-4)
+    assert sizes[0] == pytest.approx(1e-2, rel=1e-3)
+    assert sizes[steps // 2] == pytest.approx(0.5 * (1e-2 + 1e-4), rel=2e-2)  # cosine: half way at the middle
+    assert sizes[-1] == pytest.approx(1e-4, rel=0.05)
+    assert isinstance(opt, optax.GradientTransformation)
+
+
+def test_guides_start_sigma_at_0_01():
+    assert NormalFamily().init_scale == 1e-2
+    assert KTiedFamily(2).init_scale == 1e-2
+    for factory in (inference.mean_field, inference.k_tied):
+        assert inspect.signature(factory).parameters["init_scale"].default == 1e-2
+
+
+@pytest.fixture(scope="module")
+def entry():
+    return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
+
+
+def test_fit_uses_the_default_optimizer_and_compiles_once(entry):
+    kw = dict(steps=30, batch_size=32, chunk_size=30, progress=False, seed=3)
+    first = inference.fit(entry.model, inference.mean_field(entry.model), entry.train, **kw)
+    explicit = inference.fit(entry.model, inference.mean_field(entry.model), entry.train,
+                             optimizer=default_optimizer(30), **kw)
+    assert explicit.info.traces == 0  # the same structure: the default is default_optimizer(steps)
+    np.testing.assert_array_equal(first.losses, explicit.losses)
+    scale = next(v for k, v in first.params.items() if k.endswith("_scale"))
+    assert not np.allclose(scale, 1e-2)  # the sigmas have moved from their start
+
+
+def test_readme_states_the_defaults():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("### Choosing a prior and knowing when you are done", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())
+    for stated in ("cosine-decayed from 1e-2 to 1e-4", "sigma init 0.01", "benchmarks/prior_grid.py"):
+        assert stated in section
