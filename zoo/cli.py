@@ -179,7 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the guide's options as one JSON object, e.g. '{\"k\": 2}' (default: none)")
     f.add_argument("--steps", type=_positive_int, default=3000, help="SVI steps")
     f.add_argument("--batch-size", type=_positive_int, default=128, help="minibatch size")
-    f.add_argument("--lr", type=_learning_rate, default=1e-3, help="Adam's learning rate (> 0)")
+    f.add_argument("--lr", type=_learning_rate, default=None,
+                   help="a constant Adam learning rate (> 0); not given: fit's default, Adam with its rate "
+                        "cosine-decayed from 1e-2 to 1e-4 over --steps (inference.default_optimizer)")
     f.add_argument("--kl-warmup", type=_non_negative_int, default=0,
                    help="steps over which the KL weight rises linearly from 0 to 1")
     f.add_argument("--temperature", type=_positive_float, default=1.0, metavar="T",
@@ -360,7 +362,8 @@ def cmd_fit(args):
     try:
         with _interrupts_raise_keyboard_interrupt() as interrupt:
             post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
-                                 optimizer=optax.adam(args.lr), kl_warmup=args.kl_warmup,
+                                 optimizer=None if args.lr is None else optax.adam(args.lr),
+                                 kl_warmup=args.kl_warmup,
                                  temperature=args.temperature,
                                  num_particles=args.particles, seed=args.seed, progress=not args.quiet,
                                  config={"entry": entry.config}, checkpoint_dir=state_dir,

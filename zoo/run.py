@@ -51,6 +51,13 @@ class FitSettings:
     warm_start: str | None = None
 
 
+def _default_optimizer(steps):
+    """`inference.default_optimizer`: Adam, rate cosine-decayed 1e-2 -> 1e-4 over `steps` (imported on use)."""
+    from inference.fit import default_optimizer
+
+    return default_optimizer(steps)
+
+
 # Adam settings per row. CONVERGED trains to ELBO convergence: lr 1e-2 with cosine decay to 1e-4 over
 # 10,000 steps (about 950 epochs of the 1,347 training digits), KL annealed over the first 20 %. At
 # lr 1e-3 for 3,000 steps the mean-field sigmas are still far from their optimum (final loss ~4,000 vs
@@ -58,7 +65,7 @@ class FitSettings:
 # so a comparison at equal steps would compare convergence speed, not the families
 # (benchmarks/bench_k_tied_accuracy.py measures both).
 CONVERGED = FitSettings(
-    steps=10_000, optimizer=lambda steps: optax.adam(optax.cosine_decay_schedule(1e-2, steps, alpha=0.01)),
+    steps=10_000, optimizer=_default_optimizer,
     kl_warmup_fraction=0.2)
 # The rank-1 reference: constant lr, KL annealed over 2/3 of training.
 RANK1_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(3e-3), kl_warmup_fraction=2 / 3)
