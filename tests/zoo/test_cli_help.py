@@ -99,6 +99,6 @@ def test_fit_help_shows_the_defaults_as_numbers(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for shown in ("SVI steps (default: 3000)", "minibatch size (default: 128)", "(default: 0.001)",
+    for shown in ("SVI steps (default: 3000)", "minibatch size (default: 128)", "not given: fit's default, Adam with its rate cosine-decayed from 1e-2 to 1e-4 over --steps",
                   "to 1 (default: 0)", "random seed (default: 0)", "(default: mean_field)"):
         assert shown in text
