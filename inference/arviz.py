@@ -61,7 +61,9 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
         flat = {k: np.asarray(v).reshape((chains * draws,) + np.shape(v)[2:]) for k, v in by_chain.items()}
         if log_likelihood is not False and y is not None:
             ll_source = _log_likelihood_source(posterior, data, log_likelihood)
-            ll = posterior.log_likelihood(x, y, draws=flat)
+            # float64: ArviZ's PSIS computes in the array's dtype, and in float32 its Pareto fit divides by zero
+            # for confidently classified points (ratios equal to float32 precision) and elpd_loo comes out NaN
+            ll = posterior.log_likelihood(x, y, draws=flat).astype(np.float64)
             groups["log_likelihood"] = {"y": ll.reshape(chains, draws, -1)}
         probs = posterior.predict(x, draws=flat)
         labels = _sample_labels(probs, posterior, seed)

@@ -33,14 +33,27 @@ class Categorical:
             return numpyro.sample("y", self.distribution(output, params), obs=y)
 
     def log_prob(self, output, y, params):
-        return jnp.take_along_axis(jax.nn.log_softmax(output, -1), y[:, None].astype(jnp.int32), -1)[:, 0]
+        return jnp.take_along_axis(log_softmax(output), y[:, None].astype(jnp.int32), -1)[:, 0]
 
     def predictive(self, output, params):
         return jax.nn.softmax(output, -1)
 
     def log_predictive(self, output, params):
-        """Log class probabilities (N, C) by a log-softmax: exact where softmax underflows to 0."""
-        return jax.nn.log_softmax(output, -1)
+        """Log class probabilities (N, C) by `log_softmax`: exact where softmax underflows to 0, and to float32's
+        relative precision near 0 for a confident class."""
+        return log_softmax(output)
+
+
+def log_softmax(logits):
+    """log softmax over the last axis, (..., C) -> (..., C), accurate at both ends: z_c - z_max - log1p(sum of
+    exp(z_k - z_max) over the classes k other than the (first) arg-max). The usual z - logsumexp(z) rounds the
+    log-probability of a confident class, -sum_k exp(z_k - z_max) (e.g. -2e-9), to exactly 0 in float32, so
+    every draw of a well-classified point gets log-likelihood 0 and PSIS-LOO (whose Pareto fit needs the
+    draws' ratios to differ) returns NaN."""
+    shifted = logits - jax.lax.stop_gradient(jnp.max(logits, -1, keepdims=True))
+    top = jax.nn.one_hot(jnp.argmax(logits, -1), logits.shape[-1], dtype=bool)
+    others = jnp.sum(jnp.where(top, 0.0, jnp.exp(shifted)), -1, keepdims=True)
+    return shifted - jnp.log1p(others)
 
 
 class Normal:
