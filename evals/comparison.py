@@ -132,9 +132,9 @@ def _predictive(posterior, other, data, model, num_samples: int, seed: int, y=No
         sites = model.site_shapes(x.shape[1:])
         samples = {k: v for k, v in chain_draws(posterior).items() if k in sites}
         posterior = Posterior(model=model, kind="mcmc", samples=samples, feature_shape=x.shape[1:])
-    if not getattr(posterior.model.likelihood, "classification", False):
-        probs = posterior.predict(x, num_samples=num_samples, seed=seed)
-        raise ValueError(f"data: function-space rows need class probabilities (S, N, C), got shape {probs.shape}")
+    if not getattr(posterior.model.likelihood, "classification", False):  # refused before any prediction
+        raise ValueError("data: function-space rows need class probabilities (S, N, C), got a regression "
+                         f"posterior ({type(posterior.model.likelihood).__name__} likelihood)")
     return member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
 
 
