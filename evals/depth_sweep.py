@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from inference.diagnostics import ess_rhat
+from evals.seed_summary import mean_se
 from evals.gaussians import (
     JITTER,
     closest_diagonal,
@@ -127,13 +128,10 @@ def summarise(runs: pd.DataFrame,
     Returns:
       one row per (activation, depth): width, num_weights, n (seeds), and {metric}_mean, {metric}_se.
     """
-    grouped = runs.groupby(["activation", "depth"], sort=True)
-    out = grouped[["width", "num_weights"]].first()
-    out["n"] = grouped.size()
-    for metric in metrics:
-        out[f"{metric}_mean"] = grouped[metric].mean()
-        out[f"{metric}_se"] = grouped[metric].std(ddof=1) / np.sqrt(out["n"])
-    return out.reset_index()
+    summary = mean_se(runs, ["activation", "depth"], metrics)
+    first = runs.groupby(["activation", "depth"], sort=True)[["width", "num_weights"]].first().reset_index()
+    summary = first.merge(summary, on=["activation", "depth"])
+    return summary[["activation", "depth", "width", "num_weights"] + list(summary.columns[4:])]
 
 
 def plot_depth_sweep(summary: pd.DataFrame, metrics=("kl_diag_full", "w2_extra_error", "w2_gaussian")):

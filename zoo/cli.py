@@ -217,7 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--full", action="store_true", help="the paper's settings (hours on 2 CPU cores)")
     rp.add_argument("--out", default=None, help="output folder (default: zoo-results/<paper>)")
     rp.add_argument("--seeds", type=_seeds, default=None, help="seeds, e.g. 0,1,2 (default: the chosen setting's)")
-    rp.add_argument("--depths", type=_ints, default=None, help="depths, e.g. 1,2,3,4 (default: the chosen setting's)")
+    rp.add_argument("--depths", type=_ints, default=None,
+                    help="liberty-or-depth: depths, e.g. 1,2,3,4 (default: the chosen setting's)")
+    rp.add_argument("--data-dir", default=None,
+                    help="TFDS data directory holding the prepared real data sets that --full uses where present "
+                         "(default: TFDS_DATA_DIR or TFDS's own)")
 
     r = sub.add_parser("run", help="the main job on embedded data (no download)")
     r.add_argument("--out", default="zoo-results", help="output folder")
@@ -530,18 +534,28 @@ def cmd_score(args):
     return 0
 
 
-def _reproduce_liberty_or_depth(out, full, overrides):
-    from zoo.reproduce.liberty_or_depth import reproduce_liberty_or_depth
-
-    reproduce_liberty_or_depth(out, "full" if full else "quick", **overrides)
-
-
-REPRODUCE = {"liberty-or-depth": _reproduce_liberty_or_depth}
+# `zoo reproduce PAPER`: the job's module and function, and the options it takes besides --full and --out.
+# Each job is ``function(out_dir, setting, log=print, **overrides)`` with setting "quick" or "full".
+REPRODUCE = {
+    "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
+}
+_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir")
 
 
 def cmd_reproduce(args):
-    overrides = {k: getattr(args, k) for k in ("seeds", "depths") if getattr(args, k) is not None}
-    REPRODUCE[args.paper](args.out or os.path.join("zoo-results", args.paper), args.full, overrides)
+    import importlib
+
+    module, function, accepted = REPRODUCE[args.paper]
+    given = {k: getattr(args, k) for k in _REPRODUCE_OPTIONS if getattr(args, k) is not None}
+    refused = [k for k in given if k not in accepted]
+    if refused:
+        option = "--" + refused[0].replace("_", "-")
+        takes = ", ".join("--" + k.replace("_", "-") for k in accepted) or "none"
+        from models.errors import InputError
+
+        raise InputError(option, given[refused[0]], f"an option of {args.paper} (it takes {takes})")
+    job = getattr(importlib.import_module(module), function)
+    job(args.out or os.path.join("zoo-results", args.paper), "full" if args.full else "quick", **given)
     return 0
 
 

@@ -30,3 +30,11 @@ def test_cli_reproduce_runs_the_zoo_job_with_the_quick_setting_and_overrides(mon
     monkeypatch.setattr(lod, "reproduce_liberty_or_depth", lambda *args, **kwargs: calls.append((args, kwargs)))
     assert main(["reproduce", "liberty-or-depth", "--out", str(tmp_path), "--seeds", "0,1"]) == 0
     assert calls == [((str(tmp_path), "quick"), {"seeds": (0, 1)})]
+
+
+def test_cli_reproduce_refuses_an_option_the_paper_does_not_take(capsys):
+    from zoo.cli import main
+
+    assert main(["reproduce", "liberty-or-depth", "--data-dir", "/nowhere", "--out", "/tmp/unused"]) == 2
+    err = capsys.readouterr().err
+    assert "--data-dir" in err and "/nowhere" in err and "--seeds, --depths" in err

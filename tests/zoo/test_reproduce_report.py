@@ -1,0 +1,30 @@
+import pandas as pd
+import pytest
+
+from evals.seed_summary import format_mean_se, mean_se
+from models.errors import InputError
+from zoo.reproduce.report import Report
+
+
+def test_mean_se_over_seeds_uses_ddof_one():
+    runs = pd.DataFrame({"k": [1, 1, 1, 2], "acc": [0.1, 0.2, 0.3, 0.5]})
+    out = mean_se(runs, "k", ["acc"])
+    row = out[out.k == 1].iloc[0]
+    assert row.n == 3 and row.acc_mean == pytest.approx(0.2) and row.acc_se == pytest.approx(0.1 / 3 ** 0.5)
+    assert out[out.k == 2].acc_se.isna().all()  # one run: no spread
+    assert format_mean_se(0.2, 0.0577) == "0.200 +- 0.058" and format_mean_se(0.5, float("nan")) == "0.500"
+    with pytest.raises(InputError, match="nll"):
+        mean_se(runs, "k", ["nll"])
+
+
+def test_report_writes_tables_findings_and_refuses_an_unknown_verdict(tmp_path):
+    report = Report(tmp_path / "r", "A paper", setting="quick", log=None)
+    report.table("t", pd.DataFrame({"k": [1, 2], "nll": [0.123456, 0.2]}), "Table 2")
+    report.finding("rank 2 loses nothing", "reproduces", "NLL 0.123 +- 0.001 vs 0.124 +- 0.001 (3 seeds)")
+    report.note("digits stand in for MNIST")
+    with pytest.raises(InputError, match="verdict"):
+        report.finding("x", "maybe", "")
+    text = report.write().read_text()
+    assert "| rank 2 loses nothing | reproduces | NLL 0.123" in text and "| 1 | 0.1235 |" in text
+    assert "digits stand in for MNIST" in text and "`t.csv`" in text
+    assert pd.read_csv(tmp_path / "r" / "t.csv").nll[0] == 0.123456

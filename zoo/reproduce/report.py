@@ -1,0 +1,113 @@
+"""The files of a paper reproduction: figures, CSV tables and one Markdown report that states, finding by
+finding, whether it reproduces here.
+
+    report = Report(out_dir, "k-tied Normal (Swiatkowski et al., 2020)", setting="quick")
+    report.table("truncation", table, "Post-hoc rank-k truncation (Tables 2, 3)")
+    report.figure("fig3_spectra", fig, "Fraction of variance in the top singular values (Fig. 3)")
+    report.finding("sigma is low-rank, the means are not", "reproduces", "top-2 share 0.97 +- 0.01 vs 0.41 +- 0.02")
+    report.write()   # out_dir/report.md, listing every file written
+
+A verdict is one of ``VERDICTS``; the evidence is the numbers (with their uncertainty) that decided it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from models.errors import InputError
+
+__all__ = ["Report", "VERDICTS"]
+
+VERDICTS = ("reproduces", "partly", "does not reproduce", "not run")
+
+
+class Report:
+    """Collects a reproduction's outputs under ``out_dir`` and writes ``report.md`` at the end.
+
+    Args:
+      out_dir: folder for every file (created).
+      title: the paper, as the report's heading.
+      setting: "quick" or "full" (or another name), stated in the report with the seeds and data.
+      log: a callable taking progress lines (default print), or None for silence.
+    """
+
+    def __init__(self, out_dir, title: str, setting: str, log=print):
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.title, self.setting = title, setting
+        self.log = log or (lambda line: None)
+        self.files: list[str] = []
+        self.sections: list[str] = []
+        self.findings: list[tuple[str, str, str]] = []
+        self.notes: list[str] = []
+        self._start = time.perf_counter()
+
+    def table(self, name: str, table: pd.DataFrame, caption: str, digits: int = 4) -> Path:
+        """Write ``name``.csv and add the table (rounded to ``digits``) to the report under ``caption``."""
+        path = self.out / f"{name}.csv"
+        table.to_csv(path, index=False)
+        self.files.append(path.name)
+        shown = table.round(digits) if digits is not None else table
+        self.sections.append(f"### {caption}\n\n{_markdown(shown)}\n\n(`{path.name}`)\n")
+        self.log(f"{caption}:\n{shown.to_string(index=False)}")
+        return path
+
+    def figure(self, name: str, fig, caption: str) -> Path:
+        """Save a matplotlib Figure as ``name``.png and show it in the report under ``caption``."""
+        path = self.out / f"{name}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        self.files.append(path.name)
+        self.sections.append(f"### {caption}\n\n![{caption}]({path.name})\n")
+        self.log(f"wrote {path}")
+        return path
+
+    def finding(self, claim: str, verdict: str, evidence: str) -> None:
+        """Record whether one of the paper's findings reproduces here.
+
+        Args:
+          claim: the paper's finding, in a few words.
+          verdict: one of ``VERDICTS``.
+          evidence: the measured numbers (with mean +- SE and the number of seeds) behind the verdict.
+        """
+        if verdict not in VERDICTS:
+            raise InputError("verdict", verdict, f"one of {VERDICTS}")
+        self.findings.append((claim, verdict, evidence))
+        self.log(f"finding: {claim}: {verdict} ({evidence})")
+
+    def note(self, text: str) -> None:
+        """A paragraph of the report's "Settings and caveats" (e.g. where the setting differs from the paper)."""
+        self.notes.append(text)
+
+    def write(self) -> Path:
+        """Write ``report.md`` (findings first, then caveats, tables and figures) and return its path."""
+        minutes = (time.perf_counter() - self._start) / 60
+        lines = [f"# {self.title}: reproduction ({self.setting})", ""]
+        lines += ["## Findings", "", "| finding | verdict | evidence |", "|---|---|---|"]
+        lines += [f"| {c} | {v} | {e} |" for c, v, e in self.findings] or ["| (none recorded) | | |"]
+        lines += ["", "## Settings and caveats", ""]
+        lines += [f"- {n}" for n in self.notes] + [f"- Wall time: {minutes:.1f} min.", ""]
+        lines += ["## Results", ""] + self.sections
+        lines += ["## Files", ""] + [f"- `{f}`" for f in self.files] + [""]
+        path = self.out / "report.md"
+        tmp = path.with_suffix(".md.tmp")
+        tmp.write_text("\n".join(lines))
+        tmp.replace(path)
+        self.log(f"wrote {path}")
+        return path
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    """A GitHub Markdown table (no dependency on `tabulate`)."""
+    header = "| " + " | ".join(str(c) for c in table.columns) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([header, rule] + rows)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
