@@ -1,0 +1,63 @@
+"""Minibatch gradients of the negative ELBO at a fitted SVI posterior's parameters, one per minibatch: what
+the optimiser of `inference.fit` would see there (for gradient signal-to-noise ratios, `evals.gradient_snr`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from inference.data_args import check_model_data
+from inference.elbo import annealed_elbo_loss
+from inference.fit import constrain_params, guide_constraints
+from inference.validation import check_positive_ints, check_seed
+from models import structure
+from models.errors import InputError
+
+__all__ = ["elbo_gradients"]
+
+
+def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int = 10, seed: int = 0,
+                   names=None) -> dict:
+    """Gradients of the one-particle negative ELBO (beta 1, temperature 1, the loss of `inference.fit`) with
+    respect to the UNCONSTRAINED guide parameters of an SVI `posterior`, at those parameters, on
+    `num_batches` minibatches of `data` ((x, y) or a `zoo.data.Dataset`, N examples; the likelihood is
+    scaled by N / batch_size as in `fit`).
+
+    Minibatch t is rows ``perm[t B:(t + 1) B]`` of a random permutation of the N rows (seed `seed`; T B <= N
+    needed, no row twice) with noise key ``fold_in(PRNGKey(seed), t)``; the parameters are the same for
+    every minibatch (unlike a training window, where they move between steps).
+    names: the parameter names to return (default all). Not for models with mutable (batch-norm) state.
+    Returns:
+      {name: (num_batches, *param shape)} float32 gradients.
+    """
+    if getattr(posterior, "kind", None) != "svi":
+        raise InputError("posterior", f"<a {getattr(posterior, 'kind', '?')!r} posterior>", "an SVI Posterior")
+    check_positive_ints(batch_size=batch_size, num_batches=num_batches)
+    check_seed(seed)
+    x, y = (data.x, data.y) if hasattr(data, "x") else data
+    x, y = check_model_data(posterior.model, x, y, arg="data", feature_shape=posterior.feature_shape)
+    n = x.shape[0]
+    if batch_size * num_batches > n:
+        raise InputError("num_batches", num_batches, f"at most N / batch_size = {n // batch_size} minibatches "
+                         f"of {batch_size} from N = {n} examples (each row once)")
+    params_u = posterior.unconstrained_params()
+    names = list(params_u) if names is None else list(names)
+    unknown = [k for k in names if k not in params_u]
+    if unknown:
+        raise InputError("names", unknown, f"names of the guide's parameters ({sorted(params_u)})")
+    model, guide = posterior.model, posterior.guide
+    constraints = guide_constraints(guide, posterior.feature_shape)
+
+    def build():
+        def loss(p_u, key, xb, yb):
+            return annealed_elbo_loss(key, constrain_params(p_u, constraints), model, guide, 1.0, 1, xb, yb, n)[0]
+
+        return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0)))
+
+    fn = structure.cached("elbo gradients", (model, guide, x.shape, int(batch_size), int(num_batches)), build)
+    perm = np.random.default_rng(seed).permutation(n)[: batch_size * num_batches].reshape(num_batches, batch_size)
+    keys = jax.vmap(lambda t: jax.random.fold_in(jax.random.PRNGKey(seed), t))(jnp.arange(num_batches))
+    grads = fn({k: jnp.asarray(v) for k, v in params_u.items()}, keys, jnp.asarray(x[perm]), jnp.asarray(y[perm]))
+    return {k: np.asarray(grads[k]) for k in names}
