@@ -13,6 +13,7 @@ import statistics
 
 import inference
 import zoo
+from inference.step_time import fit_step_ms
 
 GUIDES = [
     ("mean_field", "mlp", "mean_field", {}),
@@ -27,9 +28,7 @@ GUIDES = [
 
 def step_ms(entry, guide_name, guide_kwargs, batch, steps=1200, chunk=200):
     guide = inference.make_guide(guide_name, entry.model, **guide_kwargs)
-    post = inference.fit(entry.model, guide, entry.train, steps=steps, batch_size=batch, chunk_size=chunk,
-                         progress=False)
-    return 1000 * (post.info.fit_s - post.info.first_step_s) / (steps - chunk)
+    return fit_step_ms(entry.model, guide, entry.train, steps=steps, batch_size=batch, chunk_size=chunk)
 
 
 def main():

@@ -17,7 +17,7 @@ import numpy as np
 from inference.validation import check_choice
 from models.errors import InputError
 
-__all__ = ["gradient_snr", "mean_snr"]
+__all__ = ["gradient_snr", "snr_summary"]
 
 NUMERATORS = ("mean_square", "squared_mean")
 
@@ -40,8 +40,17 @@ def gradient_snr(gradients, numerator: str = "mean_square") -> np.ndarray:
         return top / var
 
 
-def mean_snr(gradients_by_param: dict, numerator: str = "mean_square") -> float:
-    """The mean of `gradient_snr` over every entry of every parameter in {name: (T, ...)} (the paper's
-    "mean gradient SNR" of a layer's log-sd parameters); NaN entries (gradient 0 throughout) are left out."""
+def snr_summary(gradients_by_param: dict, numerator: str = "mean_square") -> dict:
+    """Summaries of `gradient_snr` over every entry of every parameter in {name: (T, ...)} (a layer's log-sd
+    parameters): {"mean": the paper's "mean gradient SNR", over the finite entries; "median": over all
+    entries (robust: a few near-deterministic entries dominate the mean); "inf_share": the share of
+    entries with SNR inf}. A parameter whose likelihood gradient is 0 throughout (e.g. the weights out of a
+    ReLU unit dead on every input) has only its closed-form KL gradient, the same in every batch: SNR inf,
+    which would make any mean inf. NaN entries (gradient 0) count in none of them."""
     snr = np.concatenate([np.ravel(gradient_snr(g, numerator)) for g in gradients_by_param.values()])
-    return float(np.nanmean(snr))
+    snr = snr[~np.isnan(snr)]
+    if snr.size == 0:
+        return {"mean": float("nan"), "median": float("nan"), "inf_share": float("nan")}
+    finite = snr[np.isfinite(snr)]
+    return {"mean": float(finite.mean()) if finite.size else float("inf"), "median": float(np.median(snr)),
+            "inf_share": float(np.isinf(snr).mean())}

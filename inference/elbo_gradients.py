@@ -25,8 +25,8 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
     `num_batches` minibatches of `data` ((x, y) or a `zoo.data.Dataset`, N examples; the likelihood is
     scaled by N / batch_size as in `fit`).
 
-    Minibatch t is rows ``perm[t B:(t + 1) B]`` of a random permutation of the N rows (seed `seed`; T B <= N
-    needed, no row twice) with noise key ``fold_in(PRNGKey(seed), t)``; the parameters are the same for
+    Minibatch t is `batch_size` distinct rows drawn at random (each minibatch independently; NumPy seed
+    `seed`; batch_size <= N) with noise key ``fold_in(PRNGKey(seed), t)``; the parameters are the same for
     every minibatch (unlike a training window, where they move between steps).
     names: the parameter names to return (default all). Not for models with mutable (batch-norm) state.
     Returns:
@@ -39,9 +39,8 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
     x, y = (data.x, data.y) if hasattr(data, "x") else data
     x, y = check_model_data(posterior.model, x, y, arg="data", feature_shape=posterior.feature_shape)
     n = x.shape[0]
-    if batch_size * num_batches > n:
-        raise InputError("num_batches", num_batches, f"at most N / batch_size = {n // batch_size} minibatches "
-                         f"of {batch_size} from N = {n} examples (each row once)")
+    if batch_size > n:
+        raise InputError("batch_size", batch_size, f"at most N = {n} (the examples in data)")
     params_u = posterior.unconstrained_params()
     names = list(params_u) if names is None else list(names)
     unknown = [k for k in names if k not in params_u]
@@ -57,7 +56,8 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
         return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0)))
 
     fn = structure.cached("elbo gradients", (model, guide, x.shape, int(batch_size), int(num_batches)), build)
-    perm = np.random.default_rng(seed).permutation(n)[: batch_size * num_batches].reshape(num_batches, batch_size)
+    rng = np.random.default_rng(seed)
+    perm = np.stack([rng.permutation(n)[:batch_size] for _ in range(num_batches)])
     keys = jax.vmap(lambda t: jax.random.fold_in(jax.random.PRNGKey(seed), t))(jnp.arange(num_batches))
     grads = fn({k: jnp.asarray(v) for k, v in params_u.items()}, keys, jnp.asarray(x[perm]), jnp.asarray(y[perm]))
     return {k: np.asarray(grads[k]) for k in names}

@@ -7,7 +7,7 @@ import pytest
 
 import inference
 import zoo
-from evals.gradient_snr import gradient_snr, mean_snr
+from evals.gradient_snr import gradient_snr, snr_summary
 from inference.elbo_gradients import elbo_gradients
 from models.errors import InputError
 
@@ -24,7 +24,9 @@ def test_constant_gradient_has_infinite_snr_and_zero_mean_noise_none():
     assert np.allclose(gradient_snr(shifted, "squared_mean"), 4.0, rtol=0.02)
     assert np.allclose(gradient_snr(shifted), 5.0, rtol=0.02)
     assert np.isnan(gradient_snr(np.zeros((10, 2)))).all()
-    assert mean_snr({"a": shifted[:, :2], "b": np.zeros((100_000, 1))}) == pytest.approx(5.0, rel=0.02)
+    summary = snr_summary({"a": shifted[:, :2], "b": np.zeros((100_000, 1)), "c": const[:, :2]})
+    assert summary["mean"] == pytest.approx(5.0, rel=0.02)  # over the finite entries; NaN (zeros) left out
+    assert summary["inf_share"] == pytest.approx(0.5) and np.isinf(summary["median"])
     with pytest.raises(InputError, match="gradients"):
         gradient_snr(np.ones((1, 3)))
     with pytest.raises(InputError, match="numerator"):
@@ -45,5 +47,5 @@ def test_elbo_gradients_differ_by_minibatch_and_repeat_by_seed():
     assert np.array_equal(again[u], grads[u])
     snr = gradient_snr(grads[u])
     assert snr.shape == (4, 2) and np.all(snr >= 1.0)
-    with pytest.raises(InputError, match="num_batches"):
-        elbo_gradients(post, e.train, batch_size=50, num_batches=10)
+    with pytest.raises(InputError, match="batch_size"):
+        elbo_gradients(post, e.train, batch_size=500, num_batches=10)

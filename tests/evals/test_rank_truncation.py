@@ -1,14 +1,11 @@
 """evals.rank_truncation: rank-k truncation of mean-field sigma matrices and its scores (k-tied Normal
 paper, Tables 2, 3)."""
 
-import warnings
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-import inference
-import zoo
 from evals.rank_truncation import (clipped_entries, k_tied_param_count, truncate_matrix, truncate_sigma,
                                    truncation_scores)
 from models.errors import InputError
@@ -17,13 +14,8 @@ SITE = "mlp/~/linear_1/w_auto_scale"
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    e = zoo.get("mlp", data="two_moons", hidden=(6, 5), data_kwargs={"n": 100})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", inference.ConvergenceWarning)  # 20 steps: too few to judge
-        post = inference.fit(e.model, inference.mean_field(e.model), e.train, steps=20, batch_size=50,
-                             progress=False)
-    return e, post
+def tiny(tiny_mean_field):
+    return tiny_mean_field
 
 
 def test_full_rank_or_none_returns_the_posterior_unchanged(tiny):

@@ -1,26 +1,18 @@
 """evals.sigma_spectrum: the share of variance in the top singular values of sigma and of the means (k-tied
 Normal paper, Fig. 3)."""
 
-import warnings
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-import inference
-import zoo
 from evals.sigma_spectrum import posterior_spectra, singular_value_shares, site_matrix, variance_explained
 from models.errors import InputError
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    e = zoo.get("mlp", data="two_moons", hidden=(6, 5), data_kwargs={"n": 100})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", inference.ConvergenceWarning)  # 20 steps: too few to judge
-        post = inference.fit(e.model, inference.mean_field(e.model), e.train, steps=20, batch_size=50,
-                             progress=False)
-    return e, post
+def tiny(tiny_mean_field):
+    return tiny_mean_field
 
 
 def rank2_positive(m, n, seed=0):

@@ -1,0 +1,252 @@
+"""The k-tied Normal paper (Swiatkowski et al., "The k-tied Normal Distribution: A Compact Parameterization
+of Gaussian Mean Field Posteriors in Bayesian Neural Networks", ICML 2020): `zoo reproduce k-tied`.
+
+1. Section 2.3, Fig. 3, appendix A: the sd matrices of converged mean-field posteriors are low-rank, the
+   means are not (`evals.sigma_spectrum`).
+2. Tables 2, 3, 5: replacing each sd matrix by its rank-k SVD approximation (clipped at 0) loses nothing for
+   k >= 2, and something for k = 1 (`evals.rank_truncation`; mean and SEM over 100 weight draws).
+3. Section 3.2, Fig. 6 top right, footnote 3: tying raises the gradient SNR of the Dense 2 layer's log-sd
+   parameters (`evals.gradient_snr`, `inference.elbo_gradients`).
+4. Fig. 6 bottom right, Fig. 7: the k-tied fit's validation -ELBO falls at least as fast; Fig. 6 left:
+   accuracy, NLL and parameter counts at the end.
+5. Table 4: a k-tied step is no slower than a mean-field one (`inference.step_time`).
+
+The runs are in `zoo.reproduce.k_tied_runs`, the verdict rules in `zoo.reproduce.k_tied_findings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+import optax
+import pandas as pd
+
+from evals.rank_truncation import clipped_entries, k_tied_param_count, truncate_sigma, truncation_scores
+from evals.seed_summary import mean_se
+from evals.sigma_spectrum import posterior_spectra
+from inference import fit
+from models.errors import InputError, ZooError
+from zoo.reproduce import k_tied_findings as findings
+from zoo.reproduce.k_tied_plots import plot_spectra, plot_traces
+from zoo.reproduce.k_tied_runs import make_guide, model_data, step_time_rounds, train_with_trace
+from zoo.reproduce.report import Report
+
+__all__ = ["KTiedConfig", "QUICK", "FULL", "reproduce_k_tied"]
+
+TITLE = "k-tied Normal (Swiatkowski et al., ICML 2020)"
+
+
+@dataclass(frozen=True)
+class KTiedConfig:
+    """Settings of `reproduce_k_tied`. ``FULL`` follows the paper (appendix D); ``QUICK`` shrinks it.
+
+    seeds: runs of the MLP trace (the paper: 3); mlp: (entry, data, architecture kwargs, validation size) of
+      the MLP whose trace gives Fig. 6 and whose mean-field fits give Fig. 3 / Table 2's MLP rows;
+    others: more (label, entry, data, kwargs, validation) for Fig. 3 and Table 2 only, each one mean-field
+      fit of `other_steps` steps with the library's default optimiser (Adam, cosine-decayed 1e-2 -> 1e-4);
+    prior_scale: the Normal prior's sd (the paper picks 0.2 or 0.3 on validation data; fixed here);
+    batch_size, learning_rate: Adam at a constant rate for the MLP trace (the paper's grid: 1e-4 .. 3e-3);
+    trace_ks: the trace's guides: None (mean field) and k-tied ranks;
+    checkpoints: the steps where the trace records validation -ELBO and SNR (and the trace ends);
+    snr_batches: the SNR window (footnote 3: 10); val_draws: weight draws per validation -ELBO;
+    eval_draws: weight draws per score (the paper: 100); ranks: truncation ranks (plus no truncation);
+    speed: (entry, data, kwargs) of Table 4's two-dense-layer model (None: not run); speed_rounds, speed_steps,
+      speed_chunk, speed_batch: `inference.step_time.fit_step_ms` settings;
+    data_kwargs: {shipped data set name: keyword arguments of its function} (e.g. {"two_moons": {"n": 100}});
+    notes: lines for the report's caveats (where the setting differs from the paper).
+    """
+
+    seeds: tuple = (0, 1, 2)
+    mlp: tuple = ("mlp", "mnist", {"hidden": (400, 400)}, 10_000)
+    others: tuple = (("CNN", "lenet_cnn", "cifar100", {}, 10_000), ("LSTM", "lstm", "imdb_reviews", {}, 5_000))
+    other_steps: int = 15_000
+    prior_scale: float = 0.3
+    batch_size: int = 1024
+    learning_rate: float = 1e-3
+    checkpoints: tuple = (1000, 3000, 5000, 7000, 9000, 12_000, 15_000)
+    chunk_size: int = 500
+    snr_batches: int = 10
+    val_draws: int = 100
+    eval_draws: int = 100
+    ranks: tuple = (1, 2, 3)
+    trace_ks: tuple = (None, 1, 2, 3)
+    speed: tuple = ("mlp", "mnist", {"hidden": (128,)})
+    speed_rounds: int = 10
+    speed_steps: int = 2200
+    speed_chunk: int = 200
+    speed_batch: int = 128
+    data_kwargs: dict = field(default_factory=dict)
+    notes: tuple = ()
+
+
+FULL = KTiedConfig()
+QUICK = replace(
+    FULL, mlp=("mlp", "digits", {"hidden": (100, 100)}, 0.2),
+    others=(("CNN", "lenet_cnn", "digits", {"channels": (8, 16), "hidden": 64}, 0.2),),
+    other_steps=600, batch_size=128, learning_rate=3e-3, checkpoints=(100, 250, 500, 1000, 1500),
+    chunk_size=250, val_draws=20, speed=("mlp", "digits_28", {"hidden": (128,)}), speed_rounds=3,
+    speed_steps=600, speed_chunk=100,
+    notes=(
+        "Quick: digits (8x8, 1,348 training images, 20 % of them held out for validation) instead of MNIST; "
+        "MLP 64-100-100-10 instead of 784-400-400-10; LeNet on digits with 8/16 channels and 64 hidden units "
+        "(600 steps) instead of CIFAR-100 (the 28x28 stand-in was too slow for the CNN's quick budget); no "
+        "LSTM (no shipped text data: not run); batch 128 instead of 1,024; 1,500 steps instead of ~300 epochs; "
+        "Adam at 3e-3 (the top of the paper's grid) and prior sd 0.3 fixed, not picked on validation data; "
+        "20 weight draws per validation -ELBO.",
+    ),
+)
+
+
+def _rank_label(k):
+    return "full" if k is None else k
+
+
+def _mlp_trace(cfg, entry, train, val, report):
+    """Every (k, seed) trace of the MLP; returns (final posteriors {(k, seed): Posterior}, trace DataFrame)."""
+    optimizer = optax.adam(cfg.learning_rate)
+    finals, rows = {}, []
+    weights = [n for n, shape in entry.model.site_shapes(entry.train.feature_shape).items() if len(shape) >= 2]
+    site = weights[1]  # Dense 2
+    for k in cfg.trace_ks:
+        for seed in cfg.seeds:
+            post, trace = train_with_trace(entry, train, val, k, seed, checkpoints=cfg.checkpoints,
+                                           batch_size=cfg.batch_size, optimizer=optimizer, snr_site=site,
+                                           snr_batches=cfg.snr_batches, val_draws=cfg.val_draws,
+                                           chunk_size=cfg.chunk_size, log=report.log)
+            finals[(k, seed)] = post
+            rows += trace
+    report.note(f"SNR layer: `{site}` (Dense 2). Each trace is one fit per interval between checkpoints, "
+                "warm-started at the exact parameters (Adam's state restarts at each checkpoint); at a "
+                f"checkpoint the SNR window is {cfg.snr_batches} fresh minibatches at the checkpoint's fixed "
+                "parameters (the paper: the last 10 training batches, whose parameters move between batches).")
+    return finals, pd.DataFrame(rows)
+
+
+def _scores(post, test, n_train, draws, **labels):
+    return {**labels, **truncation_scores(post, test, n_train, num_samples=draws)}
+
+
+def reproduce_k_tied(out_dir, setting: str = "quick", log=print, seeds=None, data_dir=None,
+                     config: KTiedConfig | None = None) -> dict:
+    """Every k-tied Normal experiment (module docstring), written to `out_dir` with a report.md of verdicts.
+
+    Args:
+      out_dir: folder for the files (created).
+      setting: "quick" (shipped digits, under 10 minutes on 2 CPU cores) or "full" (the paper's settings on
+        TFDS mnist / cifar100 / imdb_reviews prepared under `data_dir`; hours). A data set that is not
+        prepared is reported and its experiments are "not run"; the others go on.
+      log: a callable taking progress lines, or None.
+      seeds: the MLP trace's seeds (default the setting's: 0, 1, 2).
+      data_dir: the TFDS data directory (full).
+      config: a `KTiedConfig` replacing the setting's (tests use a tiny one).
+    Returns:
+      {"trace", "trace_summary", "final_scores", "spectra", "truncation", "step_times": DataFrames,
+       "report": path of report.md}.
+    """
+    settings = {"quick": QUICK, "full": FULL}
+    if setting not in settings:
+        raise InputError("setting", setting, "'quick' or 'full'")
+    cfg = config or settings[setting]
+    if seeds is not None:
+        cfg = replace(cfg, seeds=tuple(seeds))
+    report = Report(out_dir, TITLE, setting, log=log)
+    for note in cfg.notes:
+        report.note(note)
+    report.note(f"Settings: {asdict(cfg)}")
+    out = {}
+
+    # --- the MLP: traces (Fig. 6 right), final scores (Fig. 6 left) -----------------------------
+    name, data, kwargs, validation = cfg.mlp
+    try:
+        entry, train, val = model_data(name, data, kwargs, validation, data_dir, cfg.prior_scale, cfg.data_kwargs.get(data))
+    except (ZooError, ImportError) as err:
+        entry = None
+        report.note(f"MLP on {data}: not run ({err})")
+    mf_posts = {}
+    if entry is not None:
+        n_train = len(train[1])
+        finals, trace = _mlp_trace(cfg, entry, train, val, report)
+        summary = mean_se(trace, ["k", "step"], ["val_neg_elbo", "snr", "snr_median", "snr_inf_share", "snr_squared_mean_median"])
+        report.table("trace", trace, "MLP trace: validation -ELBO per example and Dense 2 gradient SNR per run")
+        report.table("trace_summary", summary, "Fig. 6 right: mean and SE over seeds", digits=5)
+        report.figure("fig6_snr_elbo", plot_traces(summary), "Fig. 6 right: Dense 2 gradient SNR and validation "
+                      "-ELBO vs step (mean ± SE over seeds)")
+        rows = [_scores(p, entry.test, n_train, cfg.eval_draws, k="mean field" if k is None else k, seed=s,
+                        params=k_tied_param_count(entry.model, entry.train.feature_shape, k))
+                for (k, s), p in finals.items()]
+        final = pd.DataFrame(rows)
+        report.table("final_scores", mean_se(final, ["k", "params"], ["neg_elbo", "nll", "accuracy", "ece"]),
+                     "Fig. 6 left: test -ELBO, NLL, accuracy, ECE at the end of the trace (per-draw means; "
+                     "mean ± SE over seeds) and variational parameter counts", digits=5)
+        out.update(trace=trace, trace_summary=summary, final_scores=final)
+        mf_posts = {("MLP", s): finals[(None, s)] for s in cfg.seeds}
+        data_of = {"MLP": (entry, n_train)}
+        report.finding("Tying raises the gradient SNR (Fig. 6 top right)", *findings.snr_verdict(summary))
+        report.finding("k-tied (k >= 2) converges at least as fast (Fig. 6 bottom right, Fig. 7)",
+                       *findings.convergence_verdict(summary))
+    else:
+        data_of = {}
+        for claim in ("Tying raises the gradient SNR (Fig. 6 top right)",
+                      "k-tied (k >= 2) converges at least as fast (Fig. 6 bottom right, Fig. 7)"):
+            report.finding(claim, "not run", f"{data} is not prepared")
+
+    # --- the other models' mean-field fits (Fig. 3, Table 2) -------------------------------------
+    for label, name, data, kwargs, validation in cfg.others:
+        try:
+            e, tr, _ = model_data(name, data, kwargs, validation, data_dir, cfg.prior_scale, cfg.data_kwargs.get(data))
+        except (ZooError, ImportError) as err:
+            report.note(f"{label} ({name} on {data}): not run ({err})")
+            continue
+        report.log(f"{label}: mean-field fit, {cfg.other_steps} steps")
+        mf_posts[(label, cfg.seeds[0])] = fit(e.model, make_guide(e.model, None), tr, steps=cfg.other_steps,
+                                              batch_size=cfg.batch_size, seed=cfg.seeds[0], progress=False)
+        data_of[label] = (e, len(tr[1]))
+
+    if mf_posts:
+        spectra = pd.concat([posterior_spectra(p).assign(model=m, seed=s) for (m, s), p in mf_posts.items()])
+        report.table("spectra", spectra, "Fig. 3: share of variance in the top 1-3 singular values of each "
+                     "weight site's sd and mean matrices (mean-field posteriors)")
+        first = {m: p for (m, s), p in mf_posts.items() if s == cfg.seeds[0]}
+        report.figure("fig3_spectra", plot_spectra(first), "Fig. 3: fraction of variance per singular value, sd "
+                      "(solid) and means (dashed), seed " + str(cfg.seeds[0]))
+        report.finding("Mean-field sd matrices are low-rank, the means are not (Fig. 3)",
+                       *findings.sigma_low_rank(spectra))
+        rows = []
+        for (m, s), p in mf_posts.items():
+            e, n_train = data_of[m]
+            for k in (*cfg.ranks, None):
+                clipped, total = clipped_entries(p, k) if k is not None else (0, 0)
+                rows.append(_scores(truncate_sigma(p, k), e.test, n_train, cfg.eval_draws, model=m, seed=s,
+                                    rank=_rank_label(k), params=k_tied_param_count(e.model, e.train.feature_shape, k),
+                                    clipped=clipped))
+                report.log(f"  truncation {m} seed {s} rank {_rank_label(k)}: NLL {rows[-1]['nll']:.4f}")
+        truncation = pd.DataFrame(rows)
+        report.table("truncation", truncation, "Tables 2, 3: post-hoc rank-k truncation of the sd matrices "
+                     "(per-draw mean and SEM over weight draws; clipped: entries raised to the floor 1e-6)")
+        report.finding("Rank >= 2 truncation loses nothing, rank 1 does (Tables 2, 3)",
+                       *findings.truncation_verdict(truncation))
+        out.update(spectra=spectra, truncation=truncation)
+    else:
+        for claim in ("Mean-field sd matrices are low-rank, the means are not (Fig. 3)",
+                      "Rank >= 2 truncation loses nothing, rank 1 does (Tables 2, 3)"):
+            report.finding(claim, "not run", "no model's data are prepared")
+
+    # --- Table 4: step time ------------------------------------------------------------------------
+    name, data, kwargs = cfg.speed or (None, None, None)
+    try:
+        e = model_data(name, data, kwargs, 0, data_dir, cfg.prior_scale, cfg.data_kwargs.get(data))[0] if name else None
+    except (ZooError, ImportError) as err:
+        e = None
+        report.finding("A k-tied step is no slower (Table 4)", "not run", f"{data}: {err}")
+    if e is None:
+        if name is None:
+            report.finding("A k-tied step is no slower (Table 4)", "not run", "not in this setting")
+    else:
+        times = pd.DataFrame(step_time_rounds(e, (None, 2), cfg.speed_rounds, cfg.speed_steps, cfg.speed_batch,
+                                              cfg.speed_chunk))
+        report.table("step_times", times, f"Table 4: ms per SVI step, {name} {kwargs} on {data}, batch "
+                     f"{cfg.speed_batch} (compile excluded)")
+        report.finding("A k-tied step is no slower (Table 4)", *findings.step_time_verdict(times))
+        out["step_times"] = times
+    out["report"] = report.write()
+    return out

@@ -1,0 +1,113 @@
+"""The training runs of the k-tied Normal reproduction (Swiatkowski et al., ICML 2020): data with a
+validation split, mean-field / k-tied fits with a checkpoint trace (validation -ELBO and the gradient SNR of
+the Dense 2 layer's log-sd parameters, Fig. 6 right), and the step-time rounds of Table 4. The analyses
+they call live in `evals.sigma_spectrum`, `evals.rank_truncation`, `evals.gradient_snr`, `evals.elbo_draws`;
+the job and its findings in `zoo.reproduce.k_tied`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from evals.elbo_draws import negative_elbo_draws
+from evals.gradient_snr import snr_summary
+from inference import ConvergenceWarning, fit, k_tied, mean_field
+from inference.elbo_gradients import elbo_gradients
+from inference.step_time import fit_step_ms
+from zoo.data.tfds_loaders import load_tfds
+from zoo.registry import TFDS_DATA, get
+
+__all__ = ["model_data", "make_guide", "sd_param_names", "train_with_trace", "step_time_rounds"]
+
+
+def model_data(entry: str, data: str, kwargs: dict, validation, data_dir=None, prior_scale: float = 1.0,
+               data_kwargs: dict | None = None):
+    """(entry, train (x, y), validation (x, y)) for `entry` on `data`.
+
+    A TFDS data set (`data_dir`): the loader's "train" split (the papers' training part) and its
+    "validation" split (the last 10,000 / 5,000 training examples, section 2.2); `validation` is ignored.
+    A shipped data set: the last `validation` (a fraction of the training part, or a count) of its training
+    part (shuffled when shipped) are the validation set, the rest the training set; `data_kwargs` go to the
+    shipped data set's function (e.g. {"n": 100} for two_moons).
+    """
+    if data in TFDS_DATA:
+        e = get(entry, data=data, data_kwargs={"data_dir": data_dir}, prior_scale=prior_scale, **kwargs)
+        val = load_tfds(data, "validation", data_dir)
+        return e, (e.train.x, e.train.y), (val.x, val.y)
+    e = get(entry, data=data, data_kwargs=data_kwargs, prior_scale=prior_scale, **kwargs)
+    n = len(e.train.y)
+    v = int(round(validation * n)) if isinstance(validation, float) else int(validation)
+    return e, (e.train.x[: n - v], e.train.y[: n - v]), (e.train.x[n - v:], e.train.y[n - v:])
+
+
+def make_guide(model, k: int | None, init_scale: float = 0.01):
+    """mean_field (k None) or k_tied with rank k, sigma starting at `init_scale` (appendix D.4: 0.01)."""
+    return mean_field(model, init_scale=init_scale) if k is None else k_tied(model, k=k, init_scale=init_scale)
+
+
+def sd_param_names(guide, site: str, k: int | None) -> list:
+    """The guide's parameters of the standard deviations of `site`: mean field's scale, k-tied's U and V."""
+    return [guide.param_name(site, "scale")] if k is None else [guide.param_name(site, s) for s in ("u", "v")]
+
+
+def train_with_trace(entry, train, val, k: int | None, seed: int, *, checkpoints, batch_size: int, optimizer,
+                     snr_site: str, snr_batches: int = 10, val_draws: int = 20, chunk_size: int = 250, log=None):
+    """Fit mean field (k None) or k-tied (rank k) to `train` from scratch, stopping at every step count in
+    `checkpoints` (increasing) to record the validation -ELBO per example and the gradient SNR of `snr_site`'s
+    sd parameters.
+
+    The fit runs in pieces, one `inference.fit` per interval between checkpoints, each warm-started at the
+    previous piece's exact parameters (``init_params``); the optimiser (constant-rate Adam: a schedule would
+    restart) starts a fresh state in every piece, and piece i draws minibatches and noise from seed
+    ``1000 seed + i``. At a checkpoint, with the parameters fixed: ``val_neg_elbo`` (mean and SEM over
+    `val_draws` weight draws, `evals.elbo_draws`), and the SNR (footnote 3: E[g^2] / Var[g], and E[g]^2 /
+    Var[g]) of every U, V (or sigma) entry over `snr_batches` minibatch gradients (`inference.elbo_gradients`:
+    unconstrained parameters, i.e. log U, log V; mean field's softplus-inverse sigma, whose SNR equals that of
+    log sigma at fixed parameters, a per-parameter constant factor cancelling), averaged over the entries.
+    Returns:
+      (final posterior, [row per checkpoint: k, seed, step, val_neg_elbo, val_neg_elbo_sem, and of the
+      layer's entries (`evals.gradient_snr.snr_summary`): snr (mean over finite entries), snr_median,
+      snr_inf_share, snr_squared_mean_median (the median of E[g]^2 / Var[g])]).
+    """
+    guide = make_guide(entry.model, k)
+    post, done, rows = None, 0, []
+    names = None
+    for i, step in enumerate(checkpoints):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # pieces of one run; judged at the end
+            post = fit(entry.model, guide, train, steps=step - done, batch_size=batch_size, optimizer=optimizer,
+                       seed=1000 * seed + i, init_params=post, chunk_size=chunk_size, progress=False)
+        done = step
+        names = names or sd_param_names(guide, snr_site, k)
+        grads = elbo_gradients(post, train, batch_size=batch_size, num_batches=snr_batches, seed=seed + step,
+                               names=names)
+        elbo = negative_elbo_draws(post, *val, n_train=len(train[1]), num_samples=val_draws, seed=seed)
+        rows.append({"k": "mean field" if k is None else k, "seed": seed, "step": step,
+                     "val_neg_elbo": float(elbo.mean()), "val_neg_elbo_sem": float(elbo.std(ddof=1) / np.sqrt(elbo.size)),
+                     **_snr_columns(grads)})
+        if log is not None:
+            r = rows[-1]
+            log(f"  {'mean field' if k is None else f'{k}-tied'} seed {seed} step {step}: validation -ELBO "
+                f"{r['val_neg_elbo']:.4f}, Dense 2 SNR mean {r['snr']:.3g}, median {r['snr_median']:.3g}")
+    return post, rows
+
+
+def _snr_columns(grads) -> dict:
+    footnote, usual = snr_summary(grads), snr_summary(grads, "squared_mean")
+    return {"snr": footnote["mean"], "snr_median": footnote["median"], "snr_inf_share": footnote["inf_share"],
+            "snr_squared_mean_median": usual["median"]}
+
+
+def step_time_rounds(entry, ks, rounds: int, steps: int, batch_size: int, chunk_size: int) -> list:
+    """Table 4: ms per SVI step (`inference.step_time.fit_step_ms`, compile excluded) of mean field (k None)
+    and each k-tied rank in `ks`, `rounds` interleaved rounds (load on a shared machine hits all alike).
+    Returns rows {round, k, ms}."""
+    rows = []
+    for r in range(rounds):
+        for k in ks:
+            ms = fit_step_ms(entry.model, make_guide(entry.model, k), entry.train, steps=steps,
+                             batch_size=batch_size, chunk_size=chunk_size, seed=r)
+            rows.append({"round": r, "k": "mean field" if k is None else k, "ms": ms})
+    return rows
