@@ -67,15 +67,19 @@ def posterior_moments(posterior) -> dict:
     return out
 
 
-def posterior_spectra(posterior, top: int = 3) -> pd.DataFrame:
+def posterior_spectra(posterior, top: int = 3, seed: int = 0) -> pd.DataFrame:
     """One row per weight site (ndim >= 2; biases are skipped) of a per-site SVI posterior (mean field: the
     paper's analysis; any `SiteGuide` works).
 
     Returns:
       a DataFrame with columns site, shape (the tensor's), matrix ("m x n"), and for i = 1..`top`:
       ``sigma_top{i}`` = `variance_explained` of the sd matrix with k = i, ``mean_top{i}`` the same for the
-      means (a cumulative share in [0, 1]).
+      means (a cumulative share in [0, 1]); a control: ``sigma_cv`` (sd / mean of the sd entries) and
+      ``sigma_top1_shuffled``, the top-1 share of the same sd entries randomly permuted (NumPy seed `seed`):
+      any positive matrix whose entries vary little is nearly rank 1, so the structure is in the gap between
+      ``sigma_top1`` and this null.
     """
+    rng = np.random.default_rng(seed)
     rows = []
     for name, (mean, sd) in posterior_moments(posterior).items():
         if np.ndim(mean) < 2:
@@ -87,5 +91,8 @@ def posterior_spectra(posterior, top: int = 3) -> pd.DataFrame:
             row[f"sigma_top{i}"] = float(sd_shares[min(i, len(sd_shares)) - 1])
         for i in range(1, top + 1):
             row[f"mean_top{i}"] = float(mean_shares[min(i, len(mean_shares)) - 1])
+        flat = np.ravel(sd)
+        row["sigma_cv"] = float(flat.std() / flat.mean()) if flat.mean() > 0 else float("nan")
+        row["sigma_top1_shuffled"] = variance_explained(rng.permutation(flat).reshape(m, n), 1)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -56,6 +56,8 @@ def test_posterior_spectra_reads_sigma_and_means_of_every_weight_site(tiny):
     row = table.set_index("site").loc["mlp/~/linear_1/w"]
     assert row.matrix == "6 x 5" and row.sigma_top2 == pytest.approx(1.0, abs=1e-5)
     assert row.sigma_top1 <= row.sigma_top2 <= row.sigma_top3 <= 1.0 + 1e-9
+    assert row.sigma_top1_shuffled < row.sigma_top2 and row.sigma_cv > 0  # the null of the same entries
     # untouched sites: sigma is still its constant init (rank 1), the means are not
     first = table.set_index("site").loc["mlp/~/linear_0/w"]
     assert first.sigma_top1 > 0.95 and first.mean_top1 < 1.0
+    assert first.sigma_cv < 0.05 and first.sigma_top1_shuffled > 0.95  # near-constant: rank 1 by the null too
