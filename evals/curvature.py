@@ -17,6 +17,7 @@ d²L/dW_ij² = sum_n z_ni² d²L_n/dh_nj² (one product per output unit, shared 
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import haiku as hk
@@ -62,15 +63,34 @@ def dense_layer_diagonal_hessian(model, params: dict, site: str, x, y, state=Non
     L = -sum_n log p(y_n | x_n, params) (eq. 15 at W = M, evaluation mode). The layer's input z (N, in) and
     d²L_n/dh_nj² (N, out) of its pre-activation h = z W + b are read by intercepting the Haiku module
     that owns ``site``; then d²L/dW_ij² = sum_n z_ni² d²L_n/dh_nj². x (N, ...), y (N,); the sum runs over
-    minibatches of ``batch_size``. Returns a float64 NumPy array (in, out).
+    minibatches of ``batch_size`` (the last one padded, so one compiled program serves every call with
+    these shapes). Returns a float64 NumPy array (in, out).
     """
-    path = _module_path(site)
-    takes_flag = "is_training" in inspect.signature(model.network_fn).parameters
-    tree = unflatten_params(params)
     if state is None:
         state = model.initial_state(x) if model.is_stateful(x) else {}
+    curvature = _batch_curvature(model, site)
+    x, y = np.asarray(x, np.float32), np.asarray(y)
+    size = min(batch_size, len(x))
+    total = np.zeros(params[site].shape, np.float64)
+    for start in range(0, len(x), size):
+        xb, yb = x[start:start + size], y[start:start + size]
+        mask = np.zeros(size, np.float32)
+        mask[:len(xb)] = 1.0
+        pad = size - len(xb)
+        if pad:
+            xb = np.concatenate([xb, np.zeros((pad,) + xb.shape[1:], xb.dtype)])
+            yb = np.concatenate([yb, np.zeros((pad,) + yb.shape[1:], yb.dtype)])
+        total += np.asarray(curvature(params, state, xb, yb, mask), np.float64)
+    return total
 
-    def forward(delta, xb, yb):
+
+@functools.lru_cache(maxsize=32)
+def _batch_curvature(model, site: str):
+    """The jitted (params, state, xb, yb, mask) -> (in, out) minibatch term of `dense_layer_diagonal_hessian`."""
+    path = _module_path(site)
+    takes_flag = "is_training" in inspect.signature(model.network_fn).parameters
+
+    def forward(params, state, delta, xb, yb, mask):
         captured = []
 
         def interceptor(next_f, args, kwargs, context):
@@ -84,26 +104,22 @@ def dense_layer_diagonal_hessian(model, params: dict, site: str, x, y, state=Non
             with hk.intercept_methods(interceptor):
                 return model.network_fn(inputs, is_training=False) if takes_flag else model.network_fn(inputs)
 
-        logits, _ = hk.transform_with_state(net).apply(tree, state, None, xb)
-        nll = -jnp.sum(model.likelihood.log_prob(logits, yb, params))
+        logits, _ = hk.transform_with_state(net).apply(unflatten_params(params), state, None, xb)
+        nll = -jnp.sum(mask * model.likelihood.log_prob(logits, yb, params))
         return nll, captured[0]
 
     @jax.jit
-    def batch_curvature(xb, yb):
+    def batch_curvature(params, state, xb, yb, mask):
         width = params[site].shape[-1]
         delta0 = jnp.zeros((xb.shape[0], width), jnp.float32)
-        z = forward(delta0, xb, yb)[1]
-        grad = jax.grad(lambda d: forward(d, xb, yb)[0])
+        z = forward(params, state, delta0, xb, yb, mask)[1]
+        grad = jax.grad(lambda d: forward(params, state, d, xb, yb, mask)[0])
         tangents = jnp.eye(width, dtype=jnp.float32)[:, None, :] * jnp.ones((1, xb.shape[0], 1), jnp.float32)
         hess = jax.lax.map(lambda t: jnp.sum(jax.jvp(grad, (delta0,), (t,))[1] * t, axis=-1), tangents)  # (out, B)
-        z = z.reshape(z.shape[0], -1)
+        z = z.reshape(z.shape[0], -1) * mask[:, None]
         return jnp.square(z).T @ hess.T  # (in, out)
 
-    x, y = np.asarray(x, np.float32), np.asarray(y)
-    total = np.zeros(params[site].shape, np.float64)
-    for start in range(0, len(x), batch_size):
-        total += np.asarray(batch_curvature(x[start:start + batch_size], y[start:start + batch_size]), np.float64)
-    return total
+    return batch_curvature
 
 
 def layer_kappa(posterior, site: str, x, y, batch_size: int = 512):

@@ -538,6 +538,7 @@ def cmd_score(args):
 # Each job is ``function(out_dir, setting, log=print, **overrides)`` with setting "quick" or "full".
 REPRODUCE = {
     "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
+    "variance-networks": ("zoo.reproduce.variance_networks", "reproduce_variance_networks", ("seeds", "data_dir")),
 }
 _REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir")
 
