@@ -49,7 +49,7 @@ def diagonal_hessian(loss_fn, w):
 
 
 def kappa(curvature, variance):
-    """eq. 16: kappa = sigma² d²L/dW² elementwise; ``curvature`` and ``variance`` broadcastable -> broadcast shape."""
+    """eq. 16: kappa = sigma² d²L/dW² elementwise; ``curvature``, ``variance`` broadcastable -> broadcast shape."""
     return jnp.asarray(variance) * jnp.asarray(curvature)
 
 

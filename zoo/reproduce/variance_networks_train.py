@@ -122,9 +122,9 @@ def fit_by_epoch(settings, method: Method, seed: int, data_dir=None, log=None):
     rows, kappas, losses = [], {}, []
     for epoch in range(settings.transition_epochs + 1):
         if epoch:
-            post = inference.fit(e.model, guide, e.train, steps=per_epoch, optimizer=optimizer, seed=seed * 10_000 + epoch,
-                                 batch_size=settings.batch_size, chunk_size=per_epoch, init_params=post,
-                                 progress=False)
+            post = inference.fit(e.model, guide, e.train, steps=per_epoch, optimizer=optimizer,
+                                 seed=seed * 10_000 + epoch, batch_size=settings.batch_size, chunk_size=per_epoch,
+                                 init_params=post, progress=False)
             losses.append(float(np.mean(post.losses)))
         k = layer_kappa(post, method.sites, e.train.x, e.train.y)
         kappas[epoch] = k
