@@ -17,7 +17,7 @@ from models.networks.layers import on_flat_images
 from models.networks.lenet5 import lenet5
 from models.networks.lenet_cnn import lenet_cnn
 from models.networks.lstm import lstm_classifier
-from models.networks.mlp import deep_linear, mlp
+from models.networks.mlp import activation_fn, deep_linear, mlp
 from models.networks.resnet import resnet18
 from models.networks.vgg import vgg
 from models.networks.wide_resnet import wide_resnet
@@ -67,12 +67,15 @@ def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=DEFAULT_PRI
     """An MLP BNN: ``hidden`` widths, ``activation``, the `prior` of kind ``prior`` at ``prior_scale``;
     sites matching a pattern of `log_uniform_sites` get the improper log-uniform prior of variance networks
     (`prior` and `prior_scale` then set the other sites)."""
-    special = None
-    if log_uniform_sites:
-        def special(base):
-            return priors.by_pattern({p: priors.log_uniform() for p in log_uniform_sites}, default=base)
     return _model(mlp(tuple(hidden), _num_outputs(train), activation), train, "mlp", prior, prior_scale,
-                  _likelihood(train, noise), special)
+                  _likelihood(train, noise), _log_uniform_on(log_uniform_sites))
+
+
+def _log_uniform_on(log_uniform_sites):
+    """None, or the `special` of `_model` giving the sites matching `log_uniform_sites` the log-uniform prior."""
+    if not log_uniform_sites:
+        return None
+    return lambda base: priors.by_pattern({p: priors.log_uniform() for p in log_uniform_sites}, default=base)
 
 
 @register("deep_linear", default_data="digits", guides=("mean_field", "point_estimate"),
@@ -114,9 +117,13 @@ def _small_image_kwargs(train, kwargs):
 
 @register("lenet5", default_data="mnist", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
           description="Caffe LeNet-5 (variance networks, MNIST); digits use SAME padding")
-def build_lenet5(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
-    """LeNet-5: conv 20 5x5, pool, conv 50 5x5, pool, dense 500, dense classes."""
-    return _image_bnn(lenet5, "lenet5", train, prior, prior_scale, _small_image_kwargs(train, kwargs))
+def build_lenet5(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, activation="relu", log_uniform_sites=(),
+                 **kwargs):
+    """LeNet-5: conv 20 5x5, pool, conv 50 5x5, pool, dense 500, dense classes; ``activation`` by name
+    (`models.networks.mlp.ACTIVATIONS`), `log_uniform_sites` as for the mlp."""
+    net = _image_network(lenet5, train, num_outputs=_num_outputs(train), activation=activation_fn(activation),
+                         **_small_image_kwargs(train, kwargs))
+    return _model(net, train, "lenet5", prior, prior_scale, special=_log_uniform_on(log_uniform_sites))
 
 
 @register("lenet_cnn", default_data="cifar100", guides=("mean_field", "point_estimate", "k_tied"),

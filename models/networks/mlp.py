@@ -13,6 +13,7 @@ ACTIVATIONS = {
     "tanh": jnp.tanh,
     "leaky_relu": jax.nn.leaky_relu,
     "gelu": jax.nn.gelu,
+    "softplus": jax.nn.softplus,
     "linear": lambda z: z,
 }
 
