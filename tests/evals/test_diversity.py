@@ -45,17 +45,30 @@ def test_member_scores_refuses_two_dimensional_input():
 
 @pytest.fixture(scope="module")
 def k1_batch_ensemble():
-    """K = 1 rank-1 MLP 3-4-2 with BatchEnsemble's Delta factors, 5 Adam steps (the weights move off init)."""
+    """K = 1 rank-1 MLP 3-4-2 with BatchEnsemble's Delta factors, 6 Adam steps (the weights move off init),
+    with `inference.fit`'s on_chunk checkpoints every 2 steps."""
     model = models.bnn(rank1_mlp([4], 2, 1), rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 1))
     x = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (20, 3)), np.float32)
     y = (x[:, 0] > 0).astype(np.int32)
-    post = fit(model, batch_ensemble(model, sign_init=-0.5), (x, y), steps=5, batch_size=20,
-               optimizer=optax.adam(1e-2), progress=False)
-    return post, x, y
+    seen = []
+    post = fit(model, batch_ensemble(model, sign_init=-0.5), (x, y), steps=6, batch_size=20, chunk_size=2,
+               optimizer=optax.adam(1e-2), progress=False, on_chunk=lambda step, p: seen.append((step, p)))
+    return post, x, y, seen
+
+
+def test_fit_on_chunk_gives_consecutive_checkpoints(k1_batch_ensemble):
+    post, x, _, seen = k1_batch_ensemble
+    assert [step for step, _ in seen] == [2, 4, 6]
+    first, last = seen[0][1], seen[-1][1]
+    for name, value in post.params.items():
+        np.testing.assert_array_equal(np.asarray(last.params[name]), np.asarray(value))
+    assert not np.allclose(first.params["auto_rank1_mlp/rank1_dense_0/w_loc"] if "auto_rank1_mlp/rank1_dense_0/w_loc"
+                           in first.params else next(iter(first.params.values())), next(iter(post.params.values())))
+    np.testing.assert_allclose(last.predict(x, num_samples=1), post.predict(x, num_samples=1))
 
 
 def test_k1_delta_rank1_is_the_deterministic_network_with_w_times_s_r_transposed(k1_batch_ensemble):
-    post, x, _ = k1_batch_ensemble
+    post, x, _, _ = k1_batch_ensemble
     p = {k: np.asarray(v) for k, v in post.median().items()}
     h = x
     for i in range(2):
