@@ -538,6 +538,7 @@ def cmd_score(args):
 # Each job is ``function(out_dir, setting, log=print, **overrides)`` with setting "quick" or "full".
 REPRODUCE = {
     "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
+    "rank1": ("zoo.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir")),
 }
 _REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir")
 
