@@ -24,7 +24,7 @@ from inference.data import Dataset
 from models.errors import InputError
 
 __all__ = ["DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
-           "fit_method", "entry_for", "corruption_summary", "optimizer_of"]
+           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "optimizer_of"]
 
 
 @dataclass(frozen=True)
@@ -195,18 +195,36 @@ def draws_for(method: str, settings: Rank1Settings) -> int:
     return 1 if METHODS.get(method, ("", "point_estimate"))[1] in ("point_estimate", "delta") else settings.eval_samples
 
 
+_SETS: dict = {}
+
+
+def corrupted_sets(raw: Dataset, split: DigitsSplit, types=None, severities=(1, 2, 3, 4, 5)) -> list:
+    """``evals.corruptions.corrupted(raw, ...)`` as a list [(type, severity, x, y)] (corruption seed 0), made once
+    per (set, types, severities) and kept: corrupting the digits with all 19 types x 5 severities takes tens of
+    seconds, and every method and ablation is scored on the same sets."""
+    from evals.corruptions import corrupted
+
+    key = (id(raw), None if types is None else tuple(types), tuple(severities))
+    if key not in _SETS:
+        _SETS[key] = (raw, list(corrupted(raw, types=types, severities=severities, seed=0,
+                                          image_shape=split.image_shape)))
+    return _SETS[key][1]
+
+
 def corruption_summary(predictors: dict, raw: Dataset, split: DigitsSplit, *, draws: dict, types=None,
                        severities=(1, 2, 3, 4, 5), seed: int = 0, reference: str = "deterministic",
                        num_params: dict | None = None):
-    """Score {name: predictor} on `raw` (clean) and its corruptions (``evals.ood.score``; ``draws[name]``
-    posterior draws each). Returns the Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE, cNLL, cA, cECE,
-    mCE vs `reference` when scored, #params when `num_params` is given), one row per method (column "method")."""
+    """Score {name: predictor} on `raw` (clean) and its corruptions (`corrupted_sets`, ``evals.ood.score_sets``;
+    ``draws[name]`` posterior draws each). Returns the Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE,
+    cNLL, cA, cECE, mCE vs `reference` when scored, #params when `num_params` is given), one row per method
+    (column "method"), in the order of `predictors`."""
     import pandas as pd
 
     from evals import ood
 
-    tables = [ood.score({name: predictor}, raw, types=types, severities=severities, image_shape=split.image_shape,
-                        preprocess=split.preprocess, num_samples=draws[name], seed=seed).table
+    sets = corrupted_sets(raw, split, types, severities)
+    tables = [ood.score_sets({name: predictor}, sets, clean=raw, preprocess=split.preprocess, num_samples=draws[name],
+                             seed=seed).table
               for name, predictor in predictors.items()]  # one call per predictor: its own number of draws
     results = ood.OODResults(table=pd.concat(tables, ignore_index=True))
     summary = ood.summary_table(results, reference if reference in predictors else None, num_params=num_params)
