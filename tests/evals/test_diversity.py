@@ -1,7 +1,6 @@
 """evals.diversity: disagreement normalised by (1 - acc) (rank-1 paper section 3.6, Fig. 6) on constructed members,
 and the per-component predictions of a rank-1 posterior."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
