@@ -264,7 +264,8 @@ def default_optimizer(steps: int):
 def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimizer=None,
         kl_warmup: int = 0, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
-        checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False) -> Posterior:
+        checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
+        on_chunk=None) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -376,13 +377,18 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, warmup, temp)
 
     def chunk_done(state, step, losses, norms):
-        saver.chunk_done(state, step, (losses_before, norms_before), (losses, norms), order.state())
+        if saver is not None:
+            saver.chunk_done(state, step, (losses_before, norms_before), (losses, norms), order.state())
+        if on_chunk is not None:
+            on_chunk(step, svi_posterior(model, guide, state, fns.constrain, np.concatenate([losses_before, *losses]),
+                                         feature_shape=tuple(np.shape(x)[1:]), config=config, info=None,
+                                         training_data=data_fingerprint(x, y)))
 
     bar = _progress(steps, progress, getattr(model, "name", "model"))
     bar.update(done)
     try:
         run = run_steps(run_chunk, state, order.blocks(steps - done, chunk_size), chunk_size, bar, t0,
-                        start=done, on_chunk=chunk_done if saver is not None else None)
+                        start=done, on_chunk=chunk_done if saver is not None or on_chunk is not None else None)
         if saver is not None and run.bad_step is None:
             saver.save_last()
     except KeyboardInterrupt:

@@ -540,6 +540,7 @@ REPRODUCE = {
     "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
     "k-tied": ("zoo.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir")),
     "variance-networks": ("zoo.reproduce.variance_networks", "reproduce_variance_networks", ("seeds", "data_dir")),
+    "rank1": ("zoo.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir")),
 }
 _REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir")
 

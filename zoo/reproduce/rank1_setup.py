@@ -1,0 +1,231 @@
+"""Rank-1 BNNs (Dusenberry et al., ICML 2020): data, methods and training of `zoo reproduce rank1`.
+
+The pieces every table and ablation of `zoo.reproduce.rank1` shares:
+
+* `digits_split`: the shipped digits (or digits_28) with a validation part carved out of the training
+  set (every choice is made on it; the test set is scored once, at the end), raw [0, 1] pixels kept for
+  the corruption suite and the training standardisation as ``preprocess``.
+* `Rank1Settings`: one training recipe (steps, Adam and its schedule, KL annealing, K, initialisation,
+  evaluation draws); `QUICK_RECIPE` is what the investigation of issue 17 chose on the validation set.
+* `METHODS` and `fit_method`: deterministic, BatchEnsemble, rank-1 Normal / Cauchy, mean field and a deep
+  ensemble of point estimates, each ``zoo.get`` + ``inference.make_guide`` + ``inference.fit``.
+* `corruption_summary`: clean + corrupted scores of several predictors in the layout of the paper's
+  Table 2 (``evals.ood.summary_table``, mCE relative to the deterministic network).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import optax
+
+from inference.data import Dataset
+from models.errors import InputError
+
+__all__ = ["DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
+           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "optimizer_of"]
+
+
+@dataclass(frozen=True)
+class DigitsSplit:
+    """Training data (standardised), validation and test sets (raw pixels in [0, 1]) and ``preprocess``
+    (raw -> standardised, the training set's global mean and sd), image side ``size``."""
+
+    train: Dataset
+    val_raw: Dataset
+    test_raw: Dataset
+    mu: float
+    sd: float
+    size: int
+
+    def preprocess(self, x):
+        """Raw pixels (N, D) -> the standardisation the networks were trained on, (N, D)."""
+        return (np.asarray(x, np.float32) - self.mu) / self.sd
+
+    def standardised(self, raw: Dataset) -> tuple:
+        """(x, y) of a raw set after `preprocess`."""
+        return self.preprocess(raw.x), raw.y
+
+    @property
+    def image_shape(self) -> tuple:
+        """(size, size, 1)."""
+        return (self.size, self.size, 1)
+
+
+def digits_split(val_fraction: float = 0.2, seed: int = 0, size: int = 8) -> DigitsSplit:
+    """The shipped digits split (test = the library's fixed test set, 449 images) with ``val_fraction`` of
+    its training part held out as a validation set by a ``seed``-ed permutation.
+
+    Returns a `DigitsSplit`: train (80 % of the 1,348 training images, x (N, size^2), standardised by the remaining training pixels'
+    global mean and sd, `zoo.data.embedded.digits_standardiser`), val_raw and test_raw in [0, 1].
+    """
+    from zoo.data import digits as digits_data
+    from zoo.data.embedded import digits_standardiser
+
+    if not 0 < val_fraction < 1:
+        raise InputError("val_fraction", val_fraction, "a fraction in (0, 1)")
+    raw_train, raw_test = digits_data(standardise=False, size=size)
+    order = np.random.default_rng(seed).permutation(len(raw_train))
+    n_val = int(round(val_fraction * len(raw_train)))
+    val_idx, tr_idx = order[:n_val], order[n_val:]
+    mu, sd = digits_standardiser(raw_train.x[tr_idx])
+    name = raw_train.name
+    train = Dataset((raw_train.x[tr_idx] - mu) / sd, raw_train.y[tr_idx], 10, name, raw_train.image_shape)
+    val = Dataset(raw_train.x[val_idx], raw_train.y[val_idx], 10, f"{name}_val", raw_train.image_shape)
+    return DigitsSplit(train, val, raw_test, float(mu), float(sd), size)
+
+
+@dataclass(frozen=True)
+class Rank1Settings:
+    """One training recipe for every method of a table (the paper tunes the baselines' recipe too).
+
+    steps, batch_size: Adam updates on minibatches of this many examples (a rank-1 network tiles each
+    minibatch K times, so it sees K x batch_size rows, as the paper's constant total batch does not:
+    section 3.3 keeps K x B fixed; here B is fixed, the cheaper choice for K <= 4).
+    lr, schedule: Adam's rate, "constant" or "cosine" (decayed to lr / 100 over `steps`).
+    kl_fraction: the KL is annealed linearly from 0 to 1 over this fraction of the steps (paper: 2/3).
+    num_components: K; dropout_rate: sigma init sqrt(p / (1 - p)); sign_init: loc init (> 0: random
+    signs with P(+1) = sign_init; <= 0: N(1, |sign_init|), the paper's -0.5 on CIFAR-10, Table 5);
+    factor_scale: the factor prior's sd (Normal / Cauchy(1, factor_scale); paper 0.1);
+    prior_scale: sd of W's Normal prior (L2); objective: "average" or "mixture" (section 3.4);
+    eval_samples: draws per component at evaluation (Table 8: 1, 4, 25); hidden: the MLP widths;
+    chunk_size: steps per compiled chunk (``inference.fit``), also the spacing of checkpoints (Figs. 4, 6):
+    one value for every fit, so that fits of one structure compile once.
+    """
+
+    steps: int = 3000
+    batch_size: int = 128
+    lr: float = 3e-3
+    schedule: str = "constant"
+    kl_fraction: float = 2 / 3
+    num_components: int = 4
+    dropout_rate: float = 1e-3
+    sign_init: float = 0.5
+    factor_scale: float = 0.1
+    prior_scale: float = 1.0
+    objective: str = "average"
+    eval_samples: int = 10
+    hidden: tuple = (64, 64)
+    chunk_size: int = 150
+
+    def replace(self, **changes) -> Rank1Settings:
+        """A copy with `changes`."""
+        return replace(self, **changes)
+
+
+ZOO_RUN_RECIPE = Rank1Settings()
+"""`zoo run`'s rank-1 rows before issue 17 (zoo.run.RANK1_FIT): Adam 3e-3 constant, 3,000 steps, KL over 2/3,
+random-sign loc init (P(+1) = 0.5), sigma from p = 1e-3, 10 evaluation draws."""
+
+QUICK_RECIPE = Rank1Settings(steps=3000, lr=1e-2, schedule="cosine", sign_init=-0.5, eval_samples=1)
+"""The recipe the validation-set investigation chose (docs/rank1.md): cosine-decayed Adam 1e-2 -> 1e-4 (as `zoo
+run` trains its point estimate), loc init N(1, 0.5) (the paper's random_sign_init = -0.5, Table 5) instead of
+random +-1 signs, and 1 draw per component at evaluation (as the paper's Table 2; 4 and 25 were no better on the
+validation NLL)."""
+
+
+def optimizer_of(settings: Rank1Settings) -> optax.GradientTransformation:
+    """Adam at ``settings.lr``: constant, or cosine-decayed to lr / 100 over ``settings.steps``."""
+    if settings.schedule == "constant":
+        return optax.adam(settings.lr)
+    if settings.schedule == "cosine":
+        return optax.adam(optax.cosine_decay_schedule(settings.lr, settings.steps, alpha=0.01))
+    raise InputError("schedule", settings.schedule, "'constant' or 'cosine'")
+
+
+METHODS = {
+    "deterministic": ("mlp", "point_estimate"),
+    "batch_ensemble": ("rank1_mlp", "delta"),
+    "rank1_normal": ("rank1_mlp", "normal"),
+    "rank1_cauchy": ("rank1_mlp", "cauchy"),
+    "mean_field": ("mlp", "mean_field"),
+}
+"""{method: (catalogue entry, guide or rank-1 family)}; the deep ensemble is K deterministic fits."""
+
+
+def entry_for(method: str, split: DigitsSplit, settings: Rank1Settings, hidden=None, factor=None):
+    """The catalogue entry of `method` on the split's training data (test = the standardised test set)."""
+    import zoo
+
+    if method not in METHODS:
+        raise InputError("method", method, f"one of {sorted(METHODS)}")
+    hidden = tuple(hidden or settings.hidden)
+    xte, yte = split.standardised(split.test_raw)
+    data = (split.train.x, split.train.y, xte, yte)
+    entry, family = METHODS[method]
+    if entry == "mlp":
+        return zoo.get("mlp", data=data, data_kwargs={"num_classes": 10}, hidden=hidden,
+                       prior_scale=settings.prior_scale)
+    return zoo.get("rank1_mlp", data=data, data_kwargs={"num_classes": 10}, hidden=hidden,
+                   num_components=settings.num_components, factor=factor or ("cauchy" if family == "cauchy" else "normal"),
+                   objective=settings.objective, sign_init=settings.sign_init, prior_scale=settings.prior_scale)
+
+
+def _guide(method, model, settings):
+    import inference
+
+    entry, family = METHODS[method]
+    if entry == "mlp":
+        kwargs = {"init_scale": 0.01} if family == "mean_field" else {}
+        return inference.make_guide(family, model, **kwargs)
+    return inference.make_guide("rank1_mixture", model, family=family, dropout_rate=settings.dropout_rate,
+                                sign_init=settings.sign_init)
+
+
+def fit_method(method: str, split: DigitsSplit, settings: Rank1Settings, seed: int = 0, *, guide=None,
+               entry=None, on_chunk=None, hidden=None):
+    """Train `method` (a key of `METHODS`) on ``split.train`` under `settings`: ``inference.fit`` with
+    `optimizer_of`, KL warm-up over ``kl_fraction`` of the steps, batch ``batch_size``. `guide`, `entry`:
+    replace the method's own (e.g. a guide with priors on one factor only; `entry` needs only ``.model``);
+    `hidden`: other widths (the deep ensemble's members); `on_chunk(step, posterior)` every ``settings.chunk_size``
+    steps (``inference.fit``: consecutive checkpoints). Returns the SVI Posterior."""
+    import inference
+
+    entry = entry or entry_for(method, split, settings, hidden=hidden)
+    guide = guide or _guide(method, entry.model, settings)
+    return inference.fit(entry.model, guide, split.train, steps=settings.steps, batch_size=settings.batch_size,
+                         optimizer=optimizer_of(settings), kl_warmup=int(settings.steps * settings.kl_fraction),
+                         seed=seed, progress=False, chunk_size=settings.chunk_size, on_chunk=on_chunk)
+
+
+def draws_for(method: str, settings: Rank1Settings) -> int:
+    """Posterior draws at evaluation: 1 for point estimates (deterministic, BatchEnsemble: every draw is
+    the same), ``eval_samples`` otherwise (each draw covers all K components of a rank-1 net)."""
+    return 1 if METHODS.get(method, ("", "point_estimate"))[1] in ("point_estimate", "delta") else settings.eval_samples
+
+
+_SETS: dict = {}
+
+
+def corrupted_sets(raw: Dataset, split: DigitsSplit, types=None, severities=(1, 2, 3, 4, 5)) -> list:
+    """``evals.corruptions.corrupted(raw, ...)`` as a list [(type, severity, x, y)] (corruption seed 0), made once
+    per (set, types, severities) and kept: corrupting the digits with all 19 types x 5 severities takes tens of
+    seconds, and every method and ablation is scored on the same sets."""
+    from evals.corruptions import corrupted
+
+    key = (id(raw), None if types is None else tuple(types), tuple(severities))
+    if key not in _SETS:
+        _SETS[key] = (raw, list(corrupted(raw, types=types, severities=severities, seed=0,
+                                          image_shape=split.image_shape)))
+    return _SETS[key][1]
+
+
+def corruption_summary(predictors: dict, raw: Dataset, split: DigitsSplit, *, draws: dict, types=None,
+                       severities=(1, 2, 3, 4, 5), seed: int = 0, reference: str = "deterministic",
+                       num_params: dict | None = None):
+    """Score {name: predictor} on `raw` (clean) and its corruptions (`corrupted_sets`, ``evals.ood.score_sets``;
+    ``draws[name]`` posterior draws each). Returns the Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE,
+    cNLL, cA, cECE, mCE vs `reference` when scored, #params when `num_params` is given), one row per method
+    (column "method"), in the order of `predictors`."""
+    import pandas as pd
+
+    from evals import ood
+
+    sets = corrupted_sets(raw, split, types, severities)
+    tables = [ood.score_sets({name: predictor}, sets, clean=raw, preprocess=split.preprocess, num_samples=draws[name],
+                             seed=seed).table
+              for name, predictor in predictors.items()]  # one call per predictor: its own number of draws
+    results = ood.OODResults(table=pd.concat(tables, ignore_index=True))
+    summary = ood.summary_table(results, reference if reference in predictors else None, num_params=num_params)
+    return summary.loc[list(predictors)].rename_axis("method").reset_index()
