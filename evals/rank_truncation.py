@@ -27,6 +27,7 @@ from inference.k_tied import k_tied
 from inference.mean_field import NormalFamily, mean_field
 from inference.validation import check_positive_ints
 from models.errors import InputError
+from evals.seed_summary import sem
 
 __all__ = ["DEFAULT_FLOOR", "truncate_matrix", "truncate_sigma", "clipped_entries", "k_tied_param_count",
            "truncation_scores"]
@@ -110,7 +111,7 @@ def k_tied_param_count(model, feature_shape, k: int | None) -> int:
 
 def _mean_sem(values) -> tuple[float, float]:
     v = np.asarray(values, np.float64)
-    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
+    return float(v.mean()), sem(v)
 
 
 def truncation_scores(posterior, data, n_train: int, num_samples: int = 100, seed: int = 0) -> dict:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from models.errors import InputError
 
-__all__ = ["mean_se", "format_mean_se"]
+__all__ = ["mean_se", "sem", "format_mean_se"]
 
 
 def mean_se(runs: pd.DataFrame, by, metrics) -> pd.DataFrame:
@@ -36,6 +36,12 @@ def mean_se(runs: pd.DataFrame, by, metrics) -> pd.DataFrame:
         out[f"{metric}_mean"] = grouped[metric].mean()
         out[f"{metric}_se"] = grouped[metric].std(ddof=1) / np.sqrt(out["n"])
     return out.reset_index()
+
+
+def sem(values) -> float:
+    """Standard error of the mean of ``values`` (any shape, flattened): sd / sqrt(n), ddof 1; NaN for n < 2."""
+    values = np.asarray(values, dtype=float).ravel()
+    return float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else float("nan")
 
 
 def format_mean_se(mean: float, se: float, digits: int = 3) -> str:

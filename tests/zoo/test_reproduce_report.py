@@ -28,3 +28,10 @@ def test_report_writes_tables_findings_and_refuses_an_unknown_verdict(tmp_path):
     assert "| rank 2 loses nothing | reproduces | NLL 0.123" in text and "| 1 | 0.1235 |" in text
     assert "digits stand in for MNIST" in text and "`t.csv`" in text
     assert pd.read_csv(tmp_path / "r" / "t.csv").nll[0] == 0.123456
+
+
+def test_sem_is_sd_over_root_n_and_nan_for_one_value():
+    from evals.seed_summary import sem
+
+    assert sem([0.1, 0.2, 0.3]) == pytest.approx(0.1 / 3 ** 0.5) and sem([[1.0, 3.0]]) == pytest.approx(1.0)
+    assert sem([0.5]) != sem([0.5])  # NaN

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from evals.seed_summary import sem
 
 __all__ = ["sigma_low_rank", "truncation_verdict", "snr_verdict", "convergence_verdict", "step_time_verdict"]
 
@@ -120,9 +121,9 @@ def step_time_verdict(times: pd.DataFrame, k=2):
     wide = times.pivot(index="round", columns="k", values="ms")
     ratio = (wide[k] / wide["mean field"]).to_numpy()
     m = float(ratio.mean())
-    se = float(ratio.std(ddof=1) / np.sqrt(ratio.size)) if ratio.size > 1 else float("nan")
+    se = sem(ratio)
     ok = m <= 1 + 2 * np.nan_to_num(se)
-    ms = {c: _fmt(wide[c].mean(), wide[c].std(ddof=1) / np.sqrt(len(wide)) if len(wide) > 1 else np.nan)
+    ms = {c: _fmt(wide[c].mean(), sem(wide[c]))
           for c in wide.columns}
     evidence = (f"ms/step mean field {ms['mean field']}, {k}-tied {ms[k]}; ratio {k}-tied / mean field "
                 f"{_fmt(m, se)} over {ratio.size} interleaved rounds")

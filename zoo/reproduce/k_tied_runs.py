@@ -18,6 +18,7 @@ from inference.elbo_gradients import elbo_gradients
 from inference.step_time import fit_step_ms
 from zoo.data.tfds_loaders import load_tfds
 from zoo.registry import TFDS_DATA, get
+from evals.seed_summary import sem
 
 __all__ = ["model_data", "make_guide", "sd_param_names", "train_with_trace", "step_time_rounds"]
 
@@ -85,7 +86,7 @@ def train_with_trace(entry, train, val, k: int | None, seed: int, *, checkpoints
                                names=names)
         elbo = negative_elbo_draws(post, *val, n_train=len(train[1]), num_samples=val_draws, seed=seed)
         rows.append({"k": "mean field" if k is None else k, "seed": seed, "step": step,
-                     "val_neg_elbo": float(elbo.mean()), "val_neg_elbo_sem": float(elbo.std(ddof=1) / np.sqrt(elbo.size)),
+                     "val_neg_elbo": float(elbo.mean()), "val_neg_elbo_sem": sem(elbo),
                      **_snr_columns(grads)})
         if log is not None:
             r = rows[-1]

@@ -20,7 +20,6 @@ import pandas as pd
 
 from evals.diversity import diversity_table, plot_diversity
 from evals.ood import ensemble
-from evals.seed_summary import format_mean_se, mean_se
 from zoo.reproduce import rank1_ablations as ablations
 from zoo.reproduce.rank1_setup import (
     QUICK_RECIPE,
@@ -31,6 +30,7 @@ from zoo.reproduce.rank1_setup import (
     fit_method,
 )
 from zoo.reproduce.report import Report
+from evals.seed_summary import format_mean_se, mean_se, sem
 
 __all__ = ["Rank1Job", "QUICK", "FULL", "table2", "reproduce_rank1"]
 
@@ -141,8 +141,7 @@ def _paired(runs, by, a, b, metric, key="seed"):
     """Mean and SE over seeds of metric(a) - metric(b), paired by seed."""
     wide = runs.pivot_table(index=key, columns=by, values=metric)
     d = (wide[a] - wide[b]).dropna()
-    se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
-    return float(d.mean()), float(se), len(d)
+    return float(d.mean()), sem(d), len(d)
 
 
 def _diff_text(runs, by, a, b, metric, digits=4):
