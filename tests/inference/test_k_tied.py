@@ -18,6 +18,11 @@ def _init_params(guide, feature_dim_or_shape, seed=0):
     return guide.init_params(jax.random.PRNGKey(seed), jnp.zeros((2,) + shape))
 
 
+def _param_shapes(guide, feature_shape):
+    """{name: ShapeDtypeStruct} of the guide's parameters, from an abstract trace (nothing compiled)."""
+    return jax.eval_shape(lambda key: guide.init_params(key, jnp.zeros((2,) + feature_shape)), jax.random.PRNGKey(0))
+
+
 def _conv_net(x):
     h = jax.nn.relu(hk.Conv2D(4, 3, padding="VALID")(x))
     return hk.Linear(2)(h.reshape(h.shape[0], -1))
@@ -25,12 +30,12 @@ def _conv_net(x):
 
 def test_parameter_count_is_table_1_formula_for_dense_and_conv():
     dense = k_tied(models.bnn(mlp([5], 2)), k=2)
-    params = _init_params(dense, 3)
+    params = _param_shapes(dense, (3,))
     # linear_0 w: 3*5 + 2*(3+5); b: 2*5; linear_1 w: 5*2 + 2*(5+2); b: 2*2
     assert dense.num_params_formula() == dense.num_free_params(params) == (15 + 16) + 10 + (10 + 14) + 4
 
     conv = k_tied(models.bnn(_conv_net), k=3)
-    params = _init_params(conv, (6, 6, 2))
+    params = _param_shapes(conv, (6, 6, 2))
     # conv w (3,3,2,4) -> m = 18, n = 4; dense w (4*4*4, 2) -> m = 64, n = 2
     assert params["conv2_d/w_auto_u"].shape == (18, 3) and params["conv2_d/w_auto_v"].shape == (4, 3)
     expected = (72 + 3 * 22) + 2 * 4 + (128 + 3 * 66) + 2 * 2
