@@ -124,7 +124,8 @@ class Posterior:
         if self.kind == "svi":
             num_samples = 100 if num_samples is None else int(num_samples)
             return self._svi_draws(jax.random.PRNGKey(seed), num_samples)
-        flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.samples.items()}
+        # on the host: reshaping, picking and chunking device arrays op by op compiles one small program each
+        flat = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in self.samples.items()}
         total = next(iter(flat.values())).shape[0]
         if num_samples is not None and num_samples < total:
             pick = np.linspace(0, total - 1, num_samples).round().astype(int)
@@ -138,20 +139,22 @@ class Posterior:
             return dict(self.samples)
         return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
 
-    def _svi_draws(self, key, num_samples):
-        """{site: (num_samples, ...)} guide draws; the jitted sampler is shared by every Posterior whose guide
-        has the same structure (`models.structure.cached`)."""
+    def _svi_draws(self, key, num_samples, keep=None):
+        """{site: (keep, ...)} the first `keep` (default all) of `num_samples` guide draws with `key` (the same
+        numbers whatever `keep`, cut inside the compiled sampler); the jitted sampler is shared by every
+        Posterior whose guide has the same structure (`models.structure.cached`)."""
         names, guide = self.site_names, self.guide
         shape = (1,) + tuple(self.feature_shape)
+        keep = int(num_samples) if keep is None else int(keep)
 
         def build():
             def sample(key, params):
                 out = guide.sample_posterior(key, params, jnp.zeros(shape), sample_shape=(num_samples,))
-                return {k: out[k] for k in names}
+                return {k: out[k][:keep] for k in names}
 
             return jax.jit(sample)
 
-        fn = structure.cached("posterior draws", (guide, tuple(names), shape, int(num_samples)), build)
+        fn = structure.cached("posterior draws", (guide, tuple(names), shape, int(num_samples), keep), build)
         return fn(key, self.params)
 
     def median(self) -> dict:
@@ -236,23 +239,27 @@ class Posterior:
     def _draw_chunks(self, num_samples, seed, chunk_size, draws=None):
         """(start, {site: (chunk_size, ...)}, n, total) per chunk: draws start:start + n of `total`, padded
         to one compiled shape. SVI: `num_samples` guide draws, chunk i from ``fold_in(PRNGKey(seed), i)``;
-        MCMC or `draws`: those draws (see `draws`), the last chunk padded with repeats of its last draw."""
+        MCMC or `draws`: those draws (see `draws`), the last chunk padded with repeats of its last draw.
+        When all the draws fit in one chunk (total < chunk_size) the chunk holds just them, unpadded: the
+        network runs on `total` draws, not `chunk_size` (the same draws: SVI's are the first `total` of the
+        chunk's `chunk_size`), e.g. 10 draws on the 43k rows of digits-C cost a fifth of 50."""
         if self.kind == "svi" and draws is None:
             total = int(num_samples)
             base = jax.random.PRNGKey(seed)
             for i, start in enumerate(range(0, total, chunk_size)):
-                chunk = self._svi_draws(jax.random.fold_in(base, i), chunk_size)
+                chunk = self._svi_draws(jax.random.fold_in(base, i), chunk_size, keep=min(chunk_size, total))
                 yield start, chunk, min(chunk_size, total - start), total
             return
-        draws = self.draws(num_samples) if draws is None else draws
+        draws = self.draws(num_samples) if draws is None else {k: np.asarray(v) for k, v in draws.items()}
         total = next(iter(draws.values())).shape[0]
         if total == 0:
             raise InputError("draws", "<0 draws>", "at least one draw")
-        for start in range(0, total, chunk_size):
-            chunk = {k: v[start:start + chunk_size] for k, v in draws.items()}
+        width = min(chunk_size, total)
+        for start in range(0, total, width):
+            chunk = {k: v[start:start + width] for k, v in draws.items()}
             n = next(iter(chunk.values())).shape[0]
-            if n < chunk_size:
-                chunk = {k: jnp.concatenate([v, jnp.repeat(v[-1:], chunk_size - n, 0)]) for k, v in chunk.items()}
+            if n < width:
+                chunk = {k: np.concatenate([v, np.repeat(v[-1:], width - n, 0)]) for k, v in chunk.items()}
             yield start, chunk, n, total
 
 

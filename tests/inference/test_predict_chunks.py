@@ -121,3 +121,27 @@ def test_bad_arguments_are_named(svi, tiny, kwargs, message):
 def test_log_likelihood_names_its_reductions(svi, tiny):
     with pytest.raises(ValueError, match=r"reduce: expected one of \[None, 'mean', 'log_mean_exp'\], got 'max'"):
         svi.log_likelihood(tiny.test.x[:3], tiny.test.y[:3], reduce="max")
+
+
+def test_fewer_draws_than_a_chunk_run_unpadded_with_the_same_draws(svi, mcmc, tiny):
+    """S < chunk_size: the network runs on the S draws only (a fifth of the work for 10 of 50), the same draws."""
+    x = tiny.test.x[:12]
+    np.testing.assert_allclose(svi.predict(x, 2, seed=4, chunk_size=50), svi.predict(x, 50, seed=4, chunk_size=50)[:2],
+                               rtol=1e-6, atol=1e-7)  # SVI: the first 2 of the chunk's 50 guide draws
+    np.testing.assert_allclose(mcmc.predict(x, 8, chunk_size=50), mcmc.predict(x, 8, chunk_size=3), rtol=1e-6, atol=1e-7)
+
+
+def test_mcmc_draws_are_chunked_on_the_host_without_compiling(tiny, svi):
+    """Device-array samples (as nuts returns them) are reshaped, picked, cut and padded in NumPy: predicting on a
+    new input shape compiles the network once and nothing else (no per-site reshape / slice / concatenate)."""
+    from jax import monitoring
+
+    draws = svi.draws(6, seed=2)
+    samples = {k: jnp.reshape(v, (2, 3) + v.shape[1:]) for k, v in draws.items()}  # jax arrays
+    post = inference.Posterior(model=tiny.model, kind="mcmc", samples=samples, feature_shape=svi.feature_shape)
+    compiled = []
+    monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **kw: compiled.append(kw.get("fun_name")) if event.endswith("backend_compile_duration")
+        else None)
+    post.predict(tiny.test.x[:9], 5, chunk_size=2)  # 5 of 6 draws picked, 3 chunks, the last padded
+    assert len(compiled) == 1, compiled
