@@ -46,17 +46,26 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
         raise ValueError(f"posterior: expected a mean-field posterior of the same model (params '<site>_"
                          f"{source_prefix}_loc' and '_scale'); none for sites {missing[:3]}")
 
-    def flat(sites, suffix):
-        return jnp.concatenate([jnp.ravel(posterior.params[f"{s}_{source_prefix}_{suffix}"]) for s in sites])
+    def place(start, source):
+        """The mean field's loc and sd (`source`, constrained) placed into `start` (unconstrained), per block."""
+        out = dict(start)
 
-    def set_param(name, value):
-        c = constraints.get(name)
-        params_u[name] = biject_to(c).inv(value) if c is not None else value
+        def flat(sites, suffix):
+            return jnp.concatenate([jnp.ravel(source[f"{s}_{source_prefix}_{suffix}"]) for s in sites])
 
-    for block, sites in guide.block_sites.items():
-        set_param(guide.param_name(block, "loc"), flat(sites, "loc"))
-        if guide.covariance == "full":
-            set_param(guide.param_name(block, "scale_tril"), jnp.diag(flat(sites, "scale")))
-        else:
-            set_param(guide.param_name(block, "scale"), flat(sites, "scale"))
-    return params_u
+        def set_param(name, value):
+            c = constraints.get(name)
+            out[name] = biject_to(c).inv(value) if c is not None else value
+
+        for block, sites in guide.block_sites.items():
+            set_param(guide.param_name(block, "loc"), flat(sites, "loc"))
+            if guide.covariance == "full":
+                set_param(guide.param_name(block, "scale_tril"), jnp.diag(flat(sites, "scale")))
+            else:
+                set_param(guide.param_name(block, "scale"), flat(sites, "scale"))
+        return out
+
+    # one compiled program: op by op, every block's concatenate, diag and inverse transform compiled its own small
+    # program (144 compiles for the block-diagonal guide of an MLP 64-4-10)
+    used = {f"{s}_{source_prefix}_{suffix}" for s in guide.sites for suffix in ("loc", "scale")}
+    return jax.jit(place)(params_u, {k: posterior.params[k] for k in used})
