@@ -24,11 +24,14 @@ from zoo.reproduce import rank1_ablations as ablations
 from zoo.reproduce.rank1_setup import (
     QUICK_RECIPE,
     Rank1Settings,
+    choose_mc_dropout_rate,
     corruption_summary,
+    corrupted_sets,
     digits_split,
     draws_for,
     fit_method,
 )
+from zoo.reproduce.rank1_stages import StageTimes, stage
 from zoo.reproduce.report import Report
 from evals.seed_summary import format_mean_se, mean_se, sem
 
@@ -50,7 +53,8 @@ class Rank1Job:
     diversity_from: the checkpoints (every ``recipe.chunk_size`` steps) after this fraction of training make Fig. 6;
     ablation_seeds, ablation_steps, ablation_types, ablation_severities: the section-3 ablations (shorter runs
     on fewer corruptions); components, total_batch: Fig. 3 (K B constant); dropout_rates: Fig. 5;
-    ablations: which of the four to run (a finding whose ablation is left out gets the verdict "not run").
+    ablations: which of the five to run (a finding whose ablation is left out gets the verdict "not run");
+    mc_dropout_rates: MC dropout's rate is the one of these with the best validation NLL (seed 0, the recipe).
     """
 
     seeds: tuple = (0, 1, 2)
@@ -69,8 +73,9 @@ class Rank1Job:
     total_batch: int = 512
     dropout_rates: tuple = (1e-3, 0.1, 0.3)
     methods: tuple = ("deterministic", "batch_ensemble", "rank1_normal", "rank1_cauchy", "mean_field",
-                      "deep_ensemble")
-    ablations: tuple = ("components", "objectives", "dropout_init", "prior_placement")
+                      "mc_dropout", "deep_ensemble")
+    ablations: tuple = ("objectives", "components", "dropout_init", "prior_placement", "positive_priors")
+    mc_dropout_rates: tuple = (0.05, 0.1, 0.2)
 
 
 QUICK = Rank1Job()
@@ -96,33 +101,42 @@ def table2(job: Rank1Job, split, log=print):
     late = job.diversity_from * recipe.steps
     xte, yte = split.standardised(split.test_raw)
     runs, samples, diversity = [], [], []
+    times = {name: StageTimes(name) for name in
+             [f"table 2 fit {m}" for m in job.methods] + ["table 2 scoring", "table 8 scoring", "fig 6 diversity"]}
     for seed in job.seeds:
         posts, draws, counts, checkpoints = {}, {}, {}, {}
         for method in job.methods:
-            if method == "deep_ensemble":
-                members = [fit_method("deterministic", split, recipe, 1000 * (m + 1) + seed, hidden=job.ensemble_hidden)
-                           for m in range(job.ensemble_members)]
-                posts[method], draws[method] = ensemble(members, num_samples=1, seed=seed), 1
-                counts[method] = sum(_num_params(p) for p in members)
-                continue
-            seen = []
-            hook = (lambda step, p, seen=seen: seen.append((step, p)) if step > late else None) \
-                if method in ("rank1_normal", "batch_ensemble") else None
-            posts[method] = fit_method(method, split, recipe, seed, on_chunk=hook)
-            draws[method], counts[method] = draws_for(method, recipe), _num_params(posts[method])
-            if seen:
-                checkpoints[method] = seen
-        summary = corruption_summary(posts, split.test_raw, split, draws=draws, types=job.types,
-                                     severities=job.severities, seed=seed, num_params=counts)
+            with stage(method, into=times[f"table 2 fit {method}"], log=None):
+                if method == "deep_ensemble":
+                    members = [fit_method("deterministic", split, recipe, 1000 * (m + 1) + seed,
+                                          hidden=job.ensemble_hidden) for m in range(job.ensemble_members)]
+                    posts[method], draws[method] = ensemble(members, num_samples=1, seed=seed), 1
+                    counts[method] = sum(_num_params(p) for p in members)
+                    continue
+                seen = []
+                hook = (lambda step, p, seen=seen: seen.append((step, p)) if step > late else None) \
+                    if method in ("rank1_normal", "batch_ensemble") else None
+                posts[method] = fit_method(method, split, recipe, seed, on_chunk=hook)
+                draws[method], counts[method] = draws_for(method, recipe), _num_params(posts[method])
+                if seen:
+                    checkpoints[method] = seen
+        with stage("scoring", into=times["table 2 scoring"], log=None):
+            summary = corruption_summary(posts, split.test_raw, split, draws=draws, types=job.types,
+                                         severities=job.severities, seed=seed, num_params=counts)
         runs.append(summary.assign(seed=seed))
         log(f"  seed {seed}:\n{summary.round(4).to_string(index=False)}")
-        for s in job.eval_samples:
-            row = corruption_summary({"rank1_normal": posts["rank1_normal"]}, split.test_raw, split,
-                                     draws={"rank1_normal": s}, types=job.types, severities=job.severities,
-                                     seed=seed, reference=None).iloc[0].to_dict()
-            samples.append({"samples_per_component": s, "seed": seed, **{k: row[k] for k in METRICS if k in row}})
-        table = diversity_table(checkpoints, xte, yte, num_samples=1, seed=seed)
+        with stage("table 8", into=times["table 8 scoring"], log=None):
+            for s in job.eval_samples:
+                row = corruption_summary({"rank1_normal": posts["rank1_normal"]}, split.test_raw, split,
+                                         draws={"rank1_normal": s}, types=job.types, severities=job.severities,
+                                         seed=seed, reference=None).iloc[0].to_dict()
+                samples.append({"samples_per_component": s, "seed": seed,
+                                **{k: row[k] for k in METRICS if k in row}})
+        with stage("fig 6", into=times["fig 6 diversity"], log=None):
+            table = diversity_table(checkpoints, xte, yte, num_samples=1, seed=seed)
         diversity.append(table.assign(seed=seed))
+    for t in times.values():
+        log(t.line())
     return pd.concat(runs, ignore_index=True), pd.DataFrame(samples), pd.concat(diversity, ignore_index=True)
 
 
@@ -235,16 +249,29 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
                 f"rate {r.dropout_rate:g}, factor prior Normal/Cauchy(1, {r.factor_scale:g}), {r.eval_samples} draws "
                 f"per component at evaluation. Seeds {job.seeds} (ablations: {job.ablation_seeds}, "
                 f"{job.ablation_steps} steps).")
-    report.note("MC dropout is not run: the library's MLP has no dropout layer. The paper's WRN-28-10 on "
-                "CIFAR-10 / CIFAR-10-C (--full with a TFDS data_dir) is not implemented in this job"
-                + (f" (data_dir {data_dir!r} was given and is not used)" if data_dir else "")
-                + "; both settings run the digits experiments. Fig. 9 (real- vs positive-valued priors) is not "
-                "run: the library has no log-normal factor family. BatchEnsemble is the rank-1 model with point-mass "
-                "factors, i.e. MAP under the Normal(1, 0.1) factor prior (Wen et al.'s factors have no prior); the "
-                "Cauchy row keeps the Normal's sigma init p (the paper uses 1e-6 for Cauchy) and is not tuned.")
+    report.note("The paper's WRN-28-10 on CIFAR-10 / CIFAR-10-C (--full with a TFDS data_dir) is not implemented in "
+                "this job" + (f" (data_dir {data_dir!r} was given and is not used)" if data_dir else "")
+                + "; both settings run the digits experiments. BatchEnsemble is the rank-1 model with point-mass "
+                "factors, i.e. MAP under the Normal(1, 0.1) factor prior (Wen et al.'s factors have no prior). The "
+                f"Cauchy row's sigma is initialised from p = {r.cauchy_dropout_rate:g} (the paper's appendix Table 5 "
+                f"for Cauchy; Normal: {r.dropout_rate:g}). Mean field and MC dropout are scored with K x "
+                f"{r.eval_samples} = {r.num_components * r.eval_samples} draws (the rank-1 nets' forward passes); MC "
+                "dropout drops the inputs of every dense layer but the first (hidden units), its rate chosen on the "
+                "validation split.")
 
+    if "mc_dropout" in job.methods:
+        with stage("MC dropout rate on the validation split", log):
+            rate, chosen = choose_mc_dropout_rate(split, job.recipe, job.mc_dropout_rates, seed=job.seeds[0])
+        job = replace(job, recipe=job.recipe.replace(mc_dropout_rate=rate))
+        report.table("mc_dropout_rate", pd.DataFrame(chosen), f"MC dropout's rate by validation NLL (seed "
+                     f"{job.seeds[0]}): {rate:g}")
     log(f"[rank1] Table 2: {len(job.methods)} methods x {len(job.seeds)} seeds")
-    runs, samples, div = table2(job, split, log)
+    with stage("corrupting the test set", log):
+        corrupted_sets(split.test_raw, split, job.types, job.severities)
+        if job.ablation_types is not None or job.types is not None:
+            corrupted_sets(split.test_raw, split, job.ablation_types, job.ablation_severities)
+    with stage("table 2 + table 8 + fig 6", log):
+        runs, samples, div = table2(job, split, log)
     metrics = [m for m in METRICS if m in runs] + ["#params"]
     report.table("table2", _shown(runs, "method", metrics), "Table 2 layout on digits + digits-C (mean +- SE over "
                  "seeds; mCE vs the deterministic net = 100)")
@@ -257,44 +284,58 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
     report.table("fig6_diversity", div, "Fig. 6 data: every checkpoint")
 
     ab = job.recipe.replace(steps=job.ablation_steps)
-    kw = dict(types=job.ablation_types, severities=job.ablation_severities, log=log)
+    kw = dict(types=job.ablation_types, severities=job.ablation_severities, log=log, cache=ablations.FitCache())
     shown = ["NLL", "Acc", "ECE", "cNLL", "cA", "cECE"]
-    ks = obj = drop = place = None
-    if "components" in job.ablations:
-        log("[rank1] ablation: K (Fig. 3)")
-        ks = ablations.components(split, ab, job.ablation_seeds, job.components, job.total_batch, **kw)
-        report.table("fig3_components", _shown(ks, "K", shown), f"Fig. 3: K components, total batch K x B = "
-                     f"{job.total_batch}")
-        report.figure("fig3_components", _errorbars(ks, "K", shown, "K", logx=True), "Fig. 3: metrics against K "
-                      "(mean +- SE)")
-    if "objectives" in job.ablations:
+    ks = obj = drop = place = positive = None
+    if "objectives" in job.ablations:  # first: its "average" arm is the recipe, the later ablations reuse it
         log("[rank1] ablation: average vs mixture likelihood (Fig. 4)")
-        obj, curves = ablations.objectives(split, ab, job.ablation_seeds, **kw)
+        with stage("ablation objective (fig 4)", log):
+            obj, curves = ablations.objectives(split, ab, job.ablation_seeds, **kw)
         report.table("fig4_objective", _shown(obj, "objective", shown), "Fig. 4: training objective (evaluation: "
                      "the mixture)")
         report.figure("fig4_objective", _curves_figure(curves), "Fig. 4: train / test NLL over training, per "
                       "component and of the mixture")
         report.table("fig4_curves", curves, "Fig. 4 data: curves")
+    if "components" in job.ablations:
+        log("[rank1] ablation: K (Fig. 3)")
+        with stage("ablation K (fig 3)", log):
+            ks = ablations.components(split, ab, job.ablation_seeds, job.components, job.total_batch, **kw)
+        report.table("fig3_components", _shown(ks, "K", shown), f"Fig. 3: K components, total batch K x B = "
+                     f"{job.total_batch}")
+        report.figure("fig3_components", _errorbars(ks, "K", shown, "K", logx=True), "Fig. 3: metrics against K "
+                      "(mean +- SE)")
     if "dropout_init" in job.ablations:
         log("[rank1] ablation: dropout-rate initialisation of sigma (Fig. 5)")
-        drop = ablations.dropout_init(split, ab, job.ablation_seeds, job.dropout_rates, **kw)
+        with stage("ablation dropout init (fig 5)", log):
+            drop = ablations.dropout_init(split, ab, job.ablation_seeds, job.dropout_rates, **kw)
         report.table("fig5_dropout_init", _shown(drop, "dropout_rate", shown), "Fig. 5: sigma initialised from a "
                      "dropout rate p")
         report.figure("fig5_dropout_init", _errorbars(drop, "dropout_rate", ["Acc", "NLL", "ECE"], "dropout rate p",
                                                       logx=True), "Fig. 5: accuracy, NLL, ECE against p")
     if "prior_placement" in job.ablations:
         log("[rank1] ablation: priors on s, r or both (Fig. 2)")
-        place = ablations.prior_placement(split, ab, job.ablation_seeds, **kw)
+        with stage("ablation prior placement (fig 2)", log):
+            place = ablations.prior_placement(split, ab, job.ablation_seeds, **kw)
         report.table("fig2_prior_placement", _shown(place, "prior_on", shown), "Fig. 2: priors on s only, r only "
                      "or both")
         report.figure("fig2_prior_placement", _errorbars(place, "prior_on", ["NLL", "ECE", "cNLL", "cECE"],
                                                          "prior on", categorical=True), "Fig. 2: priors on s, r or both")
-    _findings(report, runs, samples, div, ks, obj, drop, place)
+    if "positive_priors" in job.ablations:
+        log("[rank1] ablation: real- vs positive-valued factors (Fig. 9)")
+        with stage("ablation positive priors (fig 9)", log):
+            positive = ablations.positive_priors(split, ab, job.ablation_seeds, **kw)
+        report.table("fig9_positive_priors", _shown(positive, "factors", shown), "Fig. 9: real-valued Normal(1, "
+                     f"{ab.factor_scale:g}) vs positive-valued LogNormal(0, {ab.factor_scale:g}) factors (prior and "
+                     "posterior)")
+        report.figure("fig9_positive_priors", _errorbars(positive, "factors", ["NLL", "Acc", "ECE", "cNLL", "cA",
+                                                                               "cECE"], "factors", categorical=True),
+                      "Fig. 9: real- vs positive-valued factors")
+    _findings(report, runs, samples, div, ks, obj, drop, place, positive)
     report.write()
     return report
 
 
-def _findings(report, runs, samples, div, ks, obj, drop, place):
+def _findings(report, runs, samples, div, ks, obj, drop, place, positive=None):
     """One verdict per finding of the paper (issue 17's list), from the tables above."""
     r1, det, be = "rank1_normal", "deterministic", "batch_ensemble"
     clean = [_below(runs, "method", r1, b, m) for b in (det, be) for m in ("NLL", "ECE")]
@@ -331,6 +372,10 @@ def _findings(report, runs, samples, div, ks, obj, drop, place):
         report.finding("priors on both vectors generalise best on corruptions", "not run", "ablation left out")
     else:
         _placement_finding(report, place)
+    if positive is None:
+        report.finding(POSITIVE_CLAIM, "not run", "ablation left out")
+    else:
+        _positive_finding(report, positive)
     _samples_finding(report, samples)
     _diversity_finding(report, div)
 
@@ -392,3 +437,18 @@ def _diversity_finding(report, div):
                    f"late-checkpoint mean, paired by seed: diversity(rank-1) - diversity(BE) = "
                    f"{format_mean_se(dv[0], dv[1], 3)}, accuracy(rank-1) - accuracy(BE) = "
                    f"{format_mean_se(100 * acc[0], 100 * acc[1], 2)} points (n = {dv[2]} seeds)")
+
+
+POSITIVE_CLAIM = ("real-valued factor priors beat positive-valued (log-normal) ones on test NLL and ECE, "
+                  "comparable accuracy")
+
+
+def _positive_finding(report, positive):
+    real, pos = "real (Normal)", "positive (log-normal)"
+    better = [_below(positive, "factors", real, pos, m) for m in ("NLL", "ECE")]
+    acc = _paired(positive, "factors", real, pos, "Acc")
+    comparable = abs(acc[0]) <= 2 * np.nan_to_num(acc[1]) + 0.25
+    report.finding(POSITIVE_CLAIM, "reproduces" if all(better) and comparable else
+                   "partly" if any(better) else "does not reproduce",
+                   "; ".join(_diff_text(positive, "factors", real, pos, m) for m in ("NLL", "ECE", "Acc", "cNLL",
+                                                                                      "cA", "cECE")))
