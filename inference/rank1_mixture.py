@@ -46,9 +46,12 @@ class RatioCauchy(dist.Cauchy):
         return self.loc + self.scale * jax.random.normal(key_num, shape) / jax.random.normal(key_den, shape)
 
 
-COMPONENTS = {"normal": dist.Normal, "cauchy": RatioCauchy, "lognormal": dist.LogNormal, "delta": None}
-"""Component families on the factors: real-valued Normal / Cauchy, positive-valued LogNormal (app. C.1, Fig. 9;
-its ``loc``, ``scale`` are those of log alpha), Dirac ("delta", BatchEnsemble)."""
+COMPONENTS = {"normal": dist.Normal, "cauchy": RatioCauchy, "lognormal": dist.Normal, "delta": None}
+"""Component families on the factors: real-valued Normal / Cauchy, positive-valued LogNormal (app. C.1, Fig. 9),
+Dirac ("delta", BatchEnsemble). A guide family lives on the unconstrained value of its site, and `SiteGuide`
+maps it through ``biject_to(prior support)``: under a positive-valued prior (``models.rank1.rank1_prior(
+"lognormal")``) that is exp, so "lognormal" is Normal(loc, scale) on log alpha, i.e. LogNormal(loc, scale) on
+alpha; it refuses a real-valued prior (where it would be a plain Normal)."""
 DEFAULT_FACTOR_SITES = tuple(f"*/{s}" for s in RANK1_SITE_SUFFIXES)
 
 
@@ -95,6 +98,9 @@ class Rank1FactorFamily:
     def distribution(self, site, values):
         """Factor sites: Normal/Cauchy/LogNormal(loc, scale) or Delta(loc), (K, c); others Delta(loc). Event shape ``site.shape``."""
         component = COMPONENTS[self.family]
+        if self.family == "lognormal" and self.is_factor(site.name) and site.is_real:
+            raise ValueError(f"family='lognormal' needs a positive-valued prior on {site.name} (models.rank1."
+                             f"rank1_prior('lognormal')); its prior is real-valued")
         if not self.is_factor(site.name) or component is None:
             return DeltaFamily().distribution(site, values)
         return component(values["loc"], values["scale"]).to_event(len(site.shape))
