@@ -25,7 +25,7 @@ from models.errors import InputError
 
 __all__ = ["ExactDraws", "DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
            "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "validation_nll",
-           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "optimizer_of"]
+           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "score_table", "optimizer_of"]
 
 
 @dataclass(frozen=True)
@@ -252,38 +252,28 @@ def corrupted_sets(raw: Dataset, split: DigitsSplit, types=None, severities=(1, 
 def corruption_summary(predictors: dict, raw: Dataset, split: DigitsSplit, *, draws: dict, types=None,
                        severities=(1, 2, 3, 4, 5), seed: int = 0, reference: str = "deterministic",
                        num_params: dict | None = None):
-    """Score {name: predictor} on `raw` (clean) and its corruptions (`corrupted_sets`, ``evals.ood.score_sets``;
-    ``draws[name]`` posterior draws each). Returns the Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE,
-    cNLL, cA, cECE, mCE vs `reference` when scored, #params when `num_params` is given), one row per method
-    (column "method"), in the order of `predictors`."""
+    """Score {name: predictor} on `raw` (clean) and its corruptions (`corrupted_sets`; ``draws[name]`` posterior draws
+    each): `score_table` with the split's ``preprocess``."""
+    sets = corrupted_sets(raw, split, types, severities)
+    return score_table(predictors, sets, raw, draws=draws, preprocess=split.preprocess, seed=seed, reference=reference,
+                       num_params=num_params)
+
+
+def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, seed: int = 0,
+                reference: str = "deterministic", num_params: dict | None = None):
+    """Score {name: predictor} on the `clean` test set and the corrupted `sets` [(type, severity, x, y)]
+    (``evals.ood.score_sets``, ``draws[name]`` draws each, fitted Posteriors through `ExactDraws`). Returns the
+    Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE, cNLL, cA, cECE, mCE vs `reference` when scored,
+    #params when `num_params` is given), one row per method (column "method"), in the order of `predictors`."""
     import pandas as pd
 
     from evals import ood
 
-    sets = corrupted_sets(raw, split, types, severities)
+    sets = list(sets)
     tables = [ood.score_sets({name: ExactDraws(predictor) if hasattr(predictor, "log_predict") and hasattr(
-                                 predictor, "guide") else predictor}, sets, clean=raw, preprocess=split.preprocess,
+                                 predictor, "guide") else predictor}, sets, clean=clean, preprocess=preprocess,
                              num_samples=draws[name], seed=seed).table
               for name, predictor in predictors.items()]  # one call per predictor: its own number of draws
     results = ood.OODResults(table=pd.concat(tables, ignore_index=True))
     summary = ood.summary_table(results, reference if reference in predictors else None, num_params=num_params)
     return summary.loc[list(predictors)].rename_axis("method").reset_index()
-
-
-def validation_nll(post, split: DigitsSplit, draws: int, seed: int = 0) -> float:
-    """Mean NLL of `post`'s predictive (``draws`` draws averaged) on the validation split (never the test set)."""
-    from evals import metrics
-
-    x, y = split.standardised(split.val_raw)
-    return float(metrics.nll(np.asarray(ExactDraws(post).predict(x, num_samples=draws, seed=seed)), y))
-
-
-def choose_mc_dropout_rate(split: DigitsSplit, settings: Rank1Settings, rates=(0.05, 0.1, 0.2), seed: int = 0):
-    """MC dropout's rate by validation NLL: fit ``mc_dropout`` at each rate (`settings`, one seed) and score it on
-    the validation split. Returns (the best rate, [{"rate", "val_NLL"}] one per rate)."""
-    rows = []
-    for rate in rates:
-        s = settings.replace(mc_dropout_rate=float(rate))
-        post = fit_method("mc_dropout", split, s, seed)
-        rows.append({"rate": float(rate), "val_NLL": validation_nll(post, split, draws_for("mc_dropout", s), seed)})
-    return min(rows, key=lambda r: r["val_NLL"])["rate"], rows
