@@ -33,6 +33,7 @@ def test_job_writes_tables_figures_and_a_verdict_per_finding(tiny_report):
         assert (out / f"{name}.png").exists(), name
     diversity = pd.read_csv(out / "fig6_diversity.csv")
     assert set(diversity["method"]) == {"rank1_normal", "batch_ensemble"} and set(diversity["step"]) == {15, 20}
+    assert "mCE" not in pd.read_csv(out / "table8.csv").columns  # no reference scored there
     table2 = pd.read_csv(out / "table2.csv")
     assert list(table2["method"]) == list(TINY.methods)
     assert {"NLL", "Acc", "ECE", "cNLL", "cA", "cECE", "mCE", "#params"} <= set(table2.columns)

@@ -141,7 +141,7 @@ def table2(job: Rank1Job, split, log=print):
                                              draws={"rank1_normal": s}, types=job.types, severities=job.severities,
                                              seed=seed, reference=None).iloc[0].to_dict()
                 samples.append({"samples_per_component": s, "seed": seed,
-                                **{k: row[k] for k in METRICS if k in row}})
+                                **{k: row[k] for k in METRICS if k in row and k != "mCE"}})
         with stage("fig 6", into=times["fig 6 diversity"], log=None):
             table = diversity_table(checkpoints, xte, yte, num_samples=1, seed=seed)
         diversity.append(table.assign(seed=seed))

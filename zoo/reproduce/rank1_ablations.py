@@ -154,16 +154,24 @@ def _placement_model(split, settings, with_prior):
 
 
 def prior_placement(split: DigitsSplit, recipe: Rank1Settings, seeds, types=None, severities=(1, 3, 5),
-                    log=print) -> pd.DataFrame:
-    """Fig. 2: priors on s only, r only, or both (`PRIOR_PLACEMENTS`). One row per (placement, seed)."""
+                    log=print, cache: FitCache | None = None) -> pd.DataFrame:
+    """Fig. 2: priors on s only, r only, or both (`PRIOR_PLACEMENTS`; "both" is the recipe's rank-1 Normal model,
+    from `cache` when the other ablations trained it). One row per (placement, seed)."""
     from types import SimpleNamespace
 
     rows = []
     for label, site in PRIOR_PLACEMENTS.items():
         for seed in seeds:
-            model, guide = _placement_model(split, recipe, site)
-            post = fit_method("rank1_normal", split, recipe, seed, guide=guide, entry=SimpleNamespace(model=model))
-            rows.append(_scored(post, split, recipe, recipe.eval_samples, types, severities, seed, prior_on=label))
+            if site is None:
+                post, _ = fitted("rank1_normal", split, recipe, seed, cache)
+                rows.append(_scored(post, split, recipe, recipe.eval_samples, types, severities, seed, cache,
+                                    prior_on=label))
+            else:
+                model, guide = _placement_model(split, recipe, site)
+                post = fit_method("rank1_normal", split, recipe, seed, guide=guide,
+                                  entry=SimpleNamespace(model=model))
+                rows.append(_scored(post, split, recipe, recipe.eval_samples, types, severities, seed,
+                                    prior_on=label))
             log(f"  prior on {label} seed {seed}: NLL {rows[-1]['NLL']:.4f} cNLL {rows[-1]['cNLL']:.4f}")
     return pd.DataFrame(rows)
 
