@@ -277,3 +277,22 @@ def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, 
     results = ood.OODResults(table=pd.concat(tables, ignore_index=True))
     summary = ood.summary_table(results, reference if reference in predictors else None, num_params=num_params)
     return summary.loc[list(predictors)].rename_axis("method").reset_index()
+
+
+def validation_nll(post, split: DigitsSplit, draws: int, seed: int = 0) -> float:
+    """Mean NLL of `post`'s predictive (``draws`` draws averaged) on the validation split (never the test set)."""
+    from evals import metrics
+
+    x, y = split.standardised(split.val_raw)
+    return float(metrics.nll(np.asarray(ExactDraws(post).predict(x, num_samples=draws, seed=seed)), y))
+
+
+def choose_mc_dropout_rate(split: DigitsSplit, settings: Rank1Settings, rates=(0.05, 0.1, 0.2), seed: int = 0):
+    """MC dropout's rate by validation NLL: fit ``mc_dropout`` at each rate (`settings`, one seed) and score it on
+    the validation split. Returns (the best rate, [{"rate", "val_NLL"}] one per rate)."""
+    rows = []
+    for rate in rates:
+        s = settings.replace(mc_dropout_rate=float(rate))
+        post = fit_method("mc_dropout", split, s, seed)
+        rows.append({"rate": float(rate), "val_NLL": validation_nll(post, split, draws_for("mc_dropout", s), seed)})
+    return min(rows, key=lambda r: r["val_NLL"])["rate"], rows
