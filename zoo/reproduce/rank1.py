@@ -3,13 +3,13 @@ Factors"): ``reproduce_rank1``, the `zoo reproduce rank1` job.
 
 On the shipped digits (8x8, a validation part carved out of the training set for every choice) with the rank-1
 MLP 64-64 (K = 4): the layout of the paper's Table 2 on the digits corruption suite (deterministic,
-BatchEnsemble, rank-1 Normal and Cauchy, mean field, a deep ensemble of half-width point estimates of about
-the rank-1 net's parameter count; MC dropout is not run: the library's MLP has no dropout), Table 8
-(evaluation samples per component), Fig. 6 (diversity against accuracy over late checkpoints, rank-1 vs
-BatchEnsemble) from the same fits, and the section-3 ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5).
-Every finding of the paper gets a verdict in report.md with mean +- SE over seeds.
-The data, methods and recipes live in `zoo.reproduce.rank1_setup`.
-"""
+BatchEnsemble, rank-1 Normal and Cauchy, mean field, MC dropout with its rate chosen on the validation split, a
+deep ensemble of half-width point estimates of about the rank-1 net's parameter count), Table 8 (evaluation
+samples per component), Fig. 6 (diversity against accuracy over late checkpoints, rank-1 vs BatchEnsemble) from
+the same fits, and the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9). In "full", with a TFDS
+data_dir, also WRN-28-10 on CIFAR-10 / CIFAR-10-C (`zoo.reproduce.rank1_cifar`). Every finding of the paper gets
+a verdict in report.md with mean +- SE over seeds (`zoo.reproduce.rank1_verdicts`); every stage logs its seconds
+and XLA compiles (`zoo.reproduce.rank1_stages`). The data, methods and recipes live in `zoo.reproduce.rank1_setup`."""
 
 from __future__ import annotations
 

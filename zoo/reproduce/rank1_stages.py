@@ -2,8 +2,8 @@
 
 ``with stage("table 2", log) as s: ...`` logs ``[rank1] table 2: 123.4 s, 7 compiles (45.6 s compiling)`` at
 the end of the block and keeps the numbers in ``s`` (`StageTimes`). Compiles are counted with JAX's
-monitoring events (``/jax/core/compile/backend_compile_duration``, one per XLA backend compile; a program
-loaded from the persistent compilation cache is not one).
+monitoring events (``/jax/core/compile/backend_compile_duration``, one per program handed to the XLA backend;
+one served from the persistent compilation cache counts too, with its short load time as its seconds).
 """
 
 from __future__ import annotations
