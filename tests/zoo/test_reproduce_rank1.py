@@ -64,3 +64,19 @@ def test_digits_split_holds_out_validation_from_training():
     np.testing.assert_array_equal(split.test_raw.y, test.y)  # the library's own test set, untouched
     assert split.val_raw.x.min() >= 0 and split.val_raw.x.max() <= 1  # raw pixels for the corruption suite
     assert abs(float(split.train.x.mean())) < 1e-4  # standardised by the training part's own pixels
+
+
+def test_stage_times_the_block_counts_its_compiles_and_accumulates():
+    import jax
+    import jax.numpy as jnp
+
+    from zoo.reproduce.rank1_stages import stage
+
+    lines = []
+    with stage("s", lines.append) as times:
+        jax.jit(lambda v: v * 3.0 + 1.0)(jnp.arange(3.0))  # a new program: compiled here
+    first = times.compiles
+    assert first >= 1 and times.seconds > 0 and lines == [times.line()] and lines[0].startswith("[rank1] s: ")
+    with stage("s", None, into=times):
+        pass  # nothing compiled: the counts stay, the seconds add up
+    assert times.compiles == first and len(lines) == 1

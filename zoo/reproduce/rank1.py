@@ -267,13 +267,13 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
 
     ab = job.recipe.replace(steps=job.ablation_steps)
     kw = dict(types=job.ablation_types, severities=job.ablation_severities, log=log, cache=ablations.FitCache())
-    shown = ["NLL", "Acc", "ECE", "cNLL", "cA", "cECE"]
+    cols = ["NLL", "Acc", "ECE", "cNLL", "cA", "cECE"]
     ks = obj = drop = place = positive = None
     if "objectives" in job.ablations:  # first: its "average" arm is the recipe, the later ablations reuse it
         log("[rank1] ablation: average vs mixture likelihood (Fig. 4)")
         with stage("ablation objective (fig 4)", log):
             obj, curves = ablations.objectives(split, ab, job.ablation_seeds, **kw)
-        report.table("fig4_objective", shown(obj, "objective", shown), "Fig. 4: training objective (evaluation: "
+        report.table("fig4_objective", shown(obj, "objective", cols), "Fig. 4: training objective (evaluation: "
                      "the mixture)")
         report.figure("fig4_objective", _curves_figure(curves), "Fig. 4: train / test NLL over training, per "
                       "component and of the mixture")
@@ -282,15 +282,15 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
         log("[rank1] ablation: K (Fig. 3)")
         with stage("ablation K (fig 3)", log):
             ks = ablations.components(split, ab, job.ablation_seeds, job.components, job.total_batch, **kw)
-        report.table("fig3_components", shown(ks, "K", shown), f"Fig. 3: K components, total batch K x B = "
+        report.table("fig3_components", shown(ks, "K", cols), f"Fig. 3: K components, total batch K x B = "
                      f"{job.total_batch}")
-        report.figure("fig3_components", _errorbars(ks, "K", shown, "K", logx=True), "Fig. 3: metrics against K "
+        report.figure("fig3_components", _errorbars(ks, "K", cols, "K", logx=True), "Fig. 3: metrics against K "
                       "(mean +- SE)")
     if "dropout_init" in job.ablations:
         log("[rank1] ablation: dropout-rate initialisation of sigma (Fig. 5)")
         with stage("ablation dropout init (fig 5)", log):
             drop = ablations.dropout_init(split, ab, job.ablation_seeds, job.dropout_rates, **kw)
-        report.table("fig5_dropout_init", shown(drop, "dropout_rate", shown), "Fig. 5: sigma initialised from a "
+        report.table("fig5_dropout_init", shown(drop, "dropout_rate", cols), "Fig. 5: sigma initialised from a "
                      "dropout rate p")
         report.figure("fig5_dropout_init", _errorbars(drop, "dropout_rate", ["Acc", "NLL", "ECE"], "dropout rate p",
                                                       logx=True), "Fig. 5: accuracy, NLL, ECE against p")
@@ -298,7 +298,7 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
         log("[rank1] ablation: priors on s, r or both (Fig. 2)")
         with stage("ablation prior placement (fig 2)", log):
             place = ablations.prior_placement(split, ab, job.ablation_seeds, **kw)
-        report.table("fig2_prior_placement", shown(place, "prior_on", shown), "Fig. 2: priors on s only, r only "
+        report.table("fig2_prior_placement", shown(place, "prior_on", cols), "Fig. 2: priors on s only, r only "
                      "or both")
         report.figure("fig2_prior_placement", _errorbars(place, "prior_on", ["NLL", "ECE", "cNLL", "cECE"],
                                                          "prior on", categorical=True), "Fig. 2: priors on s, r or both")
@@ -306,7 +306,7 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
         log("[rank1] ablation: real- vs positive-valued factors (Fig. 9)")
         with stage("ablation positive priors (fig 9)", log):
             positive = ablations.positive_priors(split, ab, job.ablation_seeds, **kw)
-        report.table("fig9_positive_priors", shown(positive, "factors", shown), "Fig. 9: real-valued Normal(1, "
+        report.table("fig9_positive_priors", shown(positive, "factors", cols), "Fig. 9: real-valued Normal(1, "
                      f"{ab.factor_scale:g}) vs positive-valued LogNormal(0, {ab.factor_scale:g}) factors (prior and "
                      "posterior)")
         report.figure("fig9_positive_priors", _errorbars(positive, "factors", ["NLL", "Acc", "ECE", "cNLL", "cA",
