@@ -20,6 +20,7 @@ import pandas as pd
 
 from evals import metrics
 from evals.ood import diversity, pairwise_disagreement
+from models import structure
 from models.errors import InputError
 from models.rank1 import split_components
 
@@ -40,14 +41,19 @@ def component_probs(posterior, x, num_samples: int = 1, seed: int = 0) -> np.nda
         raise InputError("posterior", f"<{type(posterior).__name__}>",
                          "a posterior of a rank-1 model (models.rank1.Rank1Likelihood)")
     model, state = posterior.model, getattr(posterior, "state", None) or None
-    xs = jnp.asarray(x, jnp.float32)
-
-    def one(params):
-        output = model.apply(params, xs, state)  # (K N, C)
-        return split_components(likelihood.base.predictive(output, params), k)  # (K, N, C)
-
-    probs = np.asarray(jax.jit(jax.vmap(one))(posterior.draws(num_samples, seed=seed)), np.float64)
+    # compiled once per model structure (the checkpoints of a fit, every fit of one structure), not per call
+    per_draw = structure.cached("rank-1 component probs", (model,), lambda: jax.jit(jax.vmap(
+        lambda params, xs, st: _components(model, params, xs, st), in_axes=(0, None, None))))
+    probs = np.asarray(per_draw(posterior.draws(num_samples, seed=seed), jnp.asarray(x, jnp.float32), state),
+                       np.float64)
     return probs.reshape((-1,) + probs.shape[2:])
+
+
+def _components(model, params, xs, state):
+    """One draw's per-component probabilities (K, N, C) of a rank-1 `model` on xs (N, ...)."""
+    likelihood = model.likelihood
+    output = model.apply(params, xs, state)  # (K N, C)
+    return split_components(likelihood.base.predictive(output, params), likelihood.num_components)
 
 
 def member_scores(member_probs, y) -> dict:

@@ -28,7 +28,7 @@ from numpyro.distributions import constraints
 from inference.families import ParamSpec, site_size
 from inference.point_estimate import DeltaFamily
 from inference.site_guide import SiteGuide
-from models.rank1 import RANK1_SITE_SUFFIXES, random_sign_init, scale_from_dropout
+from models.rank1 import RANK1_SITE_SUFFIXES, log_factor_init, random_sign_init, scale_from_dropout
 
 
 class RatioCauchy(dist.Cauchy):
@@ -46,7 +46,12 @@ class RatioCauchy(dist.Cauchy):
         return self.loc + self.scale * jax.random.normal(key_num, shape) / jax.random.normal(key_den, shape)
 
 
-COMPONENTS = {"normal": dist.Normal, "cauchy": RatioCauchy, "delta": None}
+COMPONENTS = {"normal": dist.Normal, "cauchy": RatioCauchy, "lognormal": dist.Normal, "delta": None}
+"""Component families on the factors: real-valued Normal / Cauchy, positive-valued LogNormal (app. C.1, Fig. 9),
+Dirac ("delta", BatchEnsemble). A guide family lives on the unconstrained value of its site, and `SiteGuide`
+maps it through ``biject_to(prior support)``: under a positive-valued prior (``models.rank1.rank1_prior(
+"lognormal")``) that is exp, so "lognormal" is Normal(loc, scale) on log alpha, i.e. LogNormal(loc, scale) on
+alpha; it refuses a real-valued prior (where it would be a plain Normal)."""
 DEFAULT_FACTOR_SITES = tuple(f"*/{s}" for s in RANK1_SITE_SUFFIXES)
 
 
@@ -55,7 +60,8 @@ class Rank1FactorFamily:
     """K-component Normal / Cauchy / Dirac factors on rank-1 factor sites, a point mass elsewhere.
 
     On a site matching `factor_sites` ((K, c): row k is component k), by `family`:
-    Normal/Cauchy(loc, scale) or Delta(loc) (``family="delta"``: BatchEnsemble), loc from
+    Normal/Cauchy(loc, scale), LogNormal(loc, scale) (positive factors; loc from `models.rank1.log_factor_init`)
+    or Delta(loc) (``family="delta"``: BatchEnsemble), loc from
     `models.rank1.random_sign_init` (`sign_init`), scale from the dropout rate p: sqrt(p / (1 - p))
     (section 3.5). Any other site (W, biases) gets `DeltaFamily`, so its Normal prior acts as L2.
     Parameters: ``loc`` (+ ``scale``, softplus-positive, unless "delta").
@@ -82,7 +88,7 @@ class Rank1FactorFamily:
         """Factor sites: {"loc": random signs, "scale"} ("loc" only for "delta"); others `DeltaFamily`'s."""
         if not self.is_factor(site.name):
             return DeltaFamily().params(site)
-        init_sign = random_sign_init(self.sign_init)
+        init_sign = (log_factor_init if self.family == "lognormal" else random_sign_init)(self.sign_init)
         specs = {"loc": ParamSpec(lambda key: init_sign(key, site.shape))}
         if COMPONENTS[self.family] is not None:
             specs["scale"] = ParamSpec(jnp.full(site.shape, scale_from_dropout(self.dropout_rate)),
@@ -90,8 +96,11 @@ class Rank1FactorFamily:
         return specs
 
     def distribution(self, site, values):
-        """Factor sites: Normal/Cauchy(loc, scale) or Delta(loc), (K, c); others Delta(loc). Event shape ``site.shape``."""
+        """Factor sites: Normal/Cauchy/LogNormal(loc, scale) or Delta(loc), (K, c); others Delta(loc). Event shape ``site.shape``."""
         component = COMPONENTS[self.family]
+        if self.family == "lognormal" and self.is_factor(site.name) and site.is_real:
+            raise ValueError(f"family='lognormal' needs a positive-valued prior on {site.name} (models.rank1."
+                             f"rank1_prior('lognormal')); its prior is real-valued")
         if not self.is_factor(site.name) or component is None:
             return DeltaFamily().distribution(site, values)
         return component(values["loc"], values["scale"]).to_event(len(site.shape))

@@ -62,6 +62,23 @@ def random_sign_init(v):
     return init
 
 
+def log_factor_init(v):
+    """Initialiser ``init(key, shape, dtype=float32)`` of the log-location of positive-valued (log-normal)
+    factors, the counterpart of `random_sign_init` (rank-1 paper app. C.1, Fig. 9: positive-valued priors):
+    v <= 0: each entry ~ N(0, |v|), i.e. factors exp(N(0, |v|)) around 1; v > 0: zeros (every factor 1; a
+    positive factor has no sign to flip). Returns an array of ``shape``."""
+    v = float(v)
+    if v > 1.0:
+        raise ValueError(f"log_factor_init: v is a probability when positive, expected v <= 1, got {v}")
+
+    def init(key, shape, dtype=jnp.float32):
+        if v > 0:
+            return jnp.zeros(tuple(shape), dtype)
+        return (abs(v) * jax.random.normal(key, tuple(shape))).astype(dtype)
+
+    return init
+
+
 def scale_from_dropout(p):
     """Standard deviation sigma = sqrt(p / (1 - p)) equivalent to a binary dropout rate p (section 3.5).
 
@@ -324,14 +341,29 @@ def rank1_likelihood(base, num_components, objective="average"):
     return Rank1Likelihood(base, num_components, objective)
 
 
+def _lognormal(scale, loc=1.0):
+    """LogNormal(log loc, scale) on every entry: positive factors with median `loc` (sd about loc * scale)."""
+    from numpyro.distributions import LogNormal
+
+    if not loc > 0:
+        raise ValueError(f"factor_loc: a log-normal factor prior needs factor_loc > 0, got {loc!r}")
+
+    def prior(name, shape):
+        return LogNormal(math.log(loc), scale).expand(tuple(shape))
+
+    prior.spec = {"kind": "lognormal", "scale": scale, "loc": loc}
+    return prior
+
+
 def rank1_prior(factor="normal", factor_loc=1.0, factor_scale=0.1, weight_prior=None):
     """Prior for rank-1 models: Normal or Cauchy(factor_loc, factor_scale) on every ``*/alpha`` and
-    ``*/gamma`` site (the rank-1 reference implementation's factor prior on CIFAR: loc 1, scale 0.1),
+    ``*/gamma`` site (the rank-1 reference implementation's factor prior on CIFAR: loc 1, scale 0.1), or,
+    with ``factor="lognormal"``, the positive-valued LogNormal(log factor_loc, factor_scale) (app. C.1),
     `weight_prior` (default Normal(0, 1), i.e. L2) on the rest.
     """
-    factor_priors = {"normal": priors_lib.normal, "cauchy": priors_lib.cauchy}
+    factor_priors = {"normal": priors_lib.normal, "cauchy": priors_lib.cauchy, "lognormal": _lognormal}
     if factor not in factor_priors:
-        raise ValueError(f"factor: expected 'normal' or 'cauchy', got {factor!r}")
+        raise ValueError(f"factor: expected 'normal', 'cauchy' or 'lognormal', got {factor!r}")
     fp = factor_priors[factor](factor_scale, loc=factor_loc)
     return priors_lib.by_pattern({f"*/{s}": fp for s in RANK1_SITE_SUFFIXES},
                                  default=weight_prior or priors_lib.normal(1.0))

@@ -3,13 +3,13 @@ Factors"): ``reproduce_rank1``, the `zoo reproduce rank1` job.
 
 On the shipped digits (8x8, a validation part carved out of the training set for every choice) with the rank-1
 MLP 64-64 (K = 4): the layout of the paper's Table 2 on the digits corruption suite (deterministic,
-BatchEnsemble, rank-1 Normal and Cauchy, mean field, a deep ensemble of half-width point estimates of about
-the rank-1 net's parameter count; MC dropout is not run: the library's MLP has no dropout), Table 8
-(evaluation samples per component), Fig. 6 (diversity against accuracy over late checkpoints, rank-1 vs
-BatchEnsemble) from the same fits, and the section-3 ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5).
-Every finding of the paper gets a verdict in report.md with mean +- SE over seeds.
-The data, methods and recipes live in `zoo.reproduce.rank1_setup`.
-"""
+BatchEnsemble, rank-1 Normal and Cauchy, mean field, MC dropout with its rate chosen on the validation split, a
+deep ensemble of half-width point estimates of about the rank-1 net's parameter count), Table 8 (evaluation
+samples per component), Fig. 6 (diversity against accuracy over late checkpoints, rank-1 vs BatchEnsemble) from
+the same fits, and the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9). In "full", with a TFDS
+data_dir, also WRN-28-10 on CIFAR-10 / CIFAR-10-C (`zoo.reproduce.rank1_cifar`). Every finding of the paper gets
+a verdict in report.md with mean +- SE over seeds (`zoo.reproduce.rank1_verdicts`); every stage logs its seconds
+and XLA compiles (`zoo.reproduce.rank1_stages`). The data, methods and recipes live in `zoo.reproduce.rank1_setup`."""
 
 from __future__ import annotations
 
@@ -23,14 +23,20 @@ from evals.ood import ensemble
 from zoo.reproduce import rank1_ablations as ablations
 from zoo.reproduce.rank1_setup import (
     QUICK_RECIPE,
+    ExactDraws,
     Rank1Settings,
+    choose_mc_dropout_rate,
     corruption_summary,
+    corrupted_sets,
     digits_split,
     draws_for,
     fit_method,
 )
+from zoo.reproduce.rank1_stages import StageTimes, stage
+from zoo.reproduce.rank1_cifar import CIFAR_FULL, CifarJob, cifar_part
+from zoo.reproduce.rank1_verdicts import findings, shown, table2_finding
 from zoo.reproduce.report import Report
-from evals.seed_summary import format_mean_se, mean_se, sem
+from evals.seed_summary import mean_se
 
 __all__ = ["Rank1Job", "QUICK", "FULL", "table2", "reproduce_rank1"]
 
@@ -50,7 +56,10 @@ class Rank1Job:
     diversity_from: the checkpoints (every ``recipe.chunk_size`` steps) after this fraction of training make Fig. 6;
     ablation_seeds, ablation_steps, ablation_types, ablation_severities: the section-3 ablations (shorter runs
     on fewer corruptions); components, total_batch: Fig. 3 (K B constant); dropout_rates: Fig. 5;
-    ablations: which of the four to run (a finding whose ablation is left out gets the verdict "not run").
+    ablations: which of the five to run (a finding whose ablation is left out gets the verdict "not run");
+    mc_dropout_rates: MC dropout's rate is the one of these with the best validation NLL (seed 0, the recipe);
+    cifar: the WRN on CIFAR-10 / CIFAR-10-C part (`zoo.reproduce.rank1_cifar`, needs the TFDS sets in data_dir;
+    None: left out, as in QUICK).
     """
 
     seeds: tuple = (0, 1, 2)
@@ -61,7 +70,7 @@ class Rank1Job:
     ensemble_members: int = 4
     eval_samples: tuple = (1, 4, 25)
     diversity_from: float = 0.6
-    ablation_seeds: tuple = (0, 1)
+    ablation_seeds: tuple = (0, 1, 2)
     ablation_steps: int = 1500
     ablation_types: tuple | None = ABLATION_TYPES
     ablation_severities: tuple = (1, 3, 5)
@@ -69,8 +78,10 @@ class Rank1Job:
     total_batch: int = 512
     dropout_rates: tuple = (1e-3, 0.1, 0.3)
     methods: tuple = ("deterministic", "batch_ensemble", "rank1_normal", "rank1_cauchy", "mean_field",
-                      "deep_ensemble")
-    ablations: tuple = ("components", "objectives", "dropout_init", "prior_placement")
+                      "mc_dropout", "deep_ensemble")
+    ablations: tuple = ("objectives", "components", "dropout_init", "prior_placement", "positive_priors")
+    mc_dropout_rates: tuple = (0.05, 0.1, 0.2)
+    cifar: CifarJob | None = None
 
 
 QUICK = Rank1Job()
@@ -78,7 +89,7 @@ QUICK = Rank1Job()
 # range of Fig. 5, full-length ablations, every corruption type; hours on 2 CPU cores.
 FULL = Rank1Job(seeds=tuple(range(10)), recipe=QUICK_RECIPE.replace(steps=6000), ablation_seeds=tuple(range(5)),
                 ablation_steps=6000, ablation_types=None, ablation_severities=(1, 2, 3, 4, 5),
-                dropout_rates=(1e-6, 1e-3, 0.01, 0.1, 0.2, 0.3))
+                dropout_rates=(1e-6, 1e-3, 0.01, 0.1, 0.2, 0.3), cifar=CIFAR_FULL)
 
 
 def _num_params(post) -> int:
@@ -96,63 +107,47 @@ def table2(job: Rank1Job, split, log=print):
     late = job.diversity_from * recipe.steps
     xte, yte = split.standardised(split.test_raw)
     runs, samples, diversity = [], [], []
+    times = {name: StageTimes(name) for name in
+             [f"table 2 fit {m}" for m in job.methods] + ["table 2 scoring", "table 8 scoring", "fig 6 diversity"]}
     for seed in job.seeds:
         posts, draws, counts, checkpoints = {}, {}, {}, {}
         for method in job.methods:
-            if method == "deep_ensemble":
-                members = [fit_method("deterministic", split, recipe, 1000 * (m + 1) + seed, hidden=job.ensemble_hidden)
-                           for m in range(job.ensemble_members)]
-                posts[method], draws[method] = ensemble(members, num_samples=1, seed=seed), 1
-                counts[method] = sum(_num_params(p) for p in members)
-                continue
-            seen = []
-            hook = (lambda step, p, seen=seen: seen.append((step, p)) if step > late else None) \
-                if method in ("rank1_normal", "batch_ensemble") else None
-            posts[method] = fit_method(method, split, recipe, seed, on_chunk=hook)
-            draws[method], counts[method] = draws_for(method, recipe), _num_params(posts[method])
-            if seen:
-                checkpoints[method] = seen
-        summary = corruption_summary(posts, split.test_raw, split, draws=draws, types=job.types,
-                                     severities=job.severities, seed=seed, num_params=counts)
+            with stage(method, into=times[f"table 2 fit {method}"], log=None):
+                if method == "deep_ensemble":
+                    members = [fit_method("deterministic", split, recipe, 1000 * (m + 1) + seed,
+                                          hidden=job.ensemble_hidden) for m in range(job.ensemble_members)]
+                    posts[method] = ensemble([ExactDraws(p) for p in members], num_samples=1, seed=seed)
+                    draws[method] = 1
+                    counts[method] = sum(_num_params(p) for p in members)
+                    continue
+                seen = []
+                hook = (lambda step, p, seen=seen: seen.append((step, p)) if step > late else None) \
+                    if method in ("rank1_normal", "batch_ensemble") else None
+                posts[method] = fit_method(method, split, recipe, seed, on_chunk=hook)
+                draws[method], counts[method] = draws_for(method, recipe), _num_params(posts[method])
+                if seen:
+                    checkpoints[method] = seen
+        with stage("scoring", into=times["table 2 scoring"], log=None):
+            summary = corruption_summary(posts, split.test_raw, split, draws=draws, types=job.types,
+                                         severities=job.severities, seed=seed, num_params=counts)
         runs.append(summary.assign(seed=seed))
         log(f"  seed {seed}:\n{summary.round(4).to_string(index=False)}")
-        for s in job.eval_samples:
-            row = corruption_summary({"rank1_normal": posts["rank1_normal"]}, split.test_raw, split,
-                                     draws={"rank1_normal": s}, types=job.types, severities=job.severities,
-                                     seed=seed, reference=None).iloc[0].to_dict()
-            samples.append({"samples_per_component": s, "seed": seed, **{k: row[k] for k in METRICS if k in row}})
-        table = diversity_table(checkpoints, xte, yte, num_samples=1, seed=seed)
+        with stage("table 8", into=times["table 8 scoring"], log=None):
+            for s in job.eval_samples:
+                if s == draws["rank1_normal"]:  # Table 2's own row: the same draws
+                    row = summary.set_index("method").loc["rank1_normal"].to_dict()
+                else:
+                    row = corruption_summary({"rank1_normal": posts["rank1_normal"]}, split.test_raw, split,
+                                             draws={"rank1_normal": s}, types=job.types, severities=job.severities,
+                                             seed=seed, reference=None).iloc[0].to_dict()
+                samples.append({"samples_per_component": s, "seed": seed,
+                                **{k: row[k] for k in METRICS if k in row and k != "mCE"}})
+        with stage("fig 6", into=times["fig 6 diversity"], log=None):
+            table = diversity_table(checkpoints, xte, yte, num_samples=1, seed=seed)
         diversity.append(table.assign(seed=seed))
+    for t in times.values():
+        log(t.line())
     return pd.concat(runs, ignore_index=True), pd.DataFrame(samples), pd.concat(diversity, ignore_index=True)
-
-
-def _shown(runs: pd.DataFrame, by, metrics, digits=3) -> pd.DataFrame:
-    """mean +- SE strings per group (evals.seed_summary), in the order the groups first appear."""
-    summary = mean_se(runs, by, metrics)
-    order = {v: i for i, v in enumerate(runs[by].drop_duplicates())}
-    summary = summary.sort_values(by, key=lambda col: col.map(order)).reset_index(drop=True)
-    out = summary[[by, "n"]].copy()
-    for m in metrics:
-        out[m] = [format_mean_se(a, b, digits) for a, b in zip(summary[f"{m}_mean"], summary[f"{m}_se"])]
-    return out
-
-
-def _paired(runs, by, a, b, metric, key="seed"):
-    """Mean and SE over seeds of metric(a) - metric(b), paired by seed."""
-    wide = runs.pivot_table(index=key, columns=by, values=metric)
-    d = (wide[a] - wide[b]).dropna()
-    return float(d.mean()), sem(d), len(d)
-
-
-def _diff_text(runs, by, a, b, metric, digits=4):
-    m, se, n = _paired(runs, by, a, b, metric)
-    return f"{metric}({a}) - {metric}({b}) = {format_mean_se(m, se, digits)} (n = {n})"
-
-
-def _below(runs, by, a, b, metric):
-    """Whether metric(a) < metric(b) by more than 2 SE of the paired difference (1 when SE is NaN)."""
-    m, se, _ = _paired(runs, by, a, b, metric)
-    return m + 2 * (se if np.isfinite(se) else 0.0) < 0
 
 
 def _errorbars(runs, x, metrics, xlabel, logx=False, categorical=False):
@@ -212,8 +207,8 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
       out_dir: output folder (tables as CSV + Markdown, figures as PNG, report.md).
       setting: "quick" (`QUICK`, under 10 minutes on 2 CPU cores) or "full" (`FULL`), or a `Rank1Job`.
       seeds: the Table-2 seeds (default: the setting's); the ablations use the first ``len(ablation_seeds)``.
-      data_dir: TFDS folder for the paper's WRN-28-10 on CIFAR-10 / CIFAR-10-C; that part is not implemented
-        here: the job says so in the report and runs the digits experiments (the fallback).
+      data_dir: TFDS folder with cifar10 and cifar10_corrupted for the WRN part (``job.cifar``, in "full"); without
+        it, or when a set is missing, that finding is "not run" with the reason and the digits parts still run.
     Returns the written `Report`.
     """
     job = setting if isinstance(setting, Rank1Job) else {"quick": QUICK, "full": FULL}[setting]
@@ -235,21 +230,35 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
                 f"rate {r.dropout_rate:g}, factor prior Normal/Cauchy(1, {r.factor_scale:g}), {r.eval_samples} draws "
                 f"per component at evaluation. Seeds {job.seeds} (ablations: {job.ablation_seeds}, "
                 f"{job.ablation_steps} steps).")
-    report.note("MC dropout is not run: the library's MLP has no dropout layer. The paper's WRN-28-10 on "
-                "CIFAR-10 / CIFAR-10-C (--full with a TFDS data_dir) is not implemented in this job"
-                + (f" (data_dir {data_dir!r} was given and is not used)" if data_dir else "")
-                + "; both settings run the digits experiments. Fig. 9 (real- vs positive-valued priors) is not "
-                "run: the library has no log-normal factor family. BatchEnsemble is the rank-1 model with point-mass "
-                "factors, i.e. MAP under the Normal(1, 0.1) factor prior (Wen et al.'s factors have no prior); the "
-                "Cauchy row keeps the Normal's sigma init p (the paper uses 1e-6 for Cauchy) and is not tuned.")
+    report.note(("The paper's WRN-28-10 on CIFAR-10 / CIFAR-10-C runs in --full with a TFDS data_dir (its finding "
+                 "says \"not run\" and why when the sets are missing)" if job.cifar is not None else
+                 "The WRN on CIFAR-10 / CIFAR-10-C is left out of this setting (--full runs it from a TFDS data_dir)")
+                + "; both settings run the digits experiments. BatchEnsemble is the rank-1 model with point-mass "
+                "factors, i.e. MAP under the Normal(1, 0.1) factor prior (Wen et al.'s factors have no prior). The "
+                f"Cauchy row's sigma is initialised from p = {r.cauchy_dropout_rate:g} (the paper's appendix Table 5 "
+                f"for Cauchy; Normal: {r.dropout_rate:g}). Mean field and MC dropout are scored with K x "
+                f"{r.eval_samples} = {r.num_components * r.eval_samples} draws (the rank-1 nets' forward passes); MC "
+                "dropout drops the inputs of every dense layer but the first (hidden units), its rate chosen on the "
+                "validation split.")
 
+    if "mc_dropout" in job.methods:
+        with stage("MC dropout rate on the validation split", log):
+            rate, chosen = choose_mc_dropout_rate(split, job.recipe, job.mc_dropout_rates, seed=job.seeds[0])
+        job = replace(job, recipe=job.recipe.replace(mc_dropout_rate=rate))
+        report.table("mc_dropout_rate", pd.DataFrame(chosen), f"MC dropout's rate by validation NLL (seed "
+                     f"{job.seeds[0]}): {rate:g}")
     log(f"[rank1] Table 2: {len(job.methods)} methods x {len(job.seeds)} seeds")
-    runs, samples, div = table2(job, split, log)
+    with stage("corrupting the test set", log):
+        corrupted_sets(split.test_raw, split, job.types, job.severities)
+        if job.ablation_types is not None or job.types is not None:
+            corrupted_sets(split.test_raw, split, job.ablation_types, job.ablation_severities)
+    with stage("table 2 + table 8 + fig 6", log):
+        runs, samples, div = table2(job, split, log)
     metrics = [m for m in METRICS if m in runs] + ["#params"]
-    report.table("table2", _shown(runs, "method", metrics), "Table 2 layout on digits + digits-C (mean +- SE over "
+    report.table("table2", shown(runs, "method", metrics), "Table 2 layout on digits + digits-C (mean +- SE over "
                  "seeds; mCE vs the deterministic net = 100)")
     report.table("table2_runs", runs, "Table 2, every run")
-    report.table("table8", _shown(samples, "samples_per_component", [m for m in METRICS if m in samples]),
+    report.table("table8", shown(samples, "samples_per_component", [m for m in METRICS if m in samples]),
                  "Table 8: rank-1 Normal evaluated with 1, 4, 25 draws per component (same fits)")
     report.figure("fig6_diversity", plot_diversity(div.groupby(["method", "step"], as_index=False).mean(
         numeric_only=True)), "Fig. 6: disagreement / (1 - acc) against accuracy and NLL over late checkpoints "
@@ -257,138 +266,55 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
     report.table("fig6_diversity", div, "Fig. 6 data: every checkpoint")
 
     ab = job.recipe.replace(steps=job.ablation_steps)
-    kw = dict(types=job.ablation_types, severities=job.ablation_severities, log=log)
-    shown = ["NLL", "Acc", "ECE", "cNLL", "cA", "cECE"]
-    ks = obj = drop = place = None
-    if "components" in job.ablations:
-        log("[rank1] ablation: K (Fig. 3)")
-        ks = ablations.components(split, ab, job.ablation_seeds, job.components, job.total_batch, **kw)
-        report.table("fig3_components", _shown(ks, "K", shown), f"Fig. 3: K components, total batch K x B = "
-                     f"{job.total_batch}")
-        report.figure("fig3_components", _errorbars(ks, "K", shown, "K", logx=True), "Fig. 3: metrics against K "
-                      "(mean +- SE)")
-    if "objectives" in job.ablations:
+    kw = dict(types=job.ablation_types, severities=job.ablation_severities, log=log, cache=ablations.FitCache())
+    cols = ["NLL", "Acc", "ECE", "cNLL", "cA", "cECE"]
+    ks = obj = drop = place = positive = None
+    if "objectives" in job.ablations:  # first: its "average" arm is the recipe, the later ablations reuse it
         log("[rank1] ablation: average vs mixture likelihood (Fig. 4)")
-        obj, curves = ablations.objectives(split, ab, job.ablation_seeds, **kw)
-        report.table("fig4_objective", _shown(obj, "objective", shown), "Fig. 4: training objective (evaluation: "
+        with stage("ablation objective (fig 4)", log):
+            obj, curves = ablations.objectives(split, ab, job.ablation_seeds, **kw)
+        report.table("fig4_objective", shown(obj, "objective", cols), "Fig. 4: training objective (evaluation: "
                      "the mixture)")
         report.figure("fig4_objective", _curves_figure(curves), "Fig. 4: train / test NLL over training, per "
                       "component and of the mixture")
         report.table("fig4_curves", curves, "Fig. 4 data: curves")
+    if "components" in job.ablations:
+        log("[rank1] ablation: K (Fig. 3)")
+        with stage("ablation K (fig 3)", log):
+            ks = ablations.components(split, ab, job.ablation_seeds, job.components, job.total_batch, **kw)
+        report.table("fig3_components", shown(ks, "K", cols), f"Fig. 3: K components, total batch K x B = "
+                     f"{job.total_batch}")
+        report.figure("fig3_components", _errorbars(ks, "K", cols, "K", logx=True), "Fig. 3: metrics against K "
+                      "(mean +- SE)")
     if "dropout_init" in job.ablations:
         log("[rank1] ablation: dropout-rate initialisation of sigma (Fig. 5)")
-        drop = ablations.dropout_init(split, ab, job.ablation_seeds, job.dropout_rates, **kw)
-        report.table("fig5_dropout_init", _shown(drop, "dropout_rate", shown), "Fig. 5: sigma initialised from a "
+        with stage("ablation dropout init (fig 5)", log):
+            drop = ablations.dropout_init(split, ab, job.ablation_seeds, job.dropout_rates, **kw)
+        report.table("fig5_dropout_init", shown(drop, "dropout_rate", cols), "Fig. 5: sigma initialised from a "
                      "dropout rate p")
         report.figure("fig5_dropout_init", _errorbars(drop, "dropout_rate", ["Acc", "NLL", "ECE"], "dropout rate p",
                                                       logx=True), "Fig. 5: accuracy, NLL, ECE against p")
     if "prior_placement" in job.ablations:
         log("[rank1] ablation: priors on s, r or both (Fig. 2)")
-        place = ablations.prior_placement(split, ab, job.ablation_seeds, **kw)
-        report.table("fig2_prior_placement", _shown(place, "prior_on", shown), "Fig. 2: priors on s only, r only "
+        with stage("ablation prior placement (fig 2)", log):
+            place = ablations.prior_placement(split, ab, job.ablation_seeds, **kw)
+        report.table("fig2_prior_placement", shown(place, "prior_on", cols), "Fig. 2: priors on s only, r only "
                      "or both")
         report.figure("fig2_prior_placement", _errorbars(place, "prior_on", ["NLL", "ECE", "cNLL", "cECE"],
                                                          "prior on", categorical=True), "Fig. 2: priors on s, r or both")
-    _findings(report, runs, samples, div, ks, obj, drop, place)
+    if "positive_priors" in job.ablations:
+        log("[rank1] ablation: real- vs positive-valued factors (Fig. 9)")
+        with stage("ablation positive priors (fig 9)", log):
+            positive = ablations.positive_priors(split, ab, job.ablation_seeds, **kw)
+        report.table("fig9_positive_priors", shown(positive, "factors", cols), "Fig. 9: real-valued Normal(1, "
+                     f"{ab.factor_scale:g}) vs positive-valued LogNormal(0, {ab.factor_scale:g}) factors (prior and "
+                     "posterior)")
+        report.figure("fig9_positive_priors", _errorbars(positive, "factors", ["NLL", "Acc", "ECE", "cNLL", "cA",
+                                                                               "cECE"], "factors", categorical=True),
+                      "Fig. 9: real- vs positive-valued factors")
+    findings(report, runs, samples, div, ks, obj, drop, place, positive)
+    if job.cifar is not None:
+        with stage("CIFAR-10 / CIFAR-10-C (WRN)", log):
+            cifar_part(report, job.cifar, data_dir, log, finding=table2_finding)
     report.write()
     return report
-
-
-def _findings(report, runs, samples, div, ks, obj, drop, place):
-    """One verdict per finding of the paper (issue 17's list), from the tables above."""
-    r1, det, be = "rank1_normal", "deterministic", "batch_ensemble"
-    clean = [_below(runs, "method", r1, b, m) for b in (det, be) for m in ("NLL", "ECE")]
-    corr = [_below(runs, "method", r1, b, m) for b in (det, be) for m in ("cNLL", "cECE")]
-    rel = {m: _paired(runs, "method", r1, det, m)[0] / runs[runs.method == det][m].mean() for m in ("NLL", "cNLL")}
-    more = rel["cNLL"] < rel["NLL"]
-    verdict = "reproduces" if all(clean) and all(corr) and more else "partly" if any(clean + corr) else \
-        "does not reproduce"
-    report.finding("rank-1 (Normal) beats deterministic and BatchEnsemble on NLL and ECE, more so under corruption",
-                   verdict, "; ".join(_diff_text(runs, "method", r1, b, m) for b in (det, be)
-                                      for m in ("NLL", "ECE", "cNLL", "cECE"))
-                   + f"; relative NLL change vs deterministic clean {100 * rel['NLL']:+.1f} %, corrupted "
-                     f"{100 * rel['cNLL']:+.1f} % (significant at 2 SE: clean {clean}, corrupted {corr})")
-
-    if ks is None:
-        report.finding("more mixture components help, up to a limit (K = 16 declines)", "not run", "ablation left out")
-    else:
-        _components_finding(report, ks)
-    if obj is None:
-        report.finding("training with the average per-component likelihood generalises better than the log-mixture",
-                       "not run", "ablation left out")
-    else:
-        better = [_below(obj, "objective", "average", "mixture", mm) for mm in ("NLL", "cNLL")]
-        report.finding("training with the average per-component likelihood generalises better than the "
-                       "log-mixture", "reproduces" if all(better) else "partly" if any(better) else
-                       "does not reproduce",
-                       "; ".join(_diff_text(obj, "objective", "average", "mixture", mm) for mm in ("NLL", "Acc", "cNLL")))
-    if drop is None:
-        report.finding("near-zero sigma initialisation (small dropout rate) gives better accuracy", "not run",
-                       "ablation left out")
-    else:
-        _dropout_finding(report, drop)
-    if place is None:
-        report.finding("priors on both vectors generalise best on corruptions", "not run", "ablation left out")
-    else:
-        _placement_finding(report, place)
-    _samples_finding(report, samples)
-    _diversity_finding(report, div)
-
-
-def _components_finding(report, ks):
-    m = mean_se(ks, "K", ["NLL", "cNLL"]).set_index("K")
-    best = int(m["NLL_mean"].idxmin())
-    k1, kmax = m.index.min(), m.index.max()
-    helps = m.loc[best, "NLL_mean"] < m.loc[k1, "NLL_mean"]
-    limit = best < kmax and m.loc[kmax, "NLL_mean"] > m.loc[best, "NLL_mean"]
-    report.finding("more mixture components help, up to a limit (K = 16 declines)",
-                   "reproduces" if helps and limit else "partly" if helps else "does not reproduce",
-                   "test NLL by K: " + ", ".join(f"K={k}: {format_mean_se(r.NLL_mean, r.NLL_se, 4)}" for k, r in m.iterrows())
-                   + "; cNLL by K: " + ", ".join(f"K={k}: {format_mean_se(r.cNLL_mean, r.cNLL_se, 3)}"
-                                                  for k, r in m.iterrows()))
-
-
-def _dropout_finding(report, drop):
-    d = mean_se(drop, "dropout_rate", ["Acc", "ECE", "NLL"]).set_index("dropout_rate")
-    lo, hi = d.index.min(), d.index.max()
-    acc_gain = _paired(drop, "dropout_rate", lo, hi, "Acc")
-    report.finding("near-zero sigma initialisation (small dropout rate) gives better accuracy",
-                   "reproduces" if acc_gain[0] - 2 * np.nan_to_num(acc_gain[1]) > 0 else
-                   "partly" if acc_gain[0] > 0 else "does not reproduce",
-                   "accuracy by p: " + ", ".join(f"p={p:g}: {format_mean_se(r.Acc_mean, r.Acc_se, 2)} %"
-                                                for p, r in d.iterrows())
-                   + f"; ECE by p: " + ", ".join(f"p={p:g}: {format_mean_se(r.ECE_mean, r.ECE_se, 4)}" for p, r in d.iterrows())
-                   + f"; Acc(p={lo:g}) - Acc(p={hi:g}) = {format_mean_se(acc_gain[0], acc_gain[1], 2)} points")
-
-
-def _placement_finding(report, place):
-    both = [_below(place, "prior_on", "both", o, "cNLL") for o in ("s only", "r only")]
-    pm = mean_se(place, "prior_on", ["cNLL"]).set_index("prior_on")
-    lowest = pm["cNLL_mean"].idxmin() == "both"
-    report.finding("priors on both vectors generalise best on corruptions",
-                   "reproduces" if all(both) else "partly" if lowest or any(both) else "does not reproduce",
-                   "cNLL: " + ", ".join(f"{k}: {format_mean_se(r.cNLL_mean, r.cNLL_se, 4)}" for k, r in pm.iterrows())
-                   + "; " + "; ".join(_diff_text(place, "prior_on", "both", o, "cNLL") for o in ("s only", "r only")))
-
-
-def _samples_finding(report, samples):
-    s_lo, s_hi = samples.samples_per_component.min(), samples.samples_per_component.max()
-    help_c = [_below(samples, "samples_per_component", s_hi, s_lo, mm) for mm in ("cNLL", "cECE")]
-    help_c.append(_below(samples.assign(err=-samples["cA"]), "samples_per_component", s_hi, s_lo, "err"))  # cA up
-    report.finding("more evaluation samples per component help the corrupted metrics",
-                   "reproduces" if all(help_c) else "partly" if any(help_c) else "does not reproduce",
-                   "; ".join(_diff_text(samples, "samples_per_component", s_hi, s_lo, mm)
-                             for mm in ("NLL", "cNLL", "cA", "cECE")))
-
-
-def _diversity_finding(report, div):
-    r1, be = "rank1_normal", "batch_ensemble"
-    late = div.groupby(["method", "seed"], as_index=False)[["diversity", "accuracy"]].mean()
-    dv = _paired(late, "method", r1, be, "diversity")
-    acc = _paired(late, "method", r1, be, "accuracy")
-    verdict = ("reproduces" if dv[0] - 2 * np.nan_to_num(dv[1]) > 0 and acc[0] >= -0.005 else
-               "partly" if dv[0] > 0 else "does not reproduce")
-    report.finding("rank-1 members are more diverse than BatchEnsemble's at equal or better accuracy", verdict,
-                   f"late-checkpoint mean, paired by seed: diversity(rank-1) - diversity(BE) = "
-                   f"{format_mean_se(dv[0], dv[1], 3)}, accuracy(rank-1) - accuracy(BE) = "
-                   f"{format_mean_se(100 * acc[0], 100 * acc[1], 2)} points (n = {dv[2]} seeds)")

@@ -23,8 +23,9 @@ import optax
 from inference.data import Dataset
 from models.errors import InputError
 
-__all__ = ["DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
-           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "optimizer_of"]
+__all__ = ["ExactDraws", "DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
+           "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "validation_nll",
+           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "score_table", "optimizer_of"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class Rank1Settings:
     factor_scale: the factor prior's sd (Normal / Cauchy(1, factor_scale); paper 0.1);
     prior_scale: sd of W's Normal prior (L2); objective: "average" or "mixture" (section 3.4);
     eval_samples: draws per component at evaluation (Table 8: 1, 4, 25); hidden: the MLP widths;
+    cauchy_dropout_rate: the Cauchy rows' sigma init (the paper's appendix Table 5: 1e-6 for Cauchy, 1e-3 for
+    Normal); mc_dropout_rate: MC dropout's rate (`choose_mc_dropout_rate` picks it on the validation split);
     chunk_size: steps per compiled chunk (``inference.fit``), also the spacing of checkpoints (Figs. 4, 6):
     one value for every fit, so that fits of one structure compile once.
     """
@@ -108,6 +111,8 @@ class Rank1Settings:
     eval_samples: int = 10
     hidden: tuple = (64, 64)
     chunk_size: int = 150
+    cauchy_dropout_rate: float = 1e-6
+    mc_dropout_rate: float = 0.1
 
     def replace(self, **changes) -> Rank1Settings:
         """A copy with `changes`."""
@@ -140,8 +145,15 @@ METHODS = {
     "rank1_normal": ("rank1_mlp", "normal"),
     "rank1_cauchy": ("rank1_mlp", "cauchy"),
     "mean_field": ("mlp", "mean_field"),
+    "mc_dropout": ("mlp", "binary_dropout"),
+    "rank1_lognormal": ("rank1_mlp", "lognormal"),
 }
-"""{method: (catalogue entry, guide or rank-1 family)}; the deep ensemble is K deterministic fits."""
+"""{method: (catalogue entry, guide or rank-1 family)}; the deep ensemble is K deterministic fits. MC dropout drops
+the input rows of every dense weight but the first (`MC_DROPOUT_SITES`: hidden units, not pixels)."""
+MC_DROPOUT_SITES = ("*/linear_[1-9]*/w",)
+SAMPLED = ("mean_field", "mc_dropout")
+"""Methods whose every draw is one network: scored with K x eval_samples draws, the forward passes of a rank-1
+net with K components and eval_samples draws per component."""
 
 
 def entry_for(method: str, split: DigitsSplit, settings: Rank1Settings, hidden=None, factor=None):
@@ -158,7 +170,7 @@ def entry_for(method: str, split: DigitsSplit, settings: Rank1Settings, hidden=N
         return zoo.get("mlp", data=data, data_kwargs={"num_classes": 10}, hidden=hidden,
                        prior_scale=settings.prior_scale)
     return zoo.get("rank1_mlp", data=data, data_kwargs={"num_classes": 10}, hidden=hidden,
-                   num_components=settings.num_components, factor=factor or ("cauchy" if family == "cauchy" else "normal"),
+                   num_components=settings.num_components, factor=factor or family.replace("delta", "normal"),
                    objective=settings.objective, sign_init=settings.sign_init, prior_scale=settings.prior_scale)
 
 
@@ -166,10 +178,15 @@ def _guide(method, model, settings):
     import inference
 
     entry, family = METHODS[method]
+    if family == "binary_dropout":
+        from inference.dropout import binary_dropout
+
+        return binary_dropout(model, dropout_sites=MC_DROPOUT_SITES, rate=settings.mc_dropout_rate)
     if entry == "mlp":
         kwargs = {"init_scale": 0.01} if family == "mean_field" else {}
         return inference.make_guide(family, model, **kwargs)
-    return inference.make_guide("rank1_mixture", model, family=family, dropout_rate=settings.dropout_rate,
+    rate = settings.cauchy_dropout_rate if family == "cauchy" else settings.dropout_rate
+    return inference.make_guide("rank1_mixture", model, family=family, dropout_rate=rate,
                                 sign_init=settings.sign_init)
 
 
@@ -191,8 +208,29 @@ def fit_method(method: str, split: DigitsSplit, settings: Rank1Settings, seed: i
 
 def draws_for(method: str, settings: Rank1Settings) -> int:
     """Posterior draws at evaluation: 1 for point estimates (deterministic, BatchEnsemble: every draw is
-    the same), ``eval_samples`` otherwise (each draw covers all K components of a rank-1 net)."""
+    the same), K x ``eval_samples`` for the `SAMPLED` methods (mean field, MC dropout: as many networks as a
+    rank-1 net evaluates), ``eval_samples`` for the rank-1 nets (each draw covers all K components)."""
+    if method in SAMPLED:
+        return settings.num_components * settings.eval_samples
     return 1 if METHODS.get(method, ("", "point_estimate"))[1] in ("point_estimate", "delta") else settings.eval_samples
+
+
+class ExactDraws:
+    """A fitted `Posterior` as the scorers see it (``evals.ood.score_sets``, ``evals.ood.ensemble``), its draws made
+    in one chunk of exactly ``num_samples`` (up to 50): ``Posterior.predict`` pads every chunk to ``chunk_size``
+    (50) draws, so 1 draw of a rank-1 net over the 95 corrupted digits sets computed 50 (most of the quick job's
+    scoring time). The same distribution of draws, other random numbers."""
+
+    def __init__(self, posterior):
+        self.posterior, self.model = posterior, posterior.model
+
+    def log_predict(self, x, num_samples: int = 100, seed: int = 0):
+        """Log-probabilities per draw (S, N, C), ``Posterior.log_predict`` with chunks of min(S, 50) draws."""
+        return self.posterior.log_predict(x, num_samples, seed, chunk_size=min(int(num_samples), 50))
+
+    def predict(self, x, num_samples: int = 100, seed: int = 0):
+        """Probabilities per draw (S, N, C), ``Posterior.predict`` with chunks of min(S, 50) draws."""
+        return self.posterior.predict(x, num_samples, seed, chunk_size=min(int(num_samples), 50))
 
 
 _SETS: dict = {}
@@ -214,18 +252,47 @@ def corrupted_sets(raw: Dataset, split: DigitsSplit, types=None, severities=(1, 
 def corruption_summary(predictors: dict, raw: Dataset, split: DigitsSplit, *, draws: dict, types=None,
                        severities=(1, 2, 3, 4, 5), seed: int = 0, reference: str = "deterministic",
                        num_params: dict | None = None):
-    """Score {name: predictor} on `raw` (clean) and its corruptions (`corrupted_sets`, ``evals.ood.score_sets``;
-    ``draws[name]`` posterior draws each). Returns the Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE,
-    cNLL, cA, cECE, mCE vs `reference` when scored, #params when `num_params` is given), one row per method
-    (column "method"), in the order of `predictors`."""
+    """Score {name: predictor} on `raw` (clean) and its corruptions (`corrupted_sets`; ``draws[name]`` posterior draws
+    each): `score_table` with the split's ``preprocess``."""
+    sets = corrupted_sets(raw, split, types, severities)
+    return score_table(predictors, sets, raw, draws=draws, preprocess=split.preprocess, seed=seed, reference=reference,
+                       num_params=num_params)
+
+
+def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, seed: int = 0,
+                reference: str = "deterministic", num_params: dict | None = None):
+    """Score {name: predictor} on the `clean` test set and the corrupted `sets` [(type, severity, x, y)]
+    (``evals.ood.score_sets``, ``draws[name]`` draws each, fitted Posteriors through `ExactDraws`). Returns the
+    Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE, cNLL, cA, cECE, mCE vs `reference` when scored,
+    #params when `num_params` is given), one row per method (column "method"), in the order of `predictors`."""
     import pandas as pd
 
     from evals import ood
 
-    sets = corrupted_sets(raw, split, types, severities)
-    tables = [ood.score_sets({name: predictor}, sets, clean=raw, preprocess=split.preprocess, num_samples=draws[name],
-                             seed=seed).table
+    sets = list(sets)
+    tables = [ood.score_sets({name: ExactDraws(predictor) if hasattr(predictor, "log_predict") and hasattr(
+                                 predictor, "guide") else predictor}, sets, clean=clean, preprocess=preprocess,
+                             num_samples=draws[name], seed=seed).table
               for name, predictor in predictors.items()]  # one call per predictor: its own number of draws
     results = ood.OODResults(table=pd.concat(tables, ignore_index=True))
     summary = ood.summary_table(results, reference if reference in predictors else None, num_params=num_params)
     return summary.loc[list(predictors)].rename_axis("method").reset_index()
+
+
+def validation_nll(post, split: DigitsSplit, draws: int, seed: int = 0) -> float:
+    """Mean NLL of `post`'s predictive (``draws`` draws averaged) on the validation split (never the test set)."""
+    from evals import metrics
+
+    x, y = split.standardised(split.val_raw)
+    return float(metrics.nll(np.asarray(ExactDraws(post).predict(x, num_samples=draws, seed=seed)), y))
+
+
+def choose_mc_dropout_rate(split: DigitsSplit, settings: Rank1Settings, rates=(0.05, 0.1, 0.2), seed: int = 0):
+    """MC dropout's rate by validation NLL: fit ``mc_dropout`` at each rate (`settings`, one seed) and score it on
+    the validation split. Returns (the best rate, [{"rate", "val_NLL"}] one per rate)."""
+    rows = []
+    for rate in rates:
+        s = settings.replace(mc_dropout_rate=float(rate))
+        post = fit_method("mc_dropout", split, s, seed)
+        rows.append({"rate": float(rate), "val_NLL": validation_nll(post, split, draws_for("mc_dropout", s), seed)})
+    return min(rows, key=lambda r: r["val_NLL"])["rate"], rows
