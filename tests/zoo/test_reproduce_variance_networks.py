@@ -5,8 +5,9 @@ import pytest
 
 from zoo.reproduce.variance_networks import QUICK, reproduce_variance_networks
 
-TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=2, transition_epochs=3, ensemble_draws=3, attack_draws=2,
-               deep_ensemble_size=2, fgsm_iterations=2, fgsm_examples=40, kappa_thresholds=(-float("inf"), 1.5, 9.0))
+TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=3, curve_every=1, ensemble_draws=3, attack_draws=2,
+               deep_ensemble_size=2, fgsm_iterations=2, fgsm_examples=40, seeds=(0,),
+               kappa_thresholds=(-float("inf"), 1.5, 9.0))
 
 
 @pytest.mark.filterwarnings("ignore::inference.ConvergenceWarning")
@@ -17,7 +18,9 @@ def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
                  "fig2_attack.png", "report.md"):
         assert (tmp_path / name).exists(), name
     assert len(out["table1"]) == 7 and list(out["table2"].parameterisation) == ["layer", "neuron", "weight", "additive"]
-    assert out["transition"].epoch.tolist() == [0, 1, 2, 3]
+    assert out["transition"].epoch.tolist() == [1, 2, 3]  # one fit, recorded after every epoch (on_chunk)
+    assert out["transition"].log_alpha.iloc[-1] > TINY.init_log_alpha  # log alpha moved at its own rate
+    assert out["table1"].set_index("method").loc["point estimate", "ensemble_acc_mean"] > 0.1
     assert out["sparse"].iloc[0].acc_zero == out["sparse"].iloc[0].acc_full  # threshold 0 edits nothing
     assert out["sparse"].iloc[-1].fraction_below == 1.0
     assert set(out["attack"].iteration) == {0, 1, 2} and out["attack"].model.nunique() == 5
