@@ -335,7 +335,7 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
     report.finding(
         "The phase transition happens during training (Fig. 1)",
         _verdict(happened),
-        f"epoch 1: det {first['deterministic_acc']:.3f}, ens {first['ensemble_acc']:.3f}; transition epoch "
+        f"epoch {first['epoch']}: det {first['deterministic_acc']:.3f}, ens {first['ensemble_acc']:.3f}; transition epoch "
         f"{t_epoch}; last epoch {last['epoch']}: det {last['deterministic_acc']:.3f}, ens {last['ensemble_acc']:.3f},"
         f" log alpha {last['log_alpha']:.2f} (paper: 6.3); ± {_binomial_se(0.5, n_test):.3f} at most (binomial SE)")
     det = dict(zip(t2.parameterisation, t2.deterministic_acc_mean))
@@ -347,8 +347,8 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
         "Layer- and neuron-wise alpha give a clear transition and the highest ELBO (Table 2)",
         _verdict(clear and others and best in ("layer", "neuron"), clear or best in ("layer", "neuron")),
         "det acc " + ", ".join(f"{k} {v:.3f}" for k, v in det.items()) + "; ELBO "
-        + ", ".join(f"{k} {v:.4g}" for k, v in elbo.items()) + f" (highest: {best}; one run, minibatch ELBO of "
-        "the last epoch; paper: -5.9e2, -7.7e2, -6.4e4, -2.3e4)")
+        + ", ".join(f"{k} {v:.4g}" for k, v in elbo.items()) + f" (highest: {best}; mean over "
+        f"{len(settings.seeds)} seed(s), minibatch ELBO of the last epoch; paper: -5.9e2, -7.7e2, -6.4e4, -2.3e4)")
     above = [r["epoch"] for r in rows if r["kappa_above"] > 0]
     first_above = above[0] if above else None
     crossed = t_epoch is not None and first_above is not None and first_above <= t_epoch + 1
@@ -381,5 +381,5 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
          "and high entropy are those of a near-uniform predictor, no evidence either way; " if untrained else "")
         + f"after {settings.fgsm_iterations} steps of eps {settings.fgsm_eps}: success rate / entropy "
         + "; ".join(f"{m} {end.success_rate[m]:.3f} / {end.mean_entropy[m]:.3f} (clean {start.mean_entropy[m]:.3f})"
-                    for m in end.index) + f"; {len(start.index)} models, {n_test} test points at most, one run")
+                    for m in end.index) + f"; {len(start.index)} models, {n_test} test points at most, the first seed's networks")
 
