@@ -29,3 +29,24 @@ def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
                   "kappa crosses", "zeroed without losing", "resist iterative FGSM"):
         assert claim in text
     assert sum(text.count(f"| {v} |") for v in ("reproduces", "partly", "does not reproduce")) == 6
+
+
+def test_variance_parameters_get_their_own_adam_rate():
+    """optimizer_of: log alpha / sigma / scale move by the variance rate in Adam's first step (|update| = rate),
+    everything else by the learning rate."""
+    import jax.numpy as jnp
+
+    from zoo.reproduce.variance_networks_train import optimizer_of, variance_param_labels
+
+    params = {"lenet5/dense1/w_auto_log_alpha": jnp.zeros(()), "lenet5/dense1/w_auto_loc": jnp.zeros((2, 3)),
+              "lenet5/dense1/w_auto_sigma": jnp.zeros((2, 3)), "lenet5/conv1/w_auto_scale": jnp.zeros(4)}
+    assert variance_param_labels(params) == {"lenet5/dense1/w_auto_log_alpha": "variance",
+                                             "lenet5/dense1/w_auto_loc": "other",
+                                             "lenet5/dense1/w_auto_sigma": "variance",
+                                             "lenet5/conv1/w_auto_scale": "variance"}
+    opt = optimizer_of(replace(QUICK, learning_rate=0.01, variance_learning_rate=0.1))
+    grads = {k: jnp.ones_like(v) for k, v in params.items()}
+    updates, _ = opt.update(grads, opt.init(params), params)
+    assert float(updates["lenet5/dense1/w_auto_log_alpha"]) == pytest.approx(-0.1, rel=1e-4)
+    assert float(updates["lenet5/dense1/w_auto_sigma"][0, 0]) == pytest.approx(-0.1, rel=1e-4)
+    assert float(updates["lenet5/dense1/w_auto_loc"][1, 2]) == pytest.approx(-0.01, rel=1e-4)
