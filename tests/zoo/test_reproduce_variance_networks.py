@@ -5,8 +5,9 @@ import pytest
 
 from zoo.reproduce.variance_networks import QUICK, reproduce_variance_networks
 
-TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=2, transition_epochs=3, ensemble_draws=3, attack_draws=2,
-               deep_ensemble_size=2, fgsm_iterations=2, fgsm_examples=40, kappa_thresholds=(-float("inf"), 1.5, 9.0))
+TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=3, curve_every=1, ensemble_draws=3, attack_draws=2,
+               deep_ensemble_size=2, fgsm_iterations=2, fgsm_examples=40, seeds=(0,),
+               kappa_thresholds=(-float("inf"), 1.5, 9.0))
 
 
 @pytest.mark.filterwarnings("ignore::inference.ConvergenceWarning")
@@ -17,7 +18,9 @@ def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
                  "fig2_attack.png", "report.md"):
         assert (tmp_path / name).exists(), name
     assert len(out["table1"]) == 7 and list(out["table2"].parameterisation) == ["layer", "neuron", "weight", "additive"]
-    assert out["transition"].epoch.tolist() == [0, 1, 2, 3]
+    assert out["transition"].epoch.tolist() == [1, 2, 3]  # one fit, recorded after every epoch (on_chunk)
+    assert out["transition"].log_alpha.iloc[-1] > TINY.init_log_alpha  # log alpha moved at its own rate
+    assert out["table1"].set_index("method").loc["point estimate", "ensemble_acc_mean"] > 0.1
     assert out["sparse"].iloc[0].acc_zero == out["sparse"].iloc[0].acc_full  # threshold 0 edits nothing
     assert out["sparse"].iloc[-1].fraction_below == 1.0
     assert set(out["attack"].iteration) == {0, 1, 2} and out["attack"].model.nunique() == 5
@@ -26,3 +29,24 @@ def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
                   "kappa crosses", "zeroed without losing", "resist iterative FGSM"):
         assert claim in text
     assert sum(text.count(f"| {v} |") for v in ("reproduces", "partly", "does not reproduce")) == 6
+
+
+def test_variance_parameters_get_their_own_adam_rate():
+    """optimizer_of: log alpha / sigma / scale move by the variance rate in Adam's first step (|update| = rate),
+    everything else by the learning rate."""
+    import jax.numpy as jnp
+
+    from zoo.reproduce.variance_networks_train import optimizer_of, variance_param_labels
+
+    params = {"lenet5/dense1/w_auto_log_alpha": jnp.zeros(()), "lenet5/dense1/w_auto_loc": jnp.zeros((2, 3)),
+              "lenet5/dense1/w_auto_sigma": jnp.zeros((2, 3)), "lenet5/conv1/w_auto_scale": jnp.zeros(4)}
+    assert variance_param_labels(params) == {"lenet5/dense1/w_auto_log_alpha": "variance",
+                                             "lenet5/dense1/w_auto_loc": "other",
+                                             "lenet5/dense1/w_auto_sigma": "variance",
+                                             "lenet5/conv1/w_auto_scale": "variance"}
+    opt = optimizer_of(replace(QUICK, learning_rate=0.01, variance_learning_rate=0.1))
+    grads = {k: jnp.ones_like(v) for k, v in params.items()}
+    updates, _ = opt.update(grads, opt.init(params), params)
+    assert float(updates["lenet5/dense1/w_auto_log_alpha"]) == pytest.approx(-0.1, rel=1e-4)
+    assert float(updates["lenet5/dense1/w_auto_sigma"][0, 0]) == pytest.approx(-0.1, rel=1e-4)
+    assert float(updates["lenet5/dense1/w_auto_loc"][1, 2]) == pytest.approx(-0.01, rel=1e-4)

@@ -11,6 +11,7 @@ The trainings are in `zoo.reproduce.variance_networks_train`, the analyses in `e
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,7 +23,7 @@ from evals.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
 from evals.seed_summary import format_mean_se, mean_se
 from evals.sparse_ensemble import sparse_ensemble_curve
 from zoo.reproduce.report import Report
-from zoo.reproduce.variance_networks_train import TABLE1, TABLE2, fit_by_epoch, fit_method
+from zoo.reproduce.variance_networks_train import TABLE1, TABLE2, fit_method
 
 __all__ = ["VarianceNetworksSettings", "QUICK", "FULL", "reproduce_variance_networks"]
 
@@ -35,8 +36,11 @@ class VarianceNetworksSettings:
 
     data: "mnist" (TFDS, prepared under data_dir) or "digits" / "digits_28" (shipped); channels, hidden:
     LeNet-5's widths; activation: softplus everywhere (the kappa criterion needs a smooth network, section
-    5; the paper's Table 1 used ReLU); epochs: Table 1-2 trainings; transition_epochs: the per-epoch run;
-    init_log_alpha: start of log alpha; ensemble_draws: draws of the ensemble procedure (eq. 2);
+    5; the paper's Table 1 used ReLU); epochs: every training (one fit each, Adam never restarted);
+    learning_rate: Adam's rate; variance_learning_rate: its rate on log alpha and the sigmas
+    (`variance_networks_train.optimizer_of`); curve_every: epochs between the points of the per-epoch curves
+    (Fig. 1, 3, 4); init_log_alpha: start of log alpha; additive_init_scale: start of the additive sigma
+    (eq. 20); ensemble_draws: draws of the ensemble procedure (eq. 2);
     deep_ensemble_size: networks in the deep ensembles of the attack; fgsm_*: the attack (step, steps,
     test points); kappa_thresholds: log10 thresholds of Fig. 5; seeds: one run of everything per seed.
     """
@@ -47,9 +51,11 @@ class VarianceNetworksSettings:
     activation: str = "softplus"
     batch_size: int = 100
     learning_rate: float = 1e-3
+    variance_learning_rate: float = 1e-3
     epochs: int = 200
-    transition_epochs: int = 200
+    curve_every: int = 1
     init_log_alpha: float = -4.0
+    additive_init_scale: float = 1e-3
     dropout_rate: float = 0.5
     ensemble_draws: int = 100
     attack_draws: int = 10
@@ -64,10 +70,11 @@ class VarianceNetworksSettings:
 
 FULL = VarianceNetworksSettings()
 # Under 10 minutes on 2 CPU cores: digits 8x8 (1,347 train / 450 test images) with SAME padding, a narrow
-# LeNet-5 (8 and 16 channels, 128 hidden units: 2.7 k weights in dense1 instead of 400 k), Adam 1e-2 for
-# 30 epochs (390 steps) and 60 epochs for the per-epoch run, 30 ensemble draws, deep ensembles of 3.
-QUICK = replace(FULL, data="digits", channels=(8, 16), hidden=128, learning_rate=1e-2, epochs=30,
-                transition_epochs=60, ensemble_draws=30, deep_ensemble_size=3, fgsm_examples=450)
+# LeNet-5 (8 and 16 channels, 128 hidden units: 8,192 weights in dense1 instead of 400 k), 60 epochs (780
+# steps) of Adam 1e-2 with 0.1 on log alpha and the sigmas (chosen on a validation split, docs/variance-networks.md),
+# curves every 2 epochs, 30 ensemble draws, 3 seeds that are also the deep ensembles' 3 members.
+QUICK = replace(FULL, data="digits", channels=(8, 16), hidden=128, learning_rate=1e-2, variance_learning_rate=0.1,
+                epochs=60, curve_every=2, ensemble_draws=30, deep_ensemble_size=3, fgsm_examples=450, seeds=(0, 1, 2))
 
 
 def _binomial_se(p: float, n: int) -> float:
@@ -172,34 +179,42 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
     log = log or (lambda line: None)
     report = Report(out_dir, "Variance Networks (Neklyudov et al., 2018)", setting, log=log)
     report.note(f"Settings: {settings}.")
-    report.note(f"Table 2's layer-wise row (and Table 1's dense1 layer-wise row) is the per-epoch run: "
-                f"{settings.transition_epochs} epochs with Adam restarted each epoch; the other rows train "
-                f"{settings.epochs} epochs in one fit, so its ELBO is not at equal training.")
-    t1_rows, t2_rows, all_transition, fits = [], [], [], {}
+    report.note("Every row is one fit of `epochs` epochs (Adam never restarted); only the variance (or dropout) "
+                "layers are stochastic, every other weight is a point estimate. Table 1-2's dense1 layer-wise "
+                "row is the per-epoch run of Fig. 1, 3, 4.")
+    stages, clock = {}, time.perf_counter()
+
+    def stage(name):
+        nonlocal clock
+        now = time.perf_counter()
+        stages[name] = stages.get(name, 0.0) + now - clock
+        clock = now
+        log(f"[variance-networks] {name}: {stages[name]:.1f} s")
+
+    t1_rows, t2_rows, all_transition, fits, firsts = [], [], [], {}, None
+    layer = TABLE2["layer"]
     for seed in settings.seeds:
         log(f"seed {seed}: the per-epoch run (dense1 variance layer, layer-wise alpha; Fig. 1, 3, 4)")
-        layer = TABLE2["layer"]
-        e, post, rows, kappas = fit_by_epoch(settings, layer, seed, data_dir, log)
+        e, post, layer_row, rows, kappas = fit_method(settings, layer, seed, data_dir, log, curve=True)
         all_transition += [{**r, "seed": seed} for r in rows]
-        last = rows[-1]
         fits[(layer.label, seed)] = (e, post)
-        layer_row = {"method": layer.label, "seed": seed, "stochastic_acc": last["stochastic_acc"],
-                     "deterministic_acc": last["deterministic_acc"], "ensemble_acc": last["ensemble_acc"],
-                     "elbo": last["elbo"]}
+        if firsts is None:
+            firsts = (e, post, rows, kappas)
+        stage("per-epoch run")
         log(f"seed {seed}: Table 1 and 2 trainings")
         for method in TABLE1 + (TABLE2["neuron"], TABLE2["additive"]):
             if method is layer:
                 row = layer_row
             else:
-                e_m, post_m, row = fit_method(settings, method, seed, data_dir, log)
+                e_m, post_m, row, _, _ = fit_method(settings, method, seed, data_dir, log)
                 fits[(method.label, seed)] = (e_m, post_m)
             if method in TABLE1:
                 t1_rows.append(row)
             for name, m in TABLE2.items():
                 if m is method:
                     t2_rows.append({**row, "parameterisation": name})
-        if seed == settings.seeds[0]:
-            first = (e, post, rows, kappas)
+        stage("Table 1-2 trainings")
+    first = firsts
     n_test = len(first[0].test.y)
     chance = 1.0 / first[0].test.num_classes
     metrics = ["stochastic_acc", "deterministic_acc", "ensemble_acc"]
@@ -226,10 +241,15 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
                   "Fig. 1 and 4: deterministic vs ensemble accuracy, log alpha, kappas above the threshold")
     t_epoch = _transition_epoch(rows, chance)
     last_epoch = rows[-1]["epoch"]
+    epochs = sorted(kappas)
+
+    def near(epoch):  # the recorded epoch closest to `epoch`
+        return min(epochs, key=lambda k: abs(k - epoch))
+
     if t_epoch is None:
-        picks = {"start": 1, "middle": max(1, last_epoch // 2), "end": last_epoch}
+        picks = {"start": epochs[0], "middle": near(last_epoch // 2), "end": last_epoch}
     else:
-        picks = {"before": max(0, t_epoch - 1), "during": min(last_epoch, t_epoch + 2), "end": last_epoch}
+        picks = {"before": near(t_epoch - 1), "during": near(t_epoch + 2 * settings.curve_every), "end": last_epoch}
     report.figure("fig3_kappa_histograms", _plot_histograms(kappas, picks, settings.log10_kappa_0),
                   "Fig. 3: histograms of log10 kappa (kappa <= 1e-25 shown at -25)")
 
@@ -240,11 +260,17 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
     report.table("fig5_sparse_ensemble", sparse, "Fig. 5: ensemble accuracy with weights below a kappa threshold "
                  "set to their mean or to 0 (per-epoch run, last epoch)")
     report.figure("fig5_sparse_ensemble", _plot_sparse(sparse), "Fig. 5: sparse ensembles")
+    stage("tables, curves and sparse ensembles")
 
     log("iterative fast-sign attacks (Fig. 2)")
     attack = _attack(settings, fits, e.test, data_dir, log)
     report.table("fig2_attack", attack, "Fig. 2: targeted iterative fast sign, target = (label + 1) mod 10")
     report.figure("fig2_attack", _plot_attack(attack), "Fig. 2: attack success rate and predictive entropy")
+    stage("attacks")
+    compiles = int(sum(r["traces"] or 0 for r in t1_rows + [r for r in t2_rows if r["method"] not in
+                                                             {m.label for m in TABLE1}]))
+    report.note("Seconds per stage: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
+                + f"; {compiles} compiled SVI updates for {len(settings.seeds)} seed(s) of 9 methods.")
 
     _findings(report, settings, t1_sum, t2_sum, rows, t_epoch, chance, sparse, attack, n_test,
               kappas[last_epoch].size)
@@ -256,14 +282,14 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
 def _attack(settings, fits, test, data_dir, log):
     """Fig. 2 on the first seed's networks plus extra seeds for the deep ensembles."""
     seed = settings.seeds[0]
-    variance, point, dropout = TABLE1[6], TABLE1[0], TABLE1[1]
+    variance, point, dropout = TABLE2["layer"], TABLE1[0], TABLE1[1]
     n = min(settings.fgsm_examples, len(test.y))
     x, y = test.x[:n], test.y[:n]
     targets = (y + 1) % test.num_classes
 
     def predictor(method, s, draws=settings.attack_draws, median=False):
         if (method.label, s) not in fits:
-            e_m, post_m, _ = fit_method(settings, method, s, data_dir, log)
+            e_m, post_m, *_ = fit_method(settings, method, s, data_dir, log)
             fits[(method.label, s)] = (e_m, post_m)
         post_m = fits[(method.label, s)][1]
         d = {k: np.asarray(v)[None] for k, v in post_m.median().items()} if median else \
@@ -309,7 +335,7 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
     report.finding(
         "The phase transition happens during training (Fig. 1)",
         _verdict(happened),
-        f"epoch 1: det {first['deterministic_acc']:.3f}, ens {first['ensemble_acc']:.3f}; transition epoch "
+        f"epoch {first['epoch']}: det {first['deterministic_acc']:.3f}, ens {first['ensemble_acc']:.3f}; transition epoch "
         f"{t_epoch}; last epoch {last['epoch']}: det {last['deterministic_acc']:.3f}, ens {last['ensemble_acc']:.3f},"
         f" log alpha {last['log_alpha']:.2f} (paper: 6.3); ± {_binomial_se(0.5, n_test):.3f} at most (binomial SE)")
     det = dict(zip(t2.parameterisation, t2.deterministic_acc_mean))
@@ -321,8 +347,8 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
         "Layer- and neuron-wise alpha give a clear transition and the highest ELBO (Table 2)",
         _verdict(clear and others and best in ("layer", "neuron"), clear or best in ("layer", "neuron")),
         "det acc " + ", ".join(f"{k} {v:.3f}" for k, v in det.items()) + "; ELBO "
-        + ", ".join(f"{k} {v:.4g}" for k, v in elbo.items()) + f" (highest: {best}; one run, minibatch ELBO of "
-        "the last epoch; paper: -5.9e2, -7.7e2, -6.4e4, -2.3e4)")
+        + ", ".join(f"{k} {v:.4g}" for k, v in elbo.items()) + f" (highest: {best}; mean over "
+        f"{len(settings.seeds)} seed(s), minibatch ELBO of the last epoch; paper: -5.9e2, -7.7e2, -6.4e4, -2.3e4)")
     above = [r["epoch"] for r in rows if r["kappa_above"] > 0]
     first_above = above[0] if above else None
     crossed = t_epoch is not None and first_above is not None and first_above <= t_epoch + 1
@@ -346,7 +372,7 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
     others = [m for m in end.index if not m.startswith("variance")]
     resists = all(end.success_rate[var_ens] < end.success_rate[o] for o in others)
     higher = all(end.mean_entropy[var_ens] > end.mean_entropy[o] for o in others)
-    learned = t1.loc[t1.method == TABLE1[6].label, "ensemble_acc_mean"].iloc[0]
+    learned = t1.loc[t1.method == TABLE2["layer"].label, "ensemble_acc_mean"].iloc[0]
     untrained = learned < 0.5  # a network at chance is "robust" only as a uniform predictor is
     report.finding(
         "Variance ensembles resist iterative FGSM with a higher predictive entropy (Fig. 2)",
@@ -355,5 +381,5 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
          "and high entropy are those of a near-uniform predictor, no evidence either way; " if untrained else "")
         + f"after {settings.fgsm_iterations} steps of eps {settings.fgsm_eps}: success rate / entropy "
         + "; ".join(f"{m} {end.success_rate[m]:.3f} / {end.mean_entropy[m]:.3f} (clean {start.mean_entropy[m]:.3f})"
-                    for m in end.index) + f"; {len(start.index)} models, {n_test} test points at most, one run")
+                    for m in end.index) + f"; {len(start.index)} models, {n_test} test points at most, the first seed's networks")
 

@@ -1,14 +1,17 @@
 """The trainings of the variance-networks reproduction (Neklyudov et al., 2018): one LeNet-5 per method.
 
 `fit_method` trains one row of Tables 1-2 (point estimate, binary dropout, variational dropout, variance
-layers in the layer-, neuron-, weight-wise or additive parameterisation, zero-mean); `fit_by_epoch` trains
-the phase-transition run one epoch at a time (warm starts), recording per epoch the deterministic and
-ensemble accuracy, the layer's log alpha and kappa (eq. 16). The analyses are in `evals.curvature`,
-`evals.sparse_ensemble` and `evals.fgsm`; `zoo.reproduce.variance_networks` is the job.
+layers in the layer-, neuron-, weight-wise or additive parameterisation, zero-mean) in ONE `inference.fit`
+(Adam never restarts); with ``curve=True`` its `on_chunk` hook records, every ``settings.curve_every``
+epochs, the deterministic and ensemble test accuracy, the layer's log alpha and kappa (eq. 16): the
+phase-transition curves of Fig. 1, 3 and 4. As in the paper's LeNet-5 experiments only the variance
+(or dropout) layers are stochastic: every other weight is a point estimate. The analyses are in
+`evals.curvature`, `evals.sparse_ensemble` and `evals.fgsm`; `zoo.reproduce.variance_networks` is the job.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +25,8 @@ from zoo.registry import get
 
 DENSE1 = "lenet5/dense1/w"
 ALL_WEIGHTS = "lenet5/*/w"
+VARIANCE_PARAMS = ("_log_alpha", "_sigma", "_scale")
+"""Name endings of the guide parameters that set a variance (log alpha, zero-mean sigma, additive sigma)."""
 
 
 @dataclass(frozen=True)
@@ -62,22 +67,35 @@ def entry(settings, method: Method, data_dir=None):
 
 
 def guide_of(settings, method: Method, model):
-    """The guide of ``method`` on ``model`` (other sites: mean field at sigma 1e-3, or point estimates)."""
+    """The guide of ``method`` on ``model``: its family on ``method.sites``, point estimates elsewhere."""
     if method.guide == "point_estimate":
         return inference.point_estimate(model)
     if method.guide == "binary_dropout":
         return binary_dropout(model, dropout_sites=[method.sites], rate=settings.dropout_rate)
-    if method.guide == "zero_mean":
-        return inference.zero_mean(model, variance_sites=[method.sites])
-    if method.guide == "additive":
-        return inference.mean_field(model, init_scale=1e-3)
-    return inference.variance_layers(model, variance_sites=[method.sites], granularity=method.granularity,
-                                     init_log_alpha=settings.init_log_alpha)
+    family = {"zero_mean": ("zero_mean", {}),
+              "additive": ("mean_field", {"init_scale": settings.additive_init_scale}),
+              "variance_layers": ("variance_layers", {"granularity": method.granularity,
+                                                      "init_log_alpha": settings.init_log_alpha})}[method.guide]
+    return inference.by_site(model, {method.sites: family}, default="point_estimate")
+
+
+def variance_param_labels(params: dict) -> dict:
+    """{name: "variance" | "other"} for a flat dict of guide parameters (``optax.multi_transform`` labels):
+    "variance" for the names ending in `VARIANCE_PARAMS`."""
+    return {k: "variance" if k.endswith(VARIANCE_PARAMS) else "other" for k in params}
+
+
+def optimizer_of(settings):
+    """Adam at ``settings.learning_rate``, and at ``settings.variance_learning_rate`` on the variance parameters
+    (log alpha, sigma). Adam moves a parameter by about its rate per step, so in a few hundred steps a
+    layer-wise log alpha at 1e-2 cannot travel the ~10 units of the paper's transition (from -4 to ~6)."""
+    return optax.multi_transform({"variance": optax.adam(settings.variance_learning_rate),
+                                  "other": optax.adam(settings.learning_rate)}, variance_param_labels)
 
 
 def steps_per_epoch(settings, train) -> int:
-    """ceil(N / batch_size)."""
-    return -(-len(train.y) // settings.batch_size)
+    """floor(N / batch_size): `inference.fit` drops the last partial batch."""
+    return max(1, len(train.y) // settings.batch_size)
 
 
 def scores(settings, post, test, seed: int) -> dict:
@@ -86,57 +104,52 @@ def scores(settings, post, test, seed: int) -> dict:
     return {f"{k}_acc": accuracy(v, test.y) for k, v in preds.items()}
 
 
-def fit_method(settings, method: Method, seed: int, data_dir=None, log=None):
-    """Train ``method`` for ``settings.epochs`` epochs (Adam, constant rate). Returns (entry, posterior, row):
-    row = method, seed, stochastic/deterministic/ensemble accuracy, final training ELBO (minus the mean loss
-    of the last epoch)."""
-    e = entry(settings, method, data_dir)
-    guide = guide_of(settings, method, e.model)
-    per_epoch = steps_per_epoch(settings, e.train)
-    post = inference.fit(e.model, guide, e.train, steps=settings.epochs * per_epoch, batch_size=settings.batch_size,
-                         optimizer=optax.adam(settings.learning_rate), seed=seed, progress=False,
-                         chunk_size=per_epoch * 5)
-    row = {"method": method.label, "seed": seed, **scores(settings, post, e.test, seed),
-           "elbo": -float(np.mean(post.losses[-per_epoch:]))}
-    if log is not None:
-        log(f"  {method.label}, seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()
-                                                           if k.endswith("_acc")) + f", ELBO {row['elbo']:.1f}")
-    return e, post, row
+def mean_log_alpha(post, method: Method) -> float:
+    """The mean log alpha of dense1 (a variance layer of every variance_layers method; nan for the others)."""
+    if method.guide != "variance_layers":
+        return float("nan")
+    return float(np.mean(np.asarray(post.params[post.guide.param_name(DENSE1, "log_alpha")])))
 
 
-def fit_by_epoch(settings, method: Method, seed: int, data_dir=None, log=None):
-    """The phase-transition run (Fig. 1, 3, 4): ``method`` (a dense1 variance layer) trained
-    ``settings.transition_epochs`` epochs one epoch per `inference.fit` call, each warm-started at the
-    previous posterior's exact parameters (``init_params``; Adam's moments restart every epoch).
+def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, curve: bool = False):
+    """Train ``method`` for ``settings.epochs`` epochs in one fit (`optimizer_of`).
 
-    Returns (entry, final posterior, per-epoch rows, kappas): rows have epoch, deterministic_acc,
-    ensemble_acc, log_alpha (the layer's mean log alpha), kappa_above (weights with log10 kappa > kappa_0);
-    kappas: {epoch: kappa array (in, out)}. Epoch 0 is before training.
+    Returns (entry, posterior, row, curve_rows, kappas): row = method, seed, stochastic/deterministic/ensemble
+    test accuracy, final training ELBO (minus the mean loss of the last epoch), fit_s, traces (compiles of the
+    update: 0 when shared with an earlier fit of the same structure). With ``curve`` (a dense1 variance
+    layer), every ``settings.curve_every`` epochs: curve_rows gets epoch, deterministic_acc, ensemble_acc,
+    stochastic_acc, log_alpha, kappa_above (weights with log10 kappa > kappa_0), elbo; kappas {epoch: (in, out)}.
+    Otherwise curve_rows = [] and kappas = {}.
     """
     e = entry(settings, method, data_dir)
     guide = guide_of(settings, method, e.model)
     per_epoch = steps_per_epoch(settings, e.train)
-    optimizer = optax.adam(settings.learning_rate)
-    post = inference.fit(e.model, guide, e.train, steps=1, optimizer=optimizer, seed=seed, progress=False,
-                         batch_size=settings.batch_size, chunk_size=per_epoch)  # epoch 0: (one step from) the init
-    rows, kappas, losses = [], {}, []
-    for epoch in range(settings.transition_epochs + 1):
-        if epoch:
-            post = inference.fit(e.model, guide, e.train, steps=per_epoch, optimizer=optimizer,
-                                 seed=seed * 10_000 + epoch, batch_size=settings.batch_size, chunk_size=per_epoch,
-                                 init_params=post, progress=False)
-            losses.append(float(np.mean(post.losses)))
+    rows, kappas = [], {}
+
+    def record(step, post):
+        epoch = step // per_epoch
+        if epoch % settings.curve_every and epoch != settings.epochs:
+            return
         k = layer_kappa(post, method.sites, e.train.x, e.train.y)
         kappas[epoch] = k
         acc = scores(settings, post, e.test, seed)
-        log_alpha = float(np.mean(np.asarray(post.params[guide.param_name(method.sites, "log_alpha")])))
-        rows.append({"epoch": epoch, "deterministic_acc": acc["deterministic_acc"],
-                     "ensemble_acc": acc["ensemble_acc"], "stochastic_acc": acc["stochastic_acc"],
-                     "log_alpha": log_alpha, "kappa_above": count_above(k, settings.log10_kappa_0),
-                     "elbo": -losses[-1] if losses else float("nan")})
-        if log is not None and (epoch % max(1, settings.transition_epochs // 10) == 0
-                                or epoch == settings.transition_epochs):
+        rows.append({"epoch": epoch, **acc, "log_alpha": mean_log_alpha(post, method),
+                     "kappa_above": count_above(k, settings.log10_kappa_0),
+                     "elbo": -float(np.mean(post.losses[-per_epoch:]))})
+        if log is not None and epoch % max(1, settings.epochs // 6) == 0:
             r = rows[-1]
-            log(f"  epoch {epoch}: deterministic {r['deterministic_acc']:.3f}, ensemble {r['ensemble_acc']:.3f}, "
-                f"log alpha {log_alpha:.2f}, {r['kappa_above']} kappas above kappa_0")
-    return e, post, rows, kappas
+            log(f"    epoch {epoch}: deterministic {r['deterministic_acc']:.3f}, ensemble {r['ensemble_acc']:.3f}, "
+                f"log alpha {r['log_alpha']:.2f}, {r['kappa_above']} kappas above kappa_0")
+
+    t0 = time.perf_counter()
+    post = inference.fit(e.model, guide, e.train, steps=settings.epochs * per_epoch, batch_size=settings.batch_size,
+                         optimizer=optimizer_of(settings), seed=seed, progress=False, chunk_size=per_epoch,
+                         on_chunk=record if curve else None)
+    row = {"method": method.label, "seed": seed, **scores(settings, post, e.test, seed),
+           "elbo": -float(np.mean(post.losses[-per_epoch:])), "log_alpha": mean_log_alpha(post, method),
+           "fit_s": time.perf_counter() - t0, "traces": post.info.traces}
+    if log is not None:
+        log(f"  {method.label}, seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()
+                                                           if k.endswith("_acc"))
+            + f", ELBO {row['elbo']:.1f}, {row['fit_s']:.1f} s, {row['traces']} compile(s)")
+    return e, post, row, rows, kappas
