@@ -23,7 +23,6 @@ from evals.ood import ensemble
 from zoo.reproduce import rank1_ablations as ablations
 from zoo.reproduce.rank1_setup import (
     QUICK_RECIPE,
-    ExactDraws,
     Rank1Settings,
     choose_mc_dropout_rate,
     corruption_summary,
@@ -116,7 +115,7 @@ def table2(job: Rank1Job, split, log=print):
                 if method == "deep_ensemble":
                     members = [fit_method("deterministic", split, recipe, 1000 * (m + 1) + seed,
                                           hidden=job.ensemble_hidden) for m in range(job.ensemble_members)]
-                    posts[method] = ensemble([ExactDraws(p) for p in members], num_samples=1, seed=seed)
+                    posts[method] = ensemble(members, num_samples=1, seed=seed)
                     draws[method] = 1
                     counts[method] = sum(_num_params(p) for p in members)
                     continue

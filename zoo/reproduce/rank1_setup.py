@@ -23,7 +23,7 @@ import optax
 from inference.data import Dataset
 from models.errors import InputError
 
-__all__ = ["ExactDraws", "DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
+__all__ = ["DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
            "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "validation_nll",
            "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "score_table", "optimizer_of"]
 
@@ -215,24 +215,6 @@ def draws_for(method: str, settings: Rank1Settings) -> int:
     return 1 if METHODS.get(method, ("", "point_estimate"))[1] in ("point_estimate", "delta") else settings.eval_samples
 
 
-class ExactDraws:
-    """A fitted `Posterior` as the scorers see it (``evals.ood.score_sets``, ``evals.ood.ensemble``), its draws made
-    in one chunk of exactly ``num_samples`` (up to 50): ``Posterior.predict`` pads every chunk to ``chunk_size``
-    (50) draws, so 1 draw of a rank-1 net over the 95 corrupted digits sets computed 50 (most of the quick job's
-    scoring time). The same distribution of draws, other random numbers."""
-
-    def __init__(self, posterior):
-        self.posterior, self.model = posterior, posterior.model
-
-    def log_predict(self, x, num_samples: int = 100, seed: int = 0):
-        """Log-probabilities per draw (S, N, C), ``Posterior.log_predict`` with chunks of min(S, 50) draws."""
-        return self.posterior.log_predict(x, num_samples, seed, chunk_size=min(int(num_samples), 50))
-
-    def predict(self, x, num_samples: int = 100, seed: int = 0):
-        """Probabilities per draw (S, N, C), ``Posterior.predict`` with chunks of min(S, 50) draws."""
-        return self.posterior.predict(x, num_samples, seed, chunk_size=min(int(num_samples), 50))
-
-
 _SETS: dict = {}
 
 
@@ -262,7 +244,8 @@ def corruption_summary(predictors: dict, raw: Dataset, split: DigitsSplit, *, dr
 def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, seed: int = 0,
                 reference: str = "deterministic", num_params: dict | None = None):
     """Score {name: predictor} on the `clean` test set and the corrupted `sets` [(type, severity, x, y)]
-    (``evals.ood.score_sets``, ``draws[name]`` draws each, fitted Posteriors through `ExactDraws`). Returns the
+    (``evals.ood.score_sets``, ``draws[name]`` draws each: fewer draws than ``Posterior.predict``'s chunk run
+    the network on just those draws, so 1 draw over the 95 corrupted sets costs 1 forward pass, not 50). Returns the
     Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE, cNLL, cA, cECE, mCE vs `reference` when scored,
     #params when `num_params` is given), one row per method (column "method"), in the order of `predictors`."""
     import pandas as pd
@@ -270,8 +253,7 @@ def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, 
     from evals import ood
 
     sets = list(sets)
-    tables = [ood.score_sets({name: ExactDraws(predictor) if hasattr(predictor, "log_predict") and hasattr(
-                                 predictor, "guide") else predictor}, sets, clean=clean, preprocess=preprocess,
+    tables = [ood.score_sets({name: predictor}, sets, clean=clean, preprocess=preprocess,
                              num_samples=draws[name], seed=seed).table
               for name, predictor in predictors.items()]  # one call per predictor: its own number of draws
     results = ood.OODResults(table=pd.concat(tables, ignore_index=True))
@@ -284,7 +266,7 @@ def validation_nll(post, split: DigitsSplit, draws: int, seed: int = 0) -> float
     from evals import metrics
 
     x, y = split.standardised(split.val_raw)
-    return float(metrics.nll(np.asarray(ExactDraws(post).predict(x, num_samples=draws, seed=seed)), y))
+    return float(metrics.nll(np.asarray(post.predict(x, num_samples=draws, seed=seed)), y))
 
 
 def choose_mc_dropout_rate(split: DigitsSplit, settings: Rank1Settings, rates=(0.05, 0.1, 0.2), seed: int = 0):
