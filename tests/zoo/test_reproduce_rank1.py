@@ -70,7 +70,7 @@ def test_stage_times_the_block_counts_its_compiles_and_accumulates():
     import jax
     import jax.numpy as jnp
 
-    from zoo.reproduce.rank1_stages import stage
+    from zoo.reproduce.rank1 import stage
 
     lines = []
     with stage("s", lines.append) as times:

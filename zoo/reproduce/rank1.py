@@ -9,7 +9,7 @@ samples per component), Fig. 6 (diversity against accuracy over late checkpoints
 the same fits, and the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9). In "full", with a TFDS
 data_dir, also WRN-28-10 on CIFAR-10 / CIFAR-10-C (`zoo.reproduce.rank1_cifar`). Every finding of the paper gets
 a verdict in report.md with mean +- SE over seeds (`zoo.reproduce.rank1_verdicts`); every stage logs its seconds
-and XLA compiles (`zoo.reproduce.rank1_stages`). The data, methods and recipes live in `zoo.reproduce.rank1_setup`."""
+and XLA compiles (`zoo.reproduce.stages`). The data, methods and recipes live in `zoo.reproduce.rank1_setup`."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from zoo.reproduce.rank1_setup import (
     draws_for,
     fit_method,
 )
-from zoo.reproduce.rank1_stages import StageTimes, stage
+from zoo.reproduce.stages import StageTimes
+from zoo.reproduce.stages import stage as _stage
 from zoo.reproduce.rank1_cifar import CIFAR_FULL, CifarJob, cifar_part
 from zoo.reproduce.rank1_verdicts import findings, shown, table2_finding
 from zoo.reproduce.report import Report
@@ -40,6 +41,13 @@ from evals.seed_summary import mean_se
 __all__ = ["Rank1Job", "QUICK", "FULL", "table2", "reproduce_rank1"]
 
 METRICS = ("NLL", "Acc", "ECE", "cNLL", "cA", "cECE", "mCE")
+
+
+def stage(name, log=print, into=None):
+    """`zoo.reproduce.stages.stage` tagged ``[rank1]``."""
+    return _stage(name, log, "rank1", into)
+
+
 ABLATION_TYPES = ("gaussian_noise", "impulse_noise", "defocus_blur", "motion_blur", "contrast", "pixelate")
 
 
@@ -106,7 +114,7 @@ def table2(job: Rank1Job, split, log=print):
     late = job.diversity_from * recipe.steps
     xte, yte = split.standardised(split.test_raw)
     runs, samples, diversity = [], [], []
-    times = {name: StageTimes(name) for name in
+    times = {name: StageTimes(name, "rank1") for name in
              [f"table 2 fit {m}" for m in job.methods] + ["table 2 scoring", "table 8 scoring", "fig 6 diversity"]}
     for seed in job.seeds:
         posts, draws, counts, checkpoints = {}, {}, {}, {}

@@ -11,7 +11,6 @@ The trainings are in `zoo.reproduce.variance_networks_train`, the analyses in `e
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -23,6 +22,7 @@ from evals.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
 from evals.seed_summary import format_mean_se, mean_se
 from evals.sparse_ensemble import sparse_ensemble_curve
 from zoo.reproduce.report import Report
+from zoo.reproduce.stages import StageTimes, stage
 from zoo.reproduce.variance_networks_train import TABLE1, TABLE2, fit_method
 
 __all__ = ["VarianceNetworksSettings", "QUICK", "FULL", "reproduce_variance_networks"]
@@ -182,94 +182,91 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
     report.note("Every row is one fit of `epochs` epochs (Adam never restarted); only the variance (or dropout) "
                 "layers are stochastic, every other weight is a point estimate. Table 1-2's dense1 layer-wise "
                 "row is the per-epoch run of Fig. 1, 3, 4.")
-    stages, clock = {}, time.perf_counter()
+    stages = {name: StageTimes(name, "variance-networks") for name in
+              ("per-epoch run", "Table 1-2 trainings", "tables, curves and sparse ensembles", "attacks")}
 
-    def stage(name):
-        nonlocal clock
-        now = time.perf_counter()
-        stages[name] = stages.get(name, 0.0) + now - clock
-        clock = now
-        log(f"[variance-networks] {name}: {stages[name]:.1f} s")
+    def timed(name):  # seconds and compiles of a stage, summed over the seeds
+        return stage(name, log, "variance-networks", into=stages[name])
 
     t1_rows, t2_rows, all_transition, fits, firsts = [], [], [], {}, None
     layer = TABLE2["layer"]
     for seed in settings.seeds:
-        log(f"seed {seed}: the per-epoch run (dense1 variance layer, layer-wise alpha; Fig. 1, 3, 4)")
-        e, post, layer_row, rows, kappas = fit_method(settings, layer, seed, data_dir, log, curve=True)
-        all_transition += [{**r, "seed": seed} for r in rows]
-        fits[(layer.label, seed)] = (e, post)
-        if firsts is None:
-            firsts = (e, post, rows, kappas)
-        stage("per-epoch run")
-        log(f"seed {seed}: Table 1 and 2 trainings")
-        for method in TABLE1 + (TABLE2["neuron"], TABLE2["additive"]):
-            if method is layer:
-                row = layer_row
-            else:
-                e_m, post_m, row, _, _ = fit_method(settings, method, seed, data_dir, log)
-                fits[(method.label, seed)] = (e_m, post_m)
-            if method in TABLE1:
-                t1_rows.append(row)
-            for name, m in TABLE2.items():
-                if m is method:
-                    t2_rows.append({**row, "parameterisation": name})
-        stage("Table 1-2 trainings")
-    first = firsts
-    n_test = len(first[0].test.y)
-    chance = 1.0 / first[0].test.num_classes
-    metrics = ["stochastic_acc", "deterministic_acc", "ensemble_acc"]
-    t1 = pd.DataFrame(t1_rows)
-    t1_sum = mean_se(t1, "method", metrics + ["elbo"])
-    if len(settings.seeds) == 1:  # one run: the binomial standard error of a test accuracy
-        for m in metrics:
-            t1_sum[f"{m}_se"] = [_binomial_se(p, n_test) for p in t1_sum[f"{m}_mean"]]
-    t1_sum = t1_sum.set_index("method").loc[[m.label for m in TABLE1]].reset_index()
-    report.table("table1", t1_sum, "Table 1: test accuracy by inference procedure (LeNet-5, softplus)")
-    t2 = pd.DataFrame(t2_rows)
-    t2_sum = mean_se(t2, "parameterisation", metrics + ["elbo"])
-    if len(settings.seeds) == 1:
-        for m in metrics:
-            t2_sum[f"{m}_se"] = [_binomial_se(p, n_test) for p in t2_sum[f"{m}_mean"]]
-    t2_sum = t2_sum.set_index("parameterisation").loc[list(TABLE2)].reset_index()
-    report.table("table2", t2_sum, "Table 2: final training ELBO and test accuracy per parameterisation of dense1",
-                 digits=3)
+        with timed("per-epoch run"):
+            log(f"seed {seed}: the per-epoch run (dense1 variance layer, layer-wise alpha; Fig. 1, 3, 4)")
+            e, post, layer_row, rows, kappas = fit_method(settings, layer, seed, data_dir, log, curve=True)
+            all_transition += [{**r, "seed": seed} for r in rows]
+            fits[(layer.label, seed)] = (e, post)
+            if firsts is None:
+                firsts = (e, post, rows, kappas)
+        with timed("Table 1-2 trainings"):
+            log(f"seed {seed}: Table 1 and 2 trainings")
+            for method in TABLE1 + (TABLE2["neuron"], TABLE2["additive"]):
+                if method is layer:
+                    row = layer_row
+                else:
+                    e_m, post_m, row, _, _ = fit_method(settings, method, seed, data_dir, log)
+                    fits[(method.label, seed)] = (e_m, post_m)
+                if method in TABLE1:
+                    t1_rows.append(row)
+                for name, m in TABLE2.items():
+                    if m is method:
+                        t2_rows.append({**row, "parameterisation": name})
+    with timed("tables, curves and sparse ensembles"):
+        first = firsts
+        n_test = len(first[0].test.y)
+        chance = 1.0 / first[0].test.num_classes
+        metrics = ["stochastic_acc", "deterministic_acc", "ensemble_acc"]
+        t1 = pd.DataFrame(t1_rows)
+        t1_sum = mean_se(t1, "method", metrics + ["elbo"])
+        if len(settings.seeds) == 1:  # one run: the binomial standard error of a test accuracy
+            for m in metrics:
+                t1_sum[f"{m}_se"] = [_binomial_se(p, n_test) for p in t1_sum[f"{m}_mean"]]
+        t1_sum = t1_sum.set_index("method").loc[[m.label for m in TABLE1]].reset_index()
+        report.table("table1", t1_sum, "Table 1: test accuracy by inference procedure (LeNet-5, softplus)")
+        t2 = pd.DataFrame(t2_rows)
+        t2_sum = mean_se(t2, "parameterisation", metrics + ["elbo"])
+        if len(settings.seeds) == 1:
+            for m in metrics:
+                t2_sum[f"{m}_se"] = [_binomial_se(p, n_test) for p in t2_sum[f"{m}_mean"]]
+        t2_sum = t2_sum.set_index("parameterisation").loc[list(TABLE2)].reset_index()
+        report.table("table2", t2_sum, "Table 2: final training ELBO and test accuracy per parameterisation of dense1",
+                     digits=3)
 
-    e, post, rows, kappas = first
-    transition = pd.DataFrame(all_transition)
-    report.table("transition", transition, "Per-epoch run: accuracy, log alpha, kappas above kappa_0 (Fig. 1, 4)")
-    report.figure("fig1_fig4_transition", _plot_transition(rows, settings.log10_kappa_0),
-                  "Fig. 1 and 4: deterministic vs ensemble accuracy, log alpha, kappas above the threshold")
-    t_epoch = _transition_epoch(rows, chance)
-    last_epoch = rows[-1]["epoch"]
-    epochs = sorted(kappas)
+        e, post, rows, kappas = first
+        transition = pd.DataFrame(all_transition)
+        report.table("transition", transition, "Per-epoch run: accuracy, log alpha, kappas above kappa_0 (Fig. 1, 4)")
+        report.figure("fig1_fig4_transition", _plot_transition(rows, settings.log10_kappa_0),
+                      "Fig. 1 and 4: deterministic vs ensemble accuracy, log alpha, kappas above the threshold")
+        t_epoch = _transition_epoch(rows, chance)
+        last_epoch = rows[-1]["epoch"]
+        epochs = sorted(kappas)
 
-    def near(epoch):  # the recorded epoch closest to `epoch`
-        return min(epochs, key=lambda k: abs(k - epoch))
+        def near(epoch):  # the recorded epoch closest to `epoch`
+            return min(epochs, key=lambda k: abs(k - epoch))
 
-    if t_epoch is None:
-        picks = {"start": epochs[0], "middle": near(last_epoch // 2), "end": last_epoch}
-    else:
-        picks = {"before": near(t_epoch - 1), "during": near(t_epoch + 2 * settings.curve_every), "end": last_epoch}
-    report.figure("fig3_kappa_histograms", _plot_histograms(kappas, picks, settings.log10_kappa_0),
-                  "Fig. 3: histograms of log10 kappa (kappa <= 1e-25 shown at -25)")
+        if t_epoch is None:
+            picks = {"start": epochs[0], "middle": near(last_epoch // 2), "end": last_epoch}
+        else:
+            picks = {"before": near(t_epoch - 1), "during": near(t_epoch + 2 * settings.curve_every), "end": last_epoch}
+        report.figure("fig3_kappa_histograms", _plot_histograms(kappas, picks, settings.log10_kappa_0),
+                      "Fig. 3: histograms of log10 kappa (kappa <= 1e-25 shown at -25)")
 
-    log("sparse ensembles (Fig. 5)")
-    site = TABLE2["layer"].sites
-    sparse = sparse_ensemble_curve(post, site, kappas[last_epoch], settings.kappa_thresholds, e.test.x, e.test.y,
-                                   num_samples=settings.ensemble_draws)
-    report.table("fig5_sparse_ensemble", sparse, "Fig. 5: ensemble accuracy with weights below a kappa threshold "
-                 "set to their mean or to 0 (per-epoch run, last epoch)")
-    report.figure("fig5_sparse_ensemble", _plot_sparse(sparse), "Fig. 5: sparse ensembles")
-    stage("tables, curves and sparse ensembles")
+        log("sparse ensembles (Fig. 5)")
+        site = TABLE2["layer"].sites
+        sparse = sparse_ensemble_curve(post, site, kappas[last_epoch], settings.kappa_thresholds, e.test.x, e.test.y,
+                                       num_samples=settings.ensemble_draws)
+        report.table("fig5_sparse_ensemble", sparse, "Fig. 5: ensemble accuracy with weights below a kappa threshold "
+                     "set to their mean or to 0 (per-epoch run, last epoch)")
+        report.figure("fig5_sparse_ensemble", _plot_sparse(sparse), "Fig. 5: sparse ensembles")
 
-    log("iterative fast-sign attacks (Fig. 2)")
-    attack = _attack(settings, fits, e.test, data_dir, log)
-    report.table("fig2_attack", attack, "Fig. 2: targeted iterative fast sign, target = (label + 1) mod 10")
-    report.figure("fig2_attack", _plot_attack(attack), "Fig. 2: attack success rate and predictive entropy")
-    stage("attacks")
+    with timed("attacks"):
+        log("iterative fast-sign attacks (Fig. 2)")
+        attack = _attack(settings, fits, e.test, data_dir, log)
+        report.table("fig2_attack", attack, "Fig. 2: targeted iterative fast sign, target = (label + 1) mod 10")
+        report.figure("fig2_attack", _plot_attack(attack), "Fig. 2: attack success rate and predictive entropy")
     compiles = int(sum(r["traces"] or 0 for r in t1_rows + [r for r in t2_rows if r["method"] not in
                                                              {m.label for m in TABLE1}]))
-    report.note("Seconds per stage: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
+    report.note("Seconds per stage: " + ", ".join(f"{k} {t.seconds:.0f} s" for k, t in stages.items())
                 + f"; {compiles} compiled SVI updates for {len(settings.seeds)} seed(s) of 9 methods.")
 
     _findings(report, settings, t1_sum, t2_sum, rows, t_epoch, chance, sparse, attack, n_test,

@@ -1,6 +1,6 @@
-"""Per-stage wall time and XLA compile count of `zoo reproduce rank1` (issue 17: the quick job's budget).
+"""Per-stage wall time and XLA compile count of a `zoo reproduce` job (each quick job has a 10-minute budget).
 
-``with stage("table 2", log) as s: ...`` logs ``[rank1] table 2: 123.4 s, 7 compiles (45.6 s compiling)`` at
+``with stage("table 2", log, "rank1") as s: ...`` logs ``[rank1] table 2: 123.4 s, 7 compiles (45.6 s compiling)`` at
 the end of the block and keeps the numbers in ``s`` (`StageTimes`). Compiles are counted with JAX's
 monitoring events (``/jax/core/compile/backend_compile_duration``, one per program handed to the XLA backend;
 one served from the persistent compilation cache counts too, with its short load time as its seconds).
@@ -21,25 +21,27 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 @dataclass
 class StageTimes:
-    """name; seconds: wall time of the block; compiles: XLA backend compiles inside it; compile_s: their seconds."""
+    """name; prefix: the job's tag in log lines; seconds: wall time of the block; compiles: XLA backend compiles
+    inside it; compile_s: their seconds."""
 
     name: str
+    prefix: str = "zoo"
     seconds: float = 0.0
     compiles: int = 0
     compile_s: float = 0.0
 
-    def line(self, prefix: str = "rank1") -> str:
+    def line(self) -> str:
         """The log line ``[prefix] name: S s, N compiles (C s compiling)``."""
-        return (f"[{prefix}] {self.name}: {self.seconds:.1f} s, {self.compiles} compiles "
+        return (f"[{self.prefix}] {self.name}: {self.seconds:.1f} s, {self.compiles} compiles "
                 f"({self.compile_s:.1f} s compiling)")
 
 
 @contextmanager
-def stage(name: str, log=print, prefix: str = "rank1", into: StageTimes | None = None):
+def stage(name: str, log=print, prefix: str = "zoo", into: StageTimes | None = None):
     """Time the block and count its XLA compiles; log `StageTimes.line` at its end (``log=None``: silent).
     Yields the `StageTimes`, filled when the block ends; ``into``: add to these (a stage entered many times,
     e.g. every fit of one method) instead of new ones."""
-    times = into if into is not None else StageTimes(name)
+    times = into if into is not None else StageTimes(name, prefix)
 
     def listener(event, duration, **_):
         if event == COMPILE_EVENT:
@@ -54,4 +56,4 @@ def stage(name: str, log=print, prefix: str = "rank1", into: StageTimes | None =
         times.seconds += time.perf_counter() - t0
         jax.monitoring.unregister_event_duration_listener(listener)
         if log is not None:
-            log(times.line(prefix))
+            log(times.line())
