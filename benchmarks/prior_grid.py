@@ -76,9 +76,10 @@ def label(scale) -> float | str:
     return float(scale)
 
 
-def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, seed, draws):
+def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, seed, draws, temperature=1.0):
     """Fit one cell and score it on `evaluate` ((x, y)): a dict row (metrics, loss, convergence, sigma, seconds)
-    and the Posterior. scale: a number or {site pattern: number} (`models.priors.per_site`)."""
+    and the Posterior. scale: a number or {site pattern: number} (`models.priors.per_site`); temperature: the
+    likelihood temperature of `inference.fit` (1: the Bayesian posterior; only as a diagnostic, never chosen)."""
     import evals
     import inference
     import optax
@@ -91,12 +92,14 @@ def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = inference.fit(entry.model, guide, train, steps=steps, kl_warmup=int(0.2 * steps), seed=seed,
-                             progress=False, optimizer=optax.adam(1e-3) if guide_name.endswith("@old") else None)
+                             progress=False, temperature=temperature,
+                             optimizer=optax.adam(1e-3) if guide_name.endswith("@old") else None)
     seconds = time.perf_counter() - t0
     row = evals.score(post, evaluate, num_samples=draws, seed=seed, verbose=False).iloc[0].to_dict()
     mean_field = guide_name.startswith("mean_field")
     scales = [np.ravel(v) for k, v in post.params.items() if k.endswith("_scale")] if mean_field else []
     row.update({"network": network, "prior": prior, "scale": label(scale), "guide": guide_name,
+                "temperature": temperature,
                 "final_loss": float(np.mean(post.losses[-max(1, steps // 50):])),
                 "converged": bool(post.info.converged), "steps": steps, "seconds": round(seconds, 1),
                 "tail_change": (post.info.convergence or {}).get("rel_change"),
@@ -104,7 +107,7 @@ def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, 
     return row, post
 
 
-def grid(networks, priors, guides, *, steps, seed, draws, out):
+def grid(networks, priors, guides, *, steps, seed, draws, out, temperature=1.0):
     """Part 1: every cell on the validation split, appended to ``<out>/grid.csv`` as it finishes."""
     import zoo
 
@@ -118,7 +121,7 @@ def grid(networks, priors, guides, *, steps, seed, draws, out):
         for prior, scale in candidates:
             for guide_name in guides:
                 row, _ = fit_and_score(network, prior, scale, guide_name, train, val, steps=steps[network],
-                                       seed=seed, draws=draws)
+                                       seed=seed, draws=draws, temperature=temperature)
                 rows.append(row)
                 pd.DataFrame(rows).to_csv(os.path.join(out, "grid.csv"), index=False)
                 print(_fmt(pd.DataFrame([row])[GRID_COLUMNS]), flush=True)
@@ -159,6 +162,9 @@ def first_layer_sigmas(post, x_train, edges=(0.0, 0.05, 0.2, 0.5, np.inf)) -> pd
     return pd.DataFrame(rows)
 
 
+PART2_GUIDES = ("point_estimate", "mean_field", "2-tied")
+
+
 def site_sigmas(post) -> pd.DataFrame:
     """Per weight site of a mean-field Posterior: the median posterior sigma and median |mean| (a site whose
     sigma sits at the prior's sd and whose means are small against it carries no information from the data)."""
@@ -171,9 +177,10 @@ def site_sigmas(post) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, types, out):
+def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, types, out, guides=PART2_GUIDES):
     """Part 2: mean field, 2-tied and the point estimate on digits_28 784-400-400 (whole training set), the
-    test set clean and corrupted. steps: an int, or {guide: steps}. Writes ``must_hold_5.csv``, the NLL and
+    test set clean and corrupted. steps: an int, or {guide: steps}; guides: a subset of `PART2_GUIDES` (mCE
+    is NaN without the point estimate). Writes ``must_hold_5.csv``, the NLL and
     accuracy per corruption type (``corruption_types.csv``), mean field's `site_sigmas` (``sigma_by_site.csv``)
     and `first_layer_sigmas` (``sigma_by_pixel.csv``). Returns (summary DataFrame, one row per guide; per-type
     table; the two sigma tables stacked)."""
@@ -183,7 +190,7 @@ def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, type
 
     entry = zoo.get("mlp", data="digits_28", hidden=(400, 400), prior=prior, prior_scale=scale)
     posts, rows = {}, []
-    for guide_name in ("point_estimate", "mean_field", "2-tied"):
+    for guide_name in guides:
         row, post = fit_and_score("784-400-400", prior, scale, guide_name, entry.train, entry.test, seed=seed,
                                   steps=steps.get(guide_name) if isinstance(steps, dict) else steps, draws=draws)
         posts[guide_name] = post
@@ -193,7 +200,7 @@ def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, type
     mu, sd = digits_standardiser(raw_train.x)
     results = ood.score(posts, raw_test, types=types, severities=severities, image_shape=(28, 28, 1),
                         preprocess=lambda x: (x - mu) / sd, num_samples=ood_draws, seed=seed)
-    corrupted = ood.aggregate(results.table, reference="point_estimate")
+    corrupted = ood.aggregate(results.table, reference="point_estimate" if "point_estimate" in posts else None)
     table = pd.DataFrame(rows).set_index("guide")
     for col in ("cnll", "caccuracy", "cece", "mce"):
         table[col] = corrupted[col]
@@ -205,6 +212,8 @@ def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, type
     per_type.columns = [f"{metric}_{method}" for metric, method in per_type.columns]
     per_type = per_type.reset_index()
     per_type.to_csv(os.path.join(out, "corruption_types.csv"), index=False)
+    if "mean_field" not in posts:
+        return table, per_type, pd.DataFrame()
     sigmas = first_layer_sigmas(posts["mean_field"], entry.train.x)
     sigmas.to_csv(os.path.join(out, "sigma_by_pixel.csv"), index=False)
     sites = site_sigmas(posts["mean_field"])
@@ -237,6 +246,8 @@ def main(argv=None):
     parser.add_argument("--steps-large", type=int, default=3000, help="steps on the 784-400-400 net")
     parser.add_argument("--steps-mean-field", type=int, help="part 2: mean field's steps (default --steps-large)")
     parser.add_argument("--steps-tied", type=int, help="part 2: 2-tied's steps (default --steps-large)")
+    parser.add_argument("--part2-guides", nargs="+", choices=PART2_GUIDES, default=PART2_GUIDES,
+                        help="part 2: fit only these guides")
     parser.add_argument("--draws", type=int, default=30, help="posterior draws for the validation/test metrics")
     parser.add_argument("--ood-draws", type=int, default=10, help="posterior draws per corrupted set")
     parser.add_argument("--skip-grid", nargs=2, metavar=("PRIOR", "SCALE"),
@@ -245,6 +256,9 @@ def main(argv=None):
     parser.add_argument("--priors", nargs="+", metavar="KIND:SCALE",
                         help="part 1 only, these settings (SCALE: a number or PATTERN=SCALE,..., e.g. "
                              "'fan_in:*linear_0/*=8,*=4')")
+    parser.add_argument("--guides", nargs="+", choices=GUIDES, default=GUIDES, help="part 1 extra cells: these guides")
+    parser.add_argument("--temperature", type=float, default=1.0,
+                        help="part 1 extra cells only, a diagnostic: the likelihood temperature (1: Bayesian)")
     parser.add_argument("--old-defaults", action="store_true",
                         help="part 1 only: mean field at the old defaults (Adam 1e-3, sigma init 1e-3), prior normal 1")
     args = parser.parse_args(argv)
@@ -275,10 +289,12 @@ def main(argv=None):
     part2_steps = {"point_estimate": large, "2-tied": args.steps_tied or large,
                    "mean_field": args.steps_mean_field or large}
     must, per_type, sigmas = must_hold_5(*choice, steps=part2_steps, seed=args.seed, draws=args.draws,
-                                         ood_draws=args.ood_draws, severities=severities, types=types, out=args.out)
+                                         ood_draws=args.ood_draws, severities=severities, types=types, out=args.out,
+                                         guides=args.part2_guides)
     report += [f"## Must-hold 5: digits_28 784-400-400, prior {choice[0]} {label(choice[1])}, test set", "",
                _markdown(must[MUST_COLUMNS]), "", "## Corrupted NLL and accuracy per type (mean over severities)",
-               "", _markdown(per_type), "", "## Mean field's sigmas per site, and first-layer ones by their pixel's training sd", "",
+               "", _markdown(per_type), "",
+               "## Mean field's sigmas per site, and first-layer ones by their pixel's training sd", "",
                _markdown(sigmas), ""]
     print("\n" + _fmt(must[MUST_COLUMNS]) + "\n\n" + _fmt(per_type) + "\n\n" + _fmt(sigmas), flush=True)
     with open(os.path.join(args.out, "prior_grid.md"), "w") as f:
@@ -292,12 +308,12 @@ def extra_cells(args):
     if args.old_defaults:
         priors, guides = [("normal", 1.0)], ("mean_field@old",)
     else:
-        priors, guides = [parse_setting(p) for p in args.priors or []], GUIDES
+        priors, guides = [parse_setting(p) for p in args.priors or []], args.guides
     steps = {"64-64": args.steps_small, "784-400-400": args.steps_large}
     out = os.path.join(args.out, "extra")
     os.makedirs(out, exist_ok=True)
     table = grid(networks, {n: priors for n in networks}, guides, steps=steps, seed=args.seed, draws=args.draws,
-                 out=out)
+                 out=out, temperature=args.temperature)
     print("\n" + _fmt(table[GRID_COLUMNS]) + "\n\nranking (mean validation NLL over these cells):\n"
           + _fmt(choose(table)[1]))
     return table
