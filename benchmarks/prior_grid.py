@@ -140,7 +140,8 @@ def choose(table: pd.DataFrame):
     cells = groups.size()
     ranking = groups[["nll", "accuracy", "ece"]].mean()[cells == cells.max()].sort_values("nll").reset_index()
     best = ranking.iloc[0]
-    return (best["prior"], best["scale"]), ranking
+    scale = best["scale"] if isinstance(best["scale"], str) else float(best["scale"])
+    return (best["prior"], scale), ranking
 
 
 def first_layer_sigmas(post, x_train, edges=(0.0, 0.05, 0.2, 0.5, np.inf)) -> pd.DataFrame:
