@@ -60,9 +60,26 @@ def make_guide(name: str, model):
     return getattr(inference, name)(model)
 
 
-def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, seed, draws):
+def parse_setting(text: str):
+    """"KIND:SCALE" -> (kind, scale): SCALE a number, or PATTERN=SCALE pairs separated by commas (as
+    ``zoo fit --prior-scale``), e.g. "fan_in:*linear_0/*=8,*=4" -> ("fan_in", {"*linear_0/*": 8.0, "*": 4.0})."""
+    from zoo.cli import _prior_scale
+
+    kind, _, scale = text.partition(":")
+    return kind, _prior_scale(scale)
+
+
+def label(scale) -> float | str:
+    """A prior scale as a table cell: the number, or "PATTERN=SCALE,..." for a per-site scale."""
+    if isinstance(scale, dict):
+        return ",".join(f"{p}={v:g}" for p, v in scale.items())
+    return float(scale)
+
+
+def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, seed, draws, temperature=1.0):
     """Fit one cell and score it on `evaluate` ((x, y)): a dict row (metrics, loss, convergence, sigma, seconds)
-    and the Posterior."""
+    and the Posterior. scale: a number or {site pattern: number} (`models.priors.per_site`); temperature: the
+    likelihood temperature of `inference.fit` (1: the Bayesian posterior; only as a diagnostic, never chosen)."""
     import evals
     import inference
     import optax
@@ -75,19 +92,22 @@ def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = inference.fit(entry.model, guide, train, steps=steps, kl_warmup=int(0.2 * steps), seed=seed,
-                             progress=False, optimizer=optax.adam(1e-3) if guide_name.endswith("@old") else None)
+                             progress=False, temperature=temperature,
+                             optimizer=optax.adam(1e-3) if guide_name.endswith("@old") else None)
     seconds = time.perf_counter() - t0
     row = evals.score(post, evaluate, num_samples=draws, seed=seed, verbose=False).iloc[0].to_dict()
     mean_field = guide_name.startswith("mean_field")
     scales = [np.ravel(v) for k, v in post.params.items() if k.endswith("_scale")] if mean_field else []
-    row.update({"network": network, "prior": prior, "scale": scale, "guide": guide_name,
+    row.update({"network": network, "prior": prior, "scale": label(scale), "guide": guide_name,
+                "temperature": temperature,
                 "final_loss": float(np.mean(post.losses[-max(1, steps // 50):])),
                 "converged": bool(post.info.converged), "steps": steps, "seconds": round(seconds, 1),
+                "tail_change": (post.info.convergence or {}).get("rel_change"),
                 "median_sigma": float(np.median(np.concatenate(scales))) if scales else np.nan})
     return row, post
 
 
-def grid(networks, priors, guides, *, steps, seed, draws, out):
+def grid(networks, priors, guides, *, steps, seed, draws, out, temperature=1.0):
     """Part 1: every cell on the validation split, appended to ``<out>/grid.csv`` as it finishes."""
     import zoo
 
@@ -101,7 +121,7 @@ def grid(networks, priors, guides, *, steps, seed, draws, out):
         for prior, scale in candidates:
             for guide_name in guides:
                 row, _ = fit_and_score(network, prior, scale, guide_name, train, val, steps=steps[network],
-                                       seed=seed, draws=draws)
+                                       seed=seed, draws=draws, temperature=temperature)
                 rows.append(row)
                 pd.DataFrame(rows).to_csv(os.path.join(out, "grid.csv"), index=False)
                 print(_fmt(pd.DataFrame([row])[GRID_COLUMNS]), flush=True)
@@ -109,7 +129,7 @@ def grid(networks, priors, guides, *, steps, seed, draws, out):
 
 
 GRID_COLUMNS = ["network", "guide", "prior", "scale", "accuracy", "nll", "ece", "final_loss", "converged",
-                "median_sigma", "steps", "seconds"]
+                "tail_change", "median_sigma", "steps", "seconds"]
 
 
 def choose(table: pd.DataFrame):
@@ -120,21 +140,60 @@ def choose(table: pd.DataFrame):
     cells = groups.size()
     ranking = groups[["nll", "accuracy", "ece"]].mean()[cells == cells.max()].sort_values("nll").reset_index()
     best = ranking.iloc[0]
-    return (best["prior"], float(best["scale"])), ranking
+    scale = best["scale"] if isinstance(best["scale"], str) else float(best["scale"])
+    return (best["prior"], scale), ranking
 
 
-def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, types, out):
+def first_layer_sigmas(post, x_train, edges=(0.0, 0.05, 0.2, 0.5, np.inf)) -> pd.DataFrame:
+    """Mean field's first-layer weights grouped by how much their input pixel varies in training.
+
+    post: a mean-field Posterior of an MLP (params ``.../linear_0/w_auto_loc`` and ``..._scale``, (D, H));
+    x_train: (N, D) the standardised training inputs. Pixels are binned by their training sd (`edges`, in
+    standardised units); per bin: the pixel count, the median posterior sigma and median |mean| of their
+    weights (a weight whose pixel never varies is pinned by the prior alone). Returns a DataFrame."""
+    params = {k.rsplit("/", 2)[-2] + "/" + k.rsplit("/", 1)[-1]: np.asarray(v) for k, v in post.params.items()}
+    sigma, mean = params["linear_0/w_auto_scale"], params["linear_0/w_auto_loc"]
+    pixel_sd = np.asarray(x_train).std(axis=0)
+    rows = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        sel = (pixel_sd >= lo) & (pixel_sd < hi)
+        rows.append({"pixel_sd": f"[{lo:g}, {hi:g})", "pixels": int(sel.sum()),
+                     "median_sigma": float(np.median(sigma[sel])) if sel.any() else np.nan,
+                     "median_abs_mean": float(np.median(np.abs(mean[sel]))) if sel.any() else np.nan})
+    return pd.DataFrame(rows)
+
+
+PART2_GUIDES = ("point_estimate", "mean_field", "2-tied")
+
+
+def site_sigmas(post) -> pd.DataFrame:
+    """Per weight site of a mean-field Posterior: the median posterior sigma and median |mean| (a site whose
+    sigma sits at the prior's sd and whose means are small against it carries no information from the data)."""
+    rows = []
+    for name, value in post.params.items():
+        if name.endswith("_auto_scale"):
+            site = name[: -len("_auto_scale")]
+            rows.append({"site": site, "size": int(np.size(value)), "median_sigma": float(np.median(value)),
+                         "median_abs_mean": float(np.median(np.abs(post.params[site + "_auto_loc"])))})
+    return pd.DataFrame(rows)
+
+
+def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, types, out, guides=PART2_GUIDES):
     """Part 2: mean field, 2-tied and the point estimate on digits_28 784-400-400 (whole training set), the
-    test set clean and corrupted. Returns the summary DataFrame (one row per guide)."""
+    test set clean and corrupted. steps: an int, or {guide: steps}; guides: a subset of `PART2_GUIDES` (mCE
+    is NaN without the point estimate). Writes ``must_hold_5.csv``, the NLL and
+    accuracy per corruption type (``corruption_types.csv``), mean field's `site_sigmas` (``sigma_by_site.csv``)
+    and `first_layer_sigmas` (``sigma_by_pixel.csv``). Returns (summary DataFrame, one row per guide; per-type
+    table; the two sigma tables stacked)."""
     import zoo
     from evals import ood
     from zoo.data.embedded import digits_28, digits_standardiser
 
     entry = zoo.get("mlp", data="digits_28", hidden=(400, 400), prior=prior, prior_scale=scale)
     posts, rows = {}, []
-    for guide_name in ("point_estimate", "mean_field", "2-tied"):
-        row, post = fit_and_score("784-400-400", prior, scale, guide_name, entry.train, entry.test,
-                                  steps=steps, seed=seed, draws=draws)
+    for guide_name in guides:
+        row, post = fit_and_score("784-400-400", prior, scale, guide_name, entry.train, entry.test, seed=seed,
+                                  steps=steps.get(guide_name) if isinstance(steps, dict) else steps, draws=draws)
         posts[guide_name] = post
         rows.append(row)
         print(_fmt(pd.DataFrame([row])[GRID_COLUMNS]), flush=True)
@@ -142,17 +201,29 @@ def must_hold_5(prior, scale, *, steps, seed, draws, ood_draws, severities, type
     mu, sd = digits_standardiser(raw_train.x)
     results = ood.score(posts, raw_test, types=types, severities=severities, image_shape=(28, 28, 1),
                         preprocess=lambda x: (x - mu) / sd, num_samples=ood_draws, seed=seed)
-    corrupted = ood.aggregate(results.table, reference="point_estimate")
+    corrupted = ood.aggregate(results.table, reference="point_estimate" if "point_estimate" in posts else None)
     table = pd.DataFrame(rows).set_index("guide")
     for col in ("cnll", "caccuracy", "cece", "mce"):
         table[col] = corrupted[col]
     table = table.reset_index()
     table.to_csv(os.path.join(out, "must_hold_5.csv"), index=False)
-    return table
+    corrupted_rows = results.table[results.table["type"] != "clean"]
+    per_type = corrupted_rows.pivot_table(index="type", columns="method", values=["nll", "accuracy"],
+                                          aggfunc="mean")
+    per_type.columns = [f"{metric}_{method}" for metric, method in per_type.columns]
+    per_type = per_type.reset_index()
+    per_type.to_csv(os.path.join(out, "corruption_types.csv"), index=False)
+    if "mean_field" not in posts:
+        return table, per_type, pd.DataFrame()
+    sigmas = first_layer_sigmas(posts["mean_field"], entry.train.x)
+    sigmas.to_csv(os.path.join(out, "sigma_by_pixel.csv"), index=False)
+    sites = site_sigmas(posts["mean_field"])
+    sites.to_csv(os.path.join(out, "sigma_by_site.csv"), index=False)
+    return table, per_type, pd.concat([sites, sigmas], ignore_index=True)
 
 
 MUST_COLUMNS = ["guide", "accuracy", "nll", "ece", "cnll", "caccuracy", "cece", "mce", "final_loss", "converged",
-                "median_sigma", "steps", "seconds"]
+                "tail_change", "median_sigma", "steps", "seconds"]
 
 
 def _fmt(table: pd.DataFrame) -> str:
@@ -174,12 +245,21 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps-small", type=int, default=6000, help="steps on the 64-64 net")
     parser.add_argument("--steps-large", type=int, default=3000, help="steps on the 784-400-400 net")
+    parser.add_argument("--steps-mean-field", type=int, help="part 2: mean field's steps (default --steps-large)")
+    parser.add_argument("--steps-tied", type=int, help="part 2: 2-tied's steps (default --steps-large)")
+    parser.add_argument("--part2-guides", nargs="+", choices=PART2_GUIDES, default=PART2_GUIDES,
+                        help="part 2: fit only these guides")
     parser.add_argument("--draws", type=int, default=30, help="posterior draws for the validation/test metrics")
     parser.add_argument("--ood-draws", type=int, default=10, help="posterior draws per corrupted set")
     parser.add_argument("--skip-grid", nargs=2, metavar=("PRIOR", "SCALE"),
-                        help="skip part 1 and run part 2 with this prior")
+                        help="skip part 1 and run part 2 with this prior (SCALE: a number or PATTERN=SCALE,...)")
     parser.add_argument("--networks", nargs="+", choices=list(NETWORKS), help="part 1 only, on these networks")
-    parser.add_argument("--priors", nargs="+", metavar="KIND:SCALE", help="part 1 only, these settings")
+    parser.add_argument("--priors", nargs="+", metavar="KIND:SCALE",
+                        help="part 1 only, these settings (SCALE: a number or PATTERN=SCALE,..., e.g. "
+                             "'fan_in:*linear_0/*=8,*=4')")
+    parser.add_argument("--guides", nargs="+", choices=GUIDES, default=GUIDES, help="part 1 extra cells: these guides")
+    parser.add_argument("--temperature", type=float, default=1.0,
+                        help="part 1 extra cells only, a diagnostic: the likelihood temperature (1: Bayesian)")
     parser.add_argument("--old-defaults", action="store_true",
                         help="part 1 only: mean field at the old defaults (Adam 1e-3, sigma init 1e-3), prior normal 1")
     args = parser.parse_args(argv)
@@ -196,19 +276,28 @@ def main(argv=None):
         severities, types = (1, 2, 3, 4, 5), None
     report = []
     if args.skip_grid:
-        choice = (args.skip_grid[0], float(args.skip_grid[1]))
+        choice = parse_setting(":".join(args.skip_grid))
     else:
         table = grid(networks, priors, GUIDES, steps=steps, seed=args.seed, draws=args.draws, out=args.out)
         choice, ranking = choose(table)
+        if isinstance(choice[1], str):  # a per-site scale's label
+            choice = parse_setting(f"{choice[0]}:{choice[1]}")
         report += ["## Validation grid (80/20 split of the training set, seed %d)" % args.seed, "",
                    _markdown(table[GRID_COLUMNS]), "", "## Ranking (mean validation NLL over the cells)", "",
                    _markdown(ranking), "", f"Chosen: prior={choice[0]!r}, prior_scale={choice[1]}", ""]
         print("\n" + _fmt(ranking) + f"\nchosen: {choice}", flush=True)
-    must = must_hold_5(*choice, steps=steps["784-400-400"], seed=args.seed, draws=args.draws,
-                       ood_draws=args.ood_draws, severities=severities, types=types, out=args.out)
-    report += [f"## Must-hold 5: digits_28 784-400-400, prior {choice[0]} {choice[1]}, test set", "",
-               _markdown(must[MUST_COLUMNS]), ""]
-    print("\n" + _fmt(must[MUST_COLUMNS]), flush=True)
+    large = steps["784-400-400"]
+    part2_steps = {"point_estimate": large, "2-tied": args.steps_tied or large,
+                   "mean_field": args.steps_mean_field or large}
+    must, per_type, sigmas = must_hold_5(*choice, steps=part2_steps, seed=args.seed, draws=args.draws,
+                                         ood_draws=args.ood_draws, severities=severities, types=types, out=args.out,
+                                         guides=args.part2_guides)
+    report += [f"## Must-hold 5: digits_28 784-400-400, prior {choice[0]} {label(choice[1])}, test set", "",
+               _markdown(must[MUST_COLUMNS]), "", "## Corrupted NLL and accuracy per type (mean over severities)",
+               "", _markdown(per_type), "",
+               "## Mean field's sigmas per site, and first-layer ones by their pixel's training sd", "",
+               _markdown(sigmas), ""]
+    print("\n" + _fmt(must[MUST_COLUMNS]) + "\n\n" + _fmt(per_type) + "\n\n" + _fmt(sigmas), flush=True)
     with open(os.path.join(args.out, "prior_grid.md"), "w") as f:
         f.write("\n".join(report))
 
@@ -220,13 +309,14 @@ def extra_cells(args):
     if args.old_defaults:
         priors, guides = [("normal", 1.0)], ("mean_field@old",)
     else:
-        priors, guides = [(p.split(":")[0], float(p.split(":")[1])) for p in args.priors or []], GUIDES
+        priors, guides = [parse_setting(p) for p in args.priors or []], args.guides
     steps = {"64-64": args.steps_small, "784-400-400": args.steps_large}
     out = os.path.join(args.out, "extra")
     os.makedirs(out, exist_ok=True)
     table = grid(networks, {n: priors for n in networks}, guides, steps=steps, seed=args.seed, draws=args.draws,
-                 out=out)
-    print("\n" + _fmt(table[GRID_COLUMNS]))
+                 out=out, temperature=args.temperature)
+    print("\n" + _fmt(table[GRID_COLUMNS]) + "\n\nranking (mean validation NLL over these cells):\n"
+          + _fmt(choose(table)[1]))
     return table
 
 
