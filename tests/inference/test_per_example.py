@@ -44,7 +44,7 @@ def test_same_objective_lower_gradient_variance(setup):
     # the same expected gradient of the zero-mean sigmas, within Monte Carlo error
     grad_se = np.sqrt(batch_grad.var(0) / n + example_grad.var(0) / n)
     assert np.mean(np.abs(batch_grad.mean(0) - example_grad.mean(0)) / grad_se) < 1.5
-    # measured 0.17-0.18 (16 examples; the ratio falls like 1/B for a layer whose noise dominates)
+    # measured 0.175 with 32 examples and 8 hidden units (the ratio falls like 1/B where the noise dominates)
     assert example_grad.var(0).mean() < 0.4 * batch_grad.var(0).mean()
     assert example_loss.std() < 0.7 * batch_loss.std()
 

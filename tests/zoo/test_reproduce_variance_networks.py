@@ -11,7 +11,7 @@ from zoo.reproduce.variance_networks import QUICK, reproduce_variance_networks
 
 TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=3, curve_every=1, ensemble_draws=3, attack_draws=2,
                deep_ensemble_size=1, fgsm_iterations=2, fgsm_examples=40, seeds=(0,),
-               kappa_thresholds=(-float("inf"), 1.5, 9.0), methods=())
+               kappa_thresholds=(-float("inf"), 1.5, 9.0), methods=(), init_log_alpha=-4.0)
 
 
 @pytest.mark.filterwarnings("ignore::inference.ConvergenceWarning")
