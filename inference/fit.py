@@ -32,6 +32,7 @@ from numpyro.distributions import biject_to
 from inference import data_args, validation
 from inference.convergence import ConvergenceWarning, judge
 from inference.elbo import annealed_elbo_loss
+from inference.per_example import per_example_elbo_loss
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.model_identity import data_fingerprint
@@ -133,7 +134,7 @@ def constrain_params(params_u: dict, constraints: dict) -> dict:
     return {k: biject_to(constraints[k])(v) if constraints.get(k) is not None else v for k, v in params_u.items()}
 
 
-def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trace_counter=None):
+def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trace_counter=None, per_example=False):
     """A jittable ``chunk(state, key, x, y, idx, steps, kl_warmup, temperature) -> (state, (losses, updated,
     grad_norms))``.
 
@@ -146,12 +147,14 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
     ``stopped``; nothing updates after that. Padding steps and steps after a stop
     skip the computation (a ``lax.cond``), so a chunk of fixed length C serves any number of steps.
     `constraints` is read when the chunk is traced (it may be filled after this call);
-    `trace_counter`: a one-element list incremented at every trace.
+    `trace_counter`: a one-element list incremented at every trace; `per_example`: the likelihood with a guide
+    draw per example (`inference.per_example`).
     """
 
     def loss_fn(params_u, mutable, key, xb, yb, beta, temperature):
         params = constrain_params(params_u, constraints)
-        return annealed_elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data,
+        elbo_loss = per_example_elbo_loss if per_example else annealed_elbo_loss
+        return elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data,
                                   temperature=temperature, mutable=mutable)
 
     def one_step(carry, inputs):
@@ -202,7 +205,7 @@ class CompiledFit:
       traces: a one-element list, how many times the update has been traced.
     """
 
-    def __init__(self, model, guide, optimizer, n_data, num_particles):
+    def __init__(self, model, guide, optimizer, n_data, num_particles, per_example=False):
         self.constraints: dict = {}
         self.param_shapes: dict | None = None
         self.traces = [0]
@@ -210,7 +213,7 @@ class CompiledFit:
         self.init = jax.jit(self._init)
         self.constrain = jax.jit(lambda params_u: constrain_params(params_u, self.constraints))
         self.chunk = jax.jit(make_chunk(model, guide, optimizer, self.constraints, n_data, num_particles,
-                                        self.traces))
+                                        self.traces, per_example))
 
     def _init(self, key, xb, yb, start):
         params_u, constraints = guide_params(self.guide, key, xb, yb, self.n_data)
@@ -229,12 +232,15 @@ class CompiledFit:
             jax.eval_shape(self.init, key, xb, yb, None)
 
 
-def compiled_fit(model, guide, optimizer, n_data: int, num_particles: int, xb, yb, chunk_len: int) -> CompiledFit:
+def compiled_fit(model, guide, optimizer, n_data: int, num_particles: int, xb, yb, chunk_len: int,
+                 per_example: bool = False) -> CompiledFit:
     """The `CompiledFit` for this structure, from the process-wide cache (`models.structure.cached`): keyed by the
     model's and the set-up guide's structure, the optimiser's (its code and hyperparameters), n_data,
     num_particles, the minibatch shapes and dtypes and the chunk length, never by object identity."""
-    parts = (model, guide, optimizer, int(n_data), int(num_particles), _spec(xb), _spec(yb), int(chunk_len))
-    return structure.cached("fit", parts, lambda: CompiledFit(model, guide, optimizer, n_data, num_particles))
+    parts = (model, guide, optimizer, int(n_data), int(num_particles), _spec(xb), _spec(yb), int(chunk_len),
+             bool(per_example))
+    return structure.cached("fit", parts, lambda: CompiledFit(model, guide, optimizer, n_data, num_particles,
+                                                              bool(per_example)))
 
 
 def _spec(a) -> tuple:
@@ -265,7 +271,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         kl_warmup: int = 0, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
-        on_chunk=None) -> Posterior:
+        on_chunk=None, per_example_noise: bool = False) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -295,6 +301,9 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         another temperature is refused); a traced argument of the compiled step (no recompile per value);
         ``losses`` are those of the tempered objective;
       num_particles: Monte Carlo draws per step; seed: controls the minibatches and the noise;
+      per_example_noise: estimate the likelihood term with an independent guide draw per example (the same
+        ELBO, a lower-variance gradient: `inference.per_example`; the local reparameterisation trick's
+        estimator); B draws of every stochastic weight per step; refused for models with batch norm;
       progress: a tqdm bar over chunks, with the running loss; chunk_size: steps per scanned chunk (every
         chunk has this length, the last one padded with skipped steps, so any number of steps reuses one
         compiled update);
@@ -355,7 +364,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
     xb, yb = x_dev[:batch_size], y_dev[:batch_size]
     guide.setup(xb)
-    fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size)
+    fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size, per_example_noise)
     traces_before = fns.traces[0]
     state = init_state(fns, init_key, xb, yb, start)
     order, done, saver = MinibatchOrder(n, batch_size, seed), 0, None
