@@ -372,7 +372,8 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     if checkpoint_dir is not None:
         identity = run_identity(model, guide, optimizer, x, y, feature_shape=tuple(np.shape(x)[1:]), steps=steps,
                                 batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, temperature=temperature,
-                                num_particles=num_particles, chunk_size=chunk_size, init_params=start)
+                                per_example_noise=per_example_noise, num_particles=num_particles,
+                                chunk_size=chunk_size, init_params=start)
         saver = Checkpoints(checkpoint_dir, identity, checkpoint_every, run_key)
         resumed = saver.restore(state, resume)
         if resumed is not None:

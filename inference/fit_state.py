@@ -12,7 +12,8 @@ mid-save leaves the previous state readable) with two files besides the manifest
   and every leaf's shape and dtype, the minibatch generator's state, and the run's identity (`run_identity`).
 
 Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
-warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), particles,
+warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), per-example noise
+(absent: off), particles,
 chunk size, a fingerprint of the optimiser's behaviour, of the data and of the initial parameters) and the
 pytree structure against the run being resumed, and refuses another run naming the first difference, so a
 resumed fit continues exactly the run it saved.
@@ -51,7 +52,7 @@ class FitState(NamedTuple):
 
 
 def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_size, seed, kl_warmup,
-                 num_particles, chunk_size, init_params, temperature=1.0) -> dict:
+                 num_particles, chunk_size, init_params, temperature=1.0, per_example_noise=False) -> dict:
     """JSON-able {what: value} that identifies a fit: a checkpoint resumes only the run whose identity equals
     the one it stored.
 
@@ -65,7 +66,7 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         "site_shapes": {k: list(v) for k, v in site_shapes.items()},
         "guide": getattr(guide, "config", None) or type(guide).__qualname__,
         "steps": steps, "batch_size": batch_size, "seed": seed, "kl_warmup": kl_warmup,
-        "temperature": float(temperature),
+        "temperature": float(temperature), "per_example_noise": bool(per_example_noise),
         "num_particles": num_particles, "chunk_size": chunk_size,
         "optimizer": optimizer_fingerprint(optimizer),
         "data": {"x": array_fingerprint(x), "y": array_fingerprint(y)},
@@ -171,7 +172,8 @@ def load_fit_state(path: str, identity: dict, template) -> FitState | None:
 
 def check_identity(path: str, saved: dict, current: dict) -> None:
     """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`."""
-    saved = {"temperature": 1.0, **saved}  # saved before temperatures existed: an untempered run
+    # saved before temperatures / per-example noise existed: an untempered run with one draw per minibatch
+    saved = {"temperature": 1.0, "per_example_noise": False, **saved}
     for key in sorted(set(saved) | set(current)):
         if saved.get(key) != current.get(key):
             raise CheckpointError(

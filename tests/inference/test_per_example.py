@@ -63,3 +63,21 @@ def test_fit_passes_it_through(setup):
                          per_example_noise=True)
     assert np.all(np.isfinite(post.losses)) and len(post.losses) == 20
     assert post.info.traces == 1  # its own compiled update (the cache key holds the estimator)
+
+
+def test_resuming_with_the_other_noise_setting_is_refused(setup, tmp_path):
+    import optax
+
+    from inference.fit_state import check_identity, run_identity
+    from models.errors import CheckpointError
+
+    e, guide, x, y, *_ = setup
+    ident = {flag: run_identity(e.model, guide, optax.adam(1e-3), x, y, feature_shape=(2,), steps=10, batch_size=4,
+                                seed=0, kl_warmup=0, num_particles=1, chunk_size=5, init_params=None,
+                                per_example_noise=flag) for flag in (False, True)}
+    with pytest.raises(CheckpointError, match="per_example_noise differs"):
+        check_identity(str(tmp_path), ident[False], ident[True])
+    old = {k: v for k, v in ident[False].items() if k != "per_example_noise"}  # saved before the option existed
+    check_identity(str(tmp_path), old, ident[False])
+    with pytest.raises(CheckpointError, match="per_example_noise differs"):
+        check_identity(str(tmp_path), old, ident[True])
