@@ -9,12 +9,12 @@ os.environ.setdefault("BNN_ZOO_COMPILATION_CACHE",
                       str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax-compilation-cache"))
 
 # XLA's CPU backend at optimisation level 1 (LLVM's light passes): this suite's programs are mostly compiled, not
-# run. Measured in fresh processes on this 2-core machine (CPU seconds): a 2,000-step digits MLP 64-64 mean-field
-# fit, first call (compile + run) / second call (run only): level 0 17.4 / 9.4, level 1 9.1 / 2.0, default 17.0 /
-# 1.9; NUTS on a two-moons MLP 2-16-16-2 (100 + 100 draws): level 0 44.1 / 23.8, level 1 25.4 / 10.5, default
-# 31.0 / 10.2. Level 1 compiles about as fast as level 0 and runs as fast as the default (level 0 made the
-# README's NUTS example 2.5x as costly). Results differ from the default level only by float rounding (no
-# fast-math); set XLA_FLAGS yourself to run the suite at another level.
+# run. In fresh processes (benchmarks/bench_xla_opt_level.py, CPU seconds of a first call / a second identical
+# call): a 2,000-step digits MLP 64-64 mean-field fit, level 0 18.4 / 16.7, level 1 10.1 / 2.1, default 13.9 / 2.3;
+# NUTS on a two-moons MLP 2-16-16-2 (100 + 100 draws), 38.6 / 29.4, 27.1 / 11.6, 27.2 / 7.5. Level 1 compiles as
+# cheaply as level 0 and runs compiled code at 1-1.5x the default, where level 0 ran it 2.3-8x slower (the
+# README's NUTS example: 2.5x). Results differ from the default level by float rounding only (no fast-math); set
+# XLA_FLAGS yourself to run the suite at another level.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=1").strip()
 
