@@ -151,11 +151,12 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
     draw per example (`inference.per_example`).
     """
 
+    elbo_loss = per_example_elbo_loss if per_example else annealed_elbo_loss
+
     def loss_fn(params_u, mutable, key, xb, yb, beta, temperature):
         params = constrain_params(params_u, constraints)
-        elbo_loss = per_example_elbo_loss if per_example else annealed_elbo_loss
-        return elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data,
-                                  temperature=temperature, mutable=mutable)
+        return elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data, temperature=temperature,
+                         mutable=mutable)
 
     def one_step(carry, inputs):
         state, key, x, y, kl_warmup, temperature = carry

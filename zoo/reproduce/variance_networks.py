@@ -21,6 +21,7 @@ from evals.curvature import log10_kappa
 from evals.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
 from evals.seed_summary import format_mean_se, mean_se
 from evals.sparse_ensemble import sparse_ensemble_curve
+from models.errors import InputError
 from zoo.reproduce.report import Report
 from zoo.reproduce.stages import StageTimes, stage
 from zoo.reproduce.variance_networks_train import TABLE1, TABLE2, fit_method
@@ -93,13 +94,24 @@ def _methods(settings) -> tuple:
         return every
     unknown = set(settings.methods) - {m.label for m in every}
     if unknown:
-        raise ValueError(f"methods: expected labels of {[m.label for m in every]}, got {sorted(unknown)}")
+        raise InputError("methods", sorted(unknown), f"labels of {[m.label for m in every]}")
     needed = {TABLE1[0].label, TABLE1[1].label, TABLE2["layer"].label, *settings.methods}
     return tuple(m for m in every if m.label in needed)
 
 
 def _binomial_se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+def _summary(rows: pd.DataFrame, by: str, order: list, metrics: list, n_test: int) -> pd.DataFrame:
+    """Mean +- SE over seeds of `metrics` and the ELBO per `by` value, rows in `order` (those present); with one
+    seed the accuracies' SE is the binomial standard error of a test accuracy on `n_test` images."""
+    summary = mean_se(rows, by, metrics + ["elbo"])
+    if rows["seed"].nunique() == 1:
+        for m in metrics:
+            summary[f"{m}_se"] = [_binomial_se(p, n_test) for p in summary[f"{m}_mean"]]
+    present = set(rows[by])
+    return summary.set_index(by).loc[[k for k in order if k in present]].reset_index()
+
 
 
 def _transition_epoch(rows, chance: float) -> int | None:
@@ -239,19 +251,10 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
         chance = 1.0 / first[0].test.num_classes
         metrics = ["stochastic_acc", "deterministic_acc", "ensemble_acc"]
         t1 = pd.DataFrame(t1_rows)
-        t1_sum = mean_se(t1, "method", metrics + ["elbo"])
-        if len(settings.seeds) == 1:  # one run: the binomial standard error of a test accuracy
-            for m in metrics:
-                t1_sum[f"{m}_se"] = [_binomial_se(p, n_test) for p in t1_sum[f"{m}_mean"]]
-        t1_sum = t1_sum.set_index("method").loc[[m.label for m in TABLE1 if m.label in set(t1.method)]].reset_index()
+        t1_sum = _summary(t1, "method", [m.label for m in TABLE1], metrics, n_test)
         report.table("table1", t1_sum, "Table 1: test accuracy by inference procedure (LeNet-5, softplus)")
         t2 = pd.DataFrame(t2_rows)
-        t2_sum = mean_se(t2, "parameterisation", metrics + ["elbo"])
-        if len(settings.seeds) == 1:
-            for m in metrics:
-                t2_sum[f"{m}_se"] = [_binomial_se(p, n_test) for p in t2_sum[f"{m}_mean"]]
-        t2_sum = t2_sum.set_index("parameterisation").loc[[k for k in TABLE2 if k in set(t2.parameterisation)]
-                                                          ].reset_index()
+        t2_sum = _summary(t2, "parameterisation", list(TABLE2), metrics, n_test)
         report.table("table2", t2_sum, "Table 2: final training ELBO and test accuracy per parameterisation of dense1",
                      digits=3)
 
