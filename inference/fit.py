@@ -37,6 +37,7 @@ from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.model_identity import data_fingerprint
 from inference.posterior import Posterior, params_owner
+from models.prng import flat_key
 from inference.run_info import FitInfo
 from models import structure
 from models.bridge import BNN, STATE_SITE
@@ -73,7 +74,7 @@ def guide_params(guide, rng_key, x, y, n_data) -> tuple[dict, dict]:
     def zeros_for_draws(site):
         return jnp.zeros(site["fn"].shape()) if site["type"] == "sample" and not site["is_observed"] else None
 
-    seeded = handlers.substitute(handlers.seed(guide, rng_key), substitute_fn=zeros_for_draws)
+    seeded = handlers.substitute(handlers.seed(guide, flat_key(rng_key)), substitute_fn=zeros_for_draws)
     params, constraints = {}, {}
     # NumPyro validates distribution arguments that are concrete (here: the initial values, constants of
     # the trace) eagerly, one small compile per check and shape; the initialisers need no such check
@@ -188,6 +189,7 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
         return (new_state, key, x, y, kl_warmup, temperature), (loss, ok, grad_norm)
 
     def chunk(state, key, x, y, idx, steps, kl_warmup, temperature):
+        key = flat_key(key)  # the same draws, compiled faster (`inference.prng`)
         (state, *_), outputs = jax.lax.scan(one_step, (state, key, x, y, kl_warmup, temperature), (idx, steps))
         return state, outputs
 

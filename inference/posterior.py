@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from models.prng import flat_key
 from inference.run_info import FitInfo, NutsInfo, check_info
 from inference.validation import check_choice, check_positive_ints, check_seed
 from models import structure
@@ -141,21 +142,25 @@ class Posterior:
 
     def _svi_draws(self, key, num_samples, keep=None):
         """{site: (keep, ...)} the first `keep` (default all) of `num_samples` guide draws with `key` (the same
-        numbers whatever `keep`, cut inside the compiled sampler); the jitted sampler is shared by every
-        Posterior whose guide has the same structure (`models.structure.cached`)."""
+        numbers whatever `keep`: the sampler always draws `num_samples`, and the first `keep` are cut on the
+        host, so one compiled sampler serves every `keep`); the jitted sampler is shared by every Posterior
+        whose guide has the same structure (`models.structure.cached`)."""
         names, guide = self.site_names, self.guide
         shape = (1,) + tuple(self.feature_shape)
-        keep = int(num_samples) if keep is None else int(keep)
+        num_samples = int(num_samples)
 
         def build():
             def sample(key, params):
-                out = guide.sample_posterior(key, params, jnp.zeros(shape), sample_shape=(num_samples,))
-                return {k: out[k][:keep] for k in names}
+                out = guide.sample_posterior(flat_key(key), params, jnp.zeros(shape), sample_shape=(num_samples,))
+                return {k: out[k] for k in names}
 
             return jax.jit(sample)
 
-        fn = structure.cached("posterior draws", (guide, tuple(names), shape, int(num_samples), keep), build)
-        return fn(key, self.params)
+        draws = structure.cached("posterior draws", (guide, tuple(names), shape, num_samples), build)(key, self.params)
+        if keep is None or int(keep) >= num_samples:
+            return draws
+        # on the host: slicing a device array op by op would compile one small program per shape
+        return {k: np.asarray(v)[:int(keep)] for k, v in draws.items()}
 
     def median(self) -> dict:
         """{site: site_shape array}: the guide's median (SVI) or the per-entry median of all draws (MCMC)."""

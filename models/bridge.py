@@ -30,6 +30,7 @@ from numpyro.distributions import biject_to
 from models import likelihoods as likelihoods_lib
 from models import structure
 from models import priors as priors_lib
+from models.prng import flat_key
 
 STATE_SITE = "network_state"
 
@@ -99,7 +100,10 @@ class BNN:
         self._state_cache: dict = {}
         # the jitted Haiku initialiser, shared by every BNN of the same network function (another zoo.get of
         # the same entry reuses the compiled code)
-        self._jit_init = structure.cached("haiku init", (network_fn,), lambda: jax.jit(self.init_fn))
+        # the same draws as the raw key's, compiled faster (`models.prng`)
+        init_fn = self.init_fn
+        self._jit_init = structure.cached("haiku init", (network_fn,),
+                                          lambda: jax.jit(lambda key, x: init_fn(flat_key(key), x)))
 
     # ----- structure -------------------------------------------------------------------------
     def site_shapes(self, x_or_feature_shape) -> "OrderedDict[str, tuple]":

@@ -9,14 +9,14 @@ from jax import monitoring
 import inference
 import zoo
 
-COMPILES = []
+COMPILES = []  # the compiled functions' names
 
 
 def _count(event, seconds, **kwargs):
     # a backend compile, or a compiled program read back from the persistent cache: either means the
     # in-process cache did not serve the call
     if "backend_compile" in event or "cache_retrieval" in event:
-        COMPILES.append(event)
+        COMPILES.append(kwargs.get("fun_name", event))
 
 
 monitoring.register_event_duration_secs_listener(_count)
@@ -83,3 +83,26 @@ def test_predictions_of_another_posterior_of_the_same_structure_compile_nothing(
     b.log_likelihood(x, _entry().test.y, num_samples=6, chunk_size=3)
     assert len(COMPILES) == before
     assert not np.allclose(pb, a.predict(x, num_samples=6, chunk_size=3))  # b's own parameters were used
+
+
+def test_fewer_draws_than_a_chunk_reuse_the_chunks_sampler():
+    post = _fit(_entry(), seed=0)
+    x = _entry().test.x
+    full = post.predict(x, num_samples=8, chunk_size=8)
+    before = len(COMPILES)
+    part = post.predict(x, num_samples=3, chunk_size=8)  # the first 3 of the chunk's 8 draws
+    assert "jit(sample)" not in COMPILES[before:]
+    np.testing.assert_allclose(part, full[:3], rtol=1e-6)
+
+
+def test_a_guide_draws_the_same_weights_with_a_flat_key():
+    from models.prng import flat_key
+
+    entry = zoo.get("mlp", data="two_moons", hidden=(3,), data_kwargs={"n": 40})
+    guide = inference.mean_field(entry.model)
+    params = guide.init_params(jax.random.PRNGKey(0), entry.train.x[:2])
+    raw = guide.sample_posterior(jax.random.PRNGKey(1), params, sample_shape=(4,))
+    flat = guide.sample_posterior(flat_key(jax.random.PRNGKey(1)), params, sample_shape=(4,))
+    assert set(raw) == set(flat)
+    for k in raw:
+        np.testing.assert_array_equal(flat[k], raw[k])
