@@ -4,6 +4,7 @@ import functools
 
 import numpy as np
 import pytest
+from scipy import ndimage
 
 from evals.corruptions import (
     ALIASES,
@@ -194,6 +195,12 @@ def test_ops():
     # 1.03: the whole image stretched to 33 pixels, the first 32 kept: anchored at the top-left
     zoomed = ops.clipped_zoom(x, 1.03)
     np.testing.assert_allclose(zoomed[:, 0, 0], x[:, 0, 0], atol=1e-6)
+    for z in (1.03, 1.2):  # channel by channel = scipy's one 4-D zoom of the crop, bit for bit
+        ch = int(np.ceil(32 / z))
+        top = (32 - ch) // 2
+        whole = ndimage.zoom(x[:, top:top + ch, top:top + ch].astype(np.float64), (1, z, z, 1), order=1)
+        cut = (whole.shape[1] - 32) // 2
+        np.testing.assert_array_equal(ops.clipped_zoom(x, z), whole[:, cut:cut + 32, cut:cut + 32])
     assert np.abs(zoomed[:, -1, -1] - x[:, -1, -1]).max() > 1e-3
     np.testing.assert_allclose(ops.cell_average_matrix(6, 1.0), np.eye(6), atol=1e-12)
     np.testing.assert_allclose(ops.cell_average_matrix(4, 2.0), np.kron(np.eye(2), np.full((2, 2), 0.5)), atol=1e-12)
