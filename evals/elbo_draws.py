@@ -19,6 +19,7 @@ from inference.data_args import check_model_data
 from inference.elbo import elbo_terms
 from inference.validation import check_positive_ints, check_seed
 from models import structure
+from models.prng import flat_key
 from models.errors import InputError
 
 __all__ = ["negative_elbo_draws"]
@@ -43,7 +44,7 @@ def negative_elbo_draws(posterior, x, y, n_train: int, num_samples: int = 100, s
 
     def build():
         def one(key, params, xs, ys):
-            log_lik, kl, _ = elbo_terms(key, params, model, guide, xs, ys, xs.shape[0])
+            log_lik, kl, _ = elbo_terms(flat_key(key), params, model, guide, xs, ys, xs.shape[0])
             return log_lik, kl
 
         return jax.jit(lambda keys, params, xs, ys: jax.lax.map(lambda k: one(k, params, xs, ys), keys,

@@ -13,6 +13,7 @@ from inference.elbo import annealed_elbo_loss
 from inference.fit import constrain_params, guide_constraints
 from inference.validation import check_positive_ints, check_seed
 from models import structure
+from models.prng import flat_key
 from models.errors import InputError
 
 __all__ = ["elbo_gradients"]
@@ -51,7 +52,8 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
 
     def build():
         def loss(p_u, key, xb, yb):
-            return annealed_elbo_loss(key, constrain_params(p_u, constraints), model, guide, 1.0, 1, xb, yb, n)[0]
+            return annealed_elbo_loss(flat_key(key), constrain_params(p_u, constraints), model, guide, 1.0, 1, xb, yb,
+                                      n)[0]
 
         return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0)))
 
