@@ -13,8 +13,8 @@ from inference.elbo import annealed_elbo_loss
 from inference.fit import constrain_params, guide_constraints
 from inference.validation import check_positive_ints, check_seed
 from models import structure
-from models.prng import flat_key
 from models.errors import InputError
+from models.prng import flat_key
 
 __all__ = ["elbo_gradients"]
 

@@ -37,11 +37,11 @@ from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.model_identity import data_fingerprint
 from inference.posterior import Posterior, params_owner
-from models.prng import flat_key
 from inference.run_info import FitInfo
 from models import structure
 from models.bridge import BNN, STATE_SITE
 from models.errors import InputError, ZooError
+from models.prng import flat_key
 
 
 class NonFiniteLossError(ZooError, FloatingPointError):
@@ -189,7 +189,7 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
         return (new_state, key, x, y, kl_warmup, temperature), (loss, ok, grad_norm)
 
     def chunk(state, key, x, y, idx, steps, kl_warmup, temperature):
-        key = flat_key(key)  # the same draws, compiled faster (`inference.prng`)
+        key = flat_key(key)  # the same draws, compiled faster (`models.prng`)
         (state, *_), outputs = jax.lax.scan(one_step, (state, key, x, y, kl_warmup, temperature), (idx, steps))
         return state, outputs
 

@@ -13,11 +13,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.prng import flat_key
 from inference.run_info import FitInfo, NutsInfo, check_info
 from inference.validation import check_choice, check_positive_ints, check_seed
 from models import structure
 from models.errors import InputError
+from models.prng import flat_key
+
+# Draws per compiled call: the default chunk of `predict` and its kin, and the smallest SVI sampler (`draws` of
+# fewer takes the first of this many), so one compiled sampler per guide serves them all
+DRAW_CHUNK = 50
 
 
 @dataclass
@@ -119,12 +123,15 @@ class Posterior:
     def draws(self, num_samples: int | None = None, seed: int = 0) -> dict:
         """{site: (S, *site_shape)} draws of every latent site.
 
-        SVI: S = num_samples fresh draws from the guide (default 100). MCMC: all chains x draws
-        flattened chain-major, or `num_samples` of them (the total, not per chain) evenly spaced when given.
+        SVI: S = num_samples fresh draws from the guide (default 100); fewer than `DRAW_CHUNK` are the
+        first S of that many draws with the same key, so that one compiled sampler serves every small S (the
+        same numbers as S draws made alone: element i of a threefry draw depends only on the key and i; a dense
+        covariance's product L eps may round differently). MCMC: all chains x draws flattened chain-major, or
+        `num_samples` of them (the total, not per chain) evenly spaced when given.
         """
         if self.kind == "svi":
             num_samples = 100 if num_samples is None else int(num_samples)
-            return self._svi_draws(jax.random.PRNGKey(seed), num_samples)
+            return self._svi_draws(jax.random.PRNGKey(seed), max(num_samples, DRAW_CHUNK), keep=num_samples)
         # on the host: reshaping, picking and chunking device arrays op by op compiles one small program each
         flat = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in self.samples.items()}
         total = next(iter(flat.values())).shape[0]
@@ -170,8 +177,8 @@ class Posterior:
         return {k: jnp.median(v, axis=0) for k, v in self.draws().items()}
 
     # ----- predictions ------------------------------------------------------------------------
-    def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50, draws: dict | None = None,
-                reduce: str | None = None) -> np.ndarray:
+    def predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = DRAW_CHUNK,
+                draws: dict | None = None, reduce: str | None = None) -> np.ndarray:
         """Predictive probabilities per draw for x (N, *feature_shape): (S, N, C) (classification) or means
         (S, N, ...) (regression); S = `num_samples`, the total number of draws (MCMC: over all chains).
 
@@ -190,7 +197,7 @@ class Posterior:
         return self._per_draw(self.model.predictive, x, None, num_samples, seed, chunk_size, draws,
                               reduce, PREDICT_REDUCTIONS)
 
-    def log_predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = 50,
+    def log_predict(self, x, num_samples: int = 100, seed: int = 0, chunk_size: int = DRAW_CHUNK,
                     draws: dict | None = None) -> np.ndarray:
         """Log predictive probabilities per draw for x (N, *feature_shape): (S, N, C), by a log-softmax in the
         model, so a class probability far below float32's smallest (about 1e-38) keeps its exact log; the same
@@ -206,7 +213,7 @@ class Posterior:
         return self._per_draw(self.model.log_predictive, x, None, num_samples, seed, chunk_size, draws,
                               None, PREDICT_REDUCTIONS)
 
-    def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = 50,
+    def log_likelihood(self, x, y, num_samples: int = 100, seed: int = 0, chunk_size: int = DRAW_CHUNK,
                        draws: dict | None = None, reduce: str | None = None) -> np.ndarray:
         """Pointwise log p(y_n | x_n, w_s) for x (N, *feature_shape), y (N,): (S, N); S, `draws`, chunks as in
         `predict`.

@@ -8,8 +8,8 @@ in 5.4 s, and in 1.2 s with `flat_key`.
 
 The flat draw reshaped is the same array bit for bit (the partitionable counter of an element is its flat
 index; the original threefry generates flat bits and reshapes), so `flat_key` changes compile time only,
-never a number: every compiled entry point of the library (the SVI update, guide initialisation, posterior
-draws) wraps its raw key with it.
+never a number. The library's compiled programs that draw (the SVI update and guide initialisation, Haiku's
+initialiser, posterior draws, the ELBO-draw and gradient diagnostics) wrap their raw keys with it inside jit.
 """
 
 from __future__ import annotations

@@ -93,6 +93,13 @@ def test_fewer_draws_than_a_chunk_reuse_the_chunks_sampler():
     part = post.predict(x, num_samples=3, chunk_size=8)  # the first 3 of the chunk's 8 draws
     assert "jit(sample)" not in COMPILES[before:]
     np.testing.assert_allclose(part, full[:3], rtol=1e-6)
+    post.draws(5)  # fewer draws than a chunk: the chunk-size sampler
+    before = len(COMPILES)
+    few = post.draws(2, seed=4)  # e.g. NUTS's starting points: that same sampler, no new compile
+    assert "jit(sample)" not in COMPILES[before:]
+    alone = post._svi_draws(jax.random.PRNGKey(4), 2)  # a sampler of exactly 2 draws
+    for k in post.site_names:  # the same numbers as 2 draws made alone
+        np.testing.assert_array_equal(few[k], alone[k])
 
 
 def test_a_guide_draws_the_same_weights_with_a_flat_key():
