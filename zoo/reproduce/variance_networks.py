@@ -44,8 +44,10 @@ class VarianceNetworksSettings:
     (eq. 20); ensemble_draws: draws of the ensemble procedure (eq. 2);
     deep_ensemble_size: networks in the deep ensembles of the attack; fgsm_*: the attack (step, steps,
     test points); kappa_thresholds: log10 thresholds of Fig. 5; seeds: one run of everything per seed;
-    per_example_noise: a weight draw per example for the stochastic layers (`inference.per_example`; the paper's
-    local reparameterisation trick, appendix A: "epsilon is sampled independently for each object");
+    per_example_noise: noise per example in the stochastic layers (`inference.fit`'s option): "local", the paper's
+    local reparameterisation trick on the dense layers (appendix A: "epsilon is sampled independently for each
+    object"; `inference.local_reparam`); True, a weight draw per example (`inference.per_example`: the same
+    expected log-likelihood, a vmap over the examples); False, one draw per minibatch;
     methods: labels of the Table 1-2 rows to train (None: all nine); the point estimate, binary dropout and the
     dense1 layer-wise row always run (the curves, sparse ensembles and attacks use them), a finding whose rows
     were not trained says "not run" (smoke tests train three structures instead of nine).
@@ -72,7 +74,7 @@ class VarianceNetworksSettings:
     log10_kappa_0: float = 1.5
     kappa_thresholds: tuple = (-math.inf, -6.0, -4.0, -3.0, -2.0, -1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
     seeds: tuple = (0,)
-    per_example_noise: bool = True
+    per_example_noise: bool | str = "local"
     methods: tuple | None = None
 
 
