@@ -31,8 +31,7 @@ from numpyro.distributions import biject_to
 
 from inference import data_args, validation
 from inference.convergence import ConvergenceWarning, judge
-from inference.elbo import annealed_elbo_loss
-from inference.per_example import per_example_elbo_loss
+from inference.per_example import per_example_estimator, per_example_mode
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.model_identity import data_fingerprint
@@ -152,7 +151,7 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
     draw per example (`inference.per_example`).
     """
 
-    elbo_loss = per_example_elbo_loss if per_example else annealed_elbo_loss
+    elbo_loss = per_example_estimator(per_example)
 
     def loss_fn(params_u, mutable, key, xb, yb, beta, temperature):
         params = constrain_params(params_u, constraints)
@@ -241,9 +240,9 @@ def compiled_fit(model, guide, optimizer, n_data: int, num_particles: int, xb, y
     model's and the set-up guide's structure, the optimiser's (its code and hyperparameters), n_data,
     num_particles, the minibatch shapes and dtypes and the chunk length, never by object identity."""
     parts = (model, guide, optimizer, int(n_data), int(num_particles), _spec(xb), _spec(yb), int(chunk_len),
-             bool(per_example))
+             per_example_mode(per_example))
     return structure.cached("fit", parts, lambda: CompiledFit(model, guide, optimizer, n_data, num_particles,
-                                                              bool(per_example)))
+                                                              per_example_mode(per_example)))
 
 
 def _spec(a) -> tuple:
@@ -307,6 +306,8 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
       per_example_noise: estimate the likelihood term with an independent guide draw per example (the same
         ELBO, a lower-variance gradient: `inference.per_example`; the local reparameterisation trick's
         estimator); B draws of every stochastic weight per step; refused for models with batch norm;
+        "local": the local reparameterisation trick on dense Gaussian / dropout layers (`inference.local_reparam`:
+        the same estimator's marginal, per-example pre-activations, no B weight draws);
       progress: a tqdm bar over chunks, with the running loss; chunk_size: steps per scanned chunk (every
         chunk has this length, the last one padded with skipped steps, so any number of steps reuses one
         compiled update);

@@ -30,6 +30,7 @@ import numpy as np
 
 from inference.atomic_dir import atomic_directory, readable_path, verify_directory
 from inference.model_identity import array_fingerprint
+from inference.per_example import per_example_mode
 from models.errors import CheckpointError
 
 FORMAT = 1
@@ -66,7 +67,7 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         "site_shapes": {k: list(v) for k, v in site_shapes.items()},
         "guide": getattr(guide, "config", None) or type(guide).__qualname__,
         "steps": steps, "batch_size": batch_size, "seed": seed, "kl_warmup": kl_warmup,
-        "temperature": float(temperature), "per_example_noise": bool(per_example_noise),
+        "temperature": float(temperature), "per_example_noise": per_example_mode(per_example_noise),
         "num_particles": num_particles, "chunk_size": chunk_size,
         "optimizer": optimizer_fingerprint(optimizer),
         "data": {"x": array_fingerprint(x), "y": array_fingerprint(y)},

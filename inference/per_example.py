@@ -20,7 +20,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from inference.elbo import elbo_terms
+from inference.elbo import annealed_elbo_loss, elbo_terms
+from inference.local_reparam import local_reparam_elbo_loss
 from models.errors import InputError
 
 
@@ -50,3 +51,27 @@ def per_example_elbo_loss(rng_key, params, model, guide, beta, num_particles, x,
     if num_particles == 1:
         return one_particle(rng_key), {}
     return jnp.mean(jax.vmap(one_particle)(jax.random.split(rng_key, num_particles))), {}
+
+
+PER_EXAMPLE_NOISE = (False, True, "local")
+"""Values of `inference.fit`'s ``per_example_noise``: False, one guide draw per minibatch
+(`inference.elbo.annealed_elbo_loss`); True, a guide draw per example (`per_example_elbo_loss`); "local", the
+local reparameterisation trick on the dense Gaussian and dropout layers (`inference.local_reparam`)."""
+
+
+def per_example_mode(per_example_noise):
+    """``per_example_noise`` checked: one of `PER_EXAMPLE_NOISE` (a NumPy bool is read as a bool); InputError
+    otherwise."""
+    if isinstance(per_example_noise, str):
+        if per_example_noise == "local":
+            return "local"
+    elif per_example_noise in (False, True):
+        return bool(per_example_noise)
+    raise InputError("per_example_noise", per_example_noise, "False, True (a guide draw per example) or 'local' "
+                     "(the local reparameterisation trick)")
+
+
+def per_example_estimator(per_example_noise):
+    """The loss function (signature of `inference.elbo.annealed_elbo_loss`) of a `PER_EXAMPLE_NOISE` value."""
+    mode = per_example_mode(per_example_noise)
+    return {False: annealed_elbo_loss, True: per_example_elbo_loss, "local": local_reparam_elbo_loss}[mode]

@@ -57,3 +57,15 @@ def test_variance_parameters_get_their_own_adam_rate():
     assert float(updates["lenet5/dense1/w_auto_log_alpha"]) == pytest.approx(-0.1, rel=1e-4)
     assert float(updates["lenet5/dense1/w_auto_sigma"][0, 0]) == pytest.approx(-0.1, rel=1e-4)
     assert float(updates["lenet5/dense1/w_auto_loc"][1, 2]) == pytest.approx(-0.01, rel=1e-4)
+
+
+def test_noise_per_example_by_method():
+    """The quick setting's estimator: the local trick on every stochastic row (the all-4-layer rows too: their
+    dense layers), never on the point estimate; weight draws per example (True) skip the all-4-layer rows."""
+    from zoo.reproduce.variance_networks_train import TABLE1, TABLE2, per_example
+
+    assert QUICK.per_example_noise == "local"
+    assert [per_example(QUICK, m) for m in TABLE1] == [False] + ["local"] * 6
+    assert per_example(QUICK, TABLE2["additive"]) == "local"
+    weights = replace(QUICK, per_example_noise=True)
+    assert [per_example(weights, m) for m in TABLE1] == [False, True, True, False, True, False, True]

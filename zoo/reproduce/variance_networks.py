@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from evals.curvature import log10_kappa
-from evals.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
+from evals.fgsm import draws_predictor, iterative_fgsm
 from evals.seed_summary import format_mean_se, mean_se
 from evals.sparse_ensemble import sparse_ensemble_curve
 from models.errors import InputError
@@ -44,8 +44,10 @@ class VarianceNetworksSettings:
     (eq. 20); ensemble_draws: draws of the ensemble procedure (eq. 2);
     deep_ensemble_size: networks in the deep ensembles of the attack; fgsm_*: the attack (step, steps,
     test points); kappa_thresholds: log10 thresholds of Fig. 5; seeds: one run of everything per seed;
-    per_example_noise: a weight draw per example for the stochastic layers (`inference.per_example`; the paper's
-    local reparameterisation trick, appendix A: "epsilon is sampled independently for each object");
+    per_example_noise: noise per example in the stochastic layers (`inference.fit`'s option): "local", the paper's
+    local reparameterisation trick on the dense layers (appendix A: "epsilon is sampled independently for each
+    object"; `inference.local_reparam`); True, a weight draw per example (`inference.per_example`: the same
+    expected log-likelihood, a vmap over the examples); False, one draw per minibatch;
     methods: labels of the Table 1-2 rows to train (None: all nine); the point estimate, binary dropout and the
     dense1 layer-wise row always run (the curves, sparse ensembles and attacks use them), a finding whose rows
     were not trained says "not run" (smoke tests train three structures instead of nine).
@@ -72,7 +74,7 @@ class VarianceNetworksSettings:
     log10_kappa_0: float = 1.5
     kappa_thresholds: tuple = (-math.inf, -6.0, -4.0, -3.0, -2.0, -1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
     seeds: tuple = (0,)
-    per_example_noise: bool = True
+    per_example_noise: bool | str = "local"
     methods: tuple | None = None
 
 
@@ -311,24 +313,33 @@ def _attack(settings, fits, test, data_dir, log):
     x, y = test.x[:n], test.y[:n]
     targets = (y + 1) % test.num_classes
 
-    def predictor(method, s, draws=settings.attack_draws, median=False):
+    def draws_of(method, s, draws=settings.attack_draws, median=False):
         if (method.label, s) not in fits:
             e_m, post_m, *_ = fit_method(settings, method, s, data_dir, log)
             fits[(method.label, s)] = (e_m, post_m)
         post_m = fits[(method.label, s)][1]
         d = {k: np.asarray(v)[None] for k, v in post_m.median().items()} if median else \
             {k: np.asarray(v) for k, v in post_m.draws(draws, seed=s).items()}
+        return post_m, d
+
+    def predictor(method, s, **kwargs):
+        post_m, d = draws_of(method, s, **kwargs)
         return draws_predictor(post_m.model, d, post_m.state)
+
+    def ensemble(method, **kwargs):
+        # networks of one structure with as many draws each: their equal-weight mixture is the average over all
+        # their draws together, one compiled predictor instead of one per network
+        parts = [draws_of(method, s, **kwargs) for s in members]
+        joined = {k: np.concatenate([d[k] for _, d in parts]) for k in parts[0][1]}
+        return draws_predictor(parts[0][0].model, joined, parts[0][0].state)
 
     members = range(seed, seed + settings.deep_ensemble_size)
     models = {
         "variance network": predictor(variance, seed),
         "dropout (ensemble)": predictor(dropout, seed),
         "dropout (deterministic)": predictor(dropout, seed, median=True),
-        f"deep ensemble ({settings.deep_ensemble_size} point estimates)":
-            mixture_predictor([predictor(point, s, draws=1) for s in members]),
-        f"variance ensemble ({settings.deep_ensemble_size} variance networks)":
-            mixture_predictor([predictor(variance, s) for s in members]),
+        f"deep ensemble ({settings.deep_ensemble_size} point estimates)": ensemble(point, draws=1),
+        f"variance ensemble ({settings.deep_ensemble_size} variance networks)": ensemble(variance),
     }
     tables = []
     for name, predict in models.items():

@@ -111,17 +111,21 @@ def mean_log_alpha(post, method: Method) -> float:
     return float(np.mean(np.asarray(post.params[post.guide.param_name(DENSE1, "log_alpha")])))
 
 
-def per_example(settings, method: Method) -> bool:
-    """Whether ``method`` trains with a weight draw per example: ``settings.per_example_noise`` for the stochastic
-    dense layers; never for the point estimate, nor for the all-4-layer rows (per-example convolution kernels:
-    816 s for one quick fit on the loaded 2-core machine, vs ~60-150 s for a dense1 row)."""
-    return settings.per_example_noise and method.guide != "point_estimate" and method.sites != ALL_WEIGHTS
+def per_example(settings, method: Method):
+    """``fit``'s ``per_example_noise`` for ``method``: False for the point estimate; ``settings.per_example_noise``
+    otherwise, except that a weight draw per example (True) is not used for the all-4-layer rows (per-example
+    convolution kernels: 816 s for one quick fit on the loaded 2-core machine, vs ~60-150 s for a dense1 row).
+    "local" (the local reparameterisation trick, `inference.local_reparam`) reparameterises the dense layers
+    and keeps one draw per minibatch for the convolution kernels."""
+    if method.guide == "point_estimate" or (settings.per_example_noise is True and method.sites == ALL_WEIGHTS):
+        return False
+    return settings.per_example_noise
 
 
 def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, curve: bool = False):
     """Train ``method`` for ``settings.epochs`` epochs in one fit (`optimizer_of`); with
-    ``settings.per_example_noise`` its stochastic layers get an independent draw per example
-    (`inference.per_example`, the estimator of the paper's local reparameterisation trick, appendix A).
+    ``settings.per_example_noise`` its stochastic dense layers get independent noise per example (`per_example`:
+    the paper's local reparameterisation trick, appendix A).
 
     Returns (entry, posterior, row, curve_rows, kappas): row = method, seed, stochastic/deterministic/ensemble
     test accuracy, final training ELBO (minus the mean loss of the last epoch), fit_s, traces (compiles of the
