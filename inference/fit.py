@@ -239,10 +239,15 @@ def compiled_fit(model, guide, optimizer, n_data: int, num_particles: int, xb, y
     """The `CompiledFit` for this structure, from the process-wide cache (`models.structure.cached`): keyed by the
     model's and the set-up guide's structure, the optimiser's (its code and hyperparameters), n_data,
     num_particles, the minibatch shapes and dtypes and the chunk length, never by object identity."""
-    parts = (model, guide, optimizer, int(n_data), int(num_particles), _spec(xb), _spec(yb), int(chunk_len),
-             per_example_mode(per_example))
+    parts = _fit_parts(model, guide, optimizer, n_data, num_particles, xb, yb, chunk_len, per_example)
     return structure.cached("fit", parts, lambda: CompiledFit(model, guide, optimizer, n_data, num_particles,
                                                               per_example_mode(per_example)))
+
+
+def _fit_parts(model, guide, optimizer, n_data, num_particles, xb, yb, chunk_len, per_example) -> tuple:
+    """What `compiled_fit` keys its cache entry by."""
+    return (model, guide, optimizer, int(n_data), int(num_particles), _spec(xb), _spec(yb), int(chunk_len),
+            per_example_mode(per_example))
 
 
 def _spec(a) -> tuple:
@@ -362,13 +367,14 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     batch_size = min(batch_size, n)
     optimizer = optimizer if optimizer is not None else default_optimizer(steps)
     start = start_params(init_params)
-    validation.check_optimizer(optimizer)
     t0 = time.perf_counter()
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
     xb, yb = x_dev[:batch_size], y_dev[:batch_size]
     guide.setup(xb)
     fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size, per_example_noise)
+    # after the lookup: the probe may rewrite the optimiser (see below), and the entry is found by its key before
+    validation.check_optimizer(optimizer)
     traces_before = fns.traces[0]
     state = init_state(fns, init_key, xb, yb, start)
     order, done, saver = MinibatchOrder(n, batch_size, seed), 0, None
@@ -411,6 +417,12 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         raise
     finally:
         bar.close()
+    if fns.traces[0] != traces_before:
+        # tracing may rewrite what the optimiser closes over (optax's cosine_decay_schedule turns an int
+        # decay_steps into a float on its first call): the compiled update is kept under the key the optimiser
+        # has now as well, or the next fit with this very optimiser would compile again
+        structure.cached("fit", _fit_parts(model, guide, optimizer, n, num_particles, xb, yb, chunk_size,
+                                           per_example_noise), lambda: fns)
     losses = np.concatenate([losses_before, run.losses])
     convergence = judge(losses, np.concatenate([norms_before, run.grad_norms]))
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,

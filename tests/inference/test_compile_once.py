@@ -45,6 +45,17 @@ def test_a_second_fit_of_the_same_structure_compiles_nothing():
     assert not np.allclose(runs[0].losses, runs[1].losses)  # the data really were the new data
 
 
+def test_an_optimiser_whose_schedule_rewrites_itself_compiles_once():
+    # optax's cosine_decay_schedule turns an int decay_steps into a float on its first call (while the first fit
+    # is traced): the second fit with the very same optimiser object must still reuse the compiled update
+    optimizer = optax.adam(optax.cosine_decay_schedule(1e-2, 40, alpha=0.01))
+    _fit(_entry(), optimizer=optimizer, seed=0)
+    before = len(COMPILES)
+    post = _fit(_entry(), optimizer=optimizer, seed=1)
+    again = _fit(_entry(), optimizer=optax.adam(optax.cosine_decay_schedule(1e-2, 40, alpha=0.01)), seed=2)  # fresh
+    assert COMPILES[before:] == [] and post.info.traces == 0 and again.info.traces == 0
+
+
 def test_a_reused_compiled_fit_gives_the_result_of_a_fresh_compile():
     from models import structure
 

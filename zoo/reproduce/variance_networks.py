@@ -81,9 +81,9 @@ class VarianceNetworksSettings:
 FULL = VarianceNetworksSettings()
 # Under 10 minutes on 2 CPU cores: digits 8x8 (1,347 train / 450 test images) with SAME padding, a narrow
 # LeNet-5 (8 and 16 channels, 128 hidden units: 8,192 weights in dense1 instead of 400 k), 60 epochs (780
-# steps) of Adam 1e-2 with 0.1 on log alpha and the sigmas, log alpha from -1, a weight draw per example (chosen
-# on a validation split, docs/variance-networks.md), curves every 2 epochs (first seed), 30 ensemble draws, 3 seeds
-# that are also the deep ensembles' 3 members.
+# steps) of Adam 1e-2 with 0.1 on log alpha and the sigmas, log alpha from -1 (chosen on a validation split with a
+# weight draw per example, docs/variance-networks.md; now FULL's local reparameterisation trick), curves every 2
+# epochs (first seed), 30 ensemble draws, 3 seeds that are also the deep ensembles' 3 members.
 QUICK = replace(FULL, data="digits", channels=(8, 16), hidden=128, learning_rate=1e-2, variance_learning_rate=0.1,
                 init_log_alpha=-1.0,
                 epochs=60, curve_every=2, ensemble_draws=30, deep_ensemble_size=3, fgsm_examples=450, seeds=(0, 1, 2))
