@@ -65,9 +65,11 @@ def learning_rate(step: int, steps: int, lr0: float = 1e-2, lr1: float = 1e-4) -
     return lr1 + (lr0 - lr1) * 0.5 * (1 + math.cos(math.pi * t))
 
 
-def trace(network, prior, scale, guide_name, *, steps, seed, split_seed, every, draws, elbo_draws, out_csv):
+def trace(network, prior, scale, guide_name, *, steps, seed, split_seed, every, draws, elbo_draws, out_csv,
+          temperature=1.0):
     """Fit one cell on the training part of split `split_seed` with `seed`, scoring it every `every` steps
-    (module docstring). Returns the DataFrame of checkpoints (also written to `out_csv` as it grows)."""
+    (module docstring). temperature: the fit's likelihood temperature (a diagnostic; the ELBO reported is
+    still the T = 1 one). Returns the DataFrame of checkpoints (also written to `out_csv` as it grows)."""
     import jax.numpy as jnp
 
     import evals
@@ -111,7 +113,7 @@ def trace(network, prior, scale, guide_name, *, steps, seed, split_seed, every, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = inference.fit(entry.model, guide, train, steps=steps, kl_warmup=warmup, seed=seed, progress=False,
-                             on_chunk=on_chunk)
+                             on_chunk=on_chunk, temperature=temperature)
     print(f"converged: {post.info.converged} {post.info.convergence.get('rel_change')}", flush=True)
     return pd.DataFrame(rows)
 
@@ -128,14 +130,17 @@ def main(argv=None):
     parser.add_argument("--split-seed", type=int, default=0, help="the 80/20 split's seed")
     parser.add_argument("--draws", type=int, default=30, help="posterior draws for the validation metrics")
     parser.add_argument("--elbo-draws", type=int, default=8, help="draws for E_q[log p(D | w)]")
+    parser.add_argument("--temperature", type=float, default=1.0,
+                        help="the fit's likelihood temperature (a diagnostic; the trace's ELBO is at T = 1)")
     parser.add_argument("--out", default=os.path.join("benchmarks", "results", "elbo_trace"))
     args = parser.parse_args(argv)
     prior, scale = parse_setting(args.prior)
     os.makedirs(args.out, exist_ok=True)
-    name = f"trace_{args.guide}_{prior}{label(scale)}_{args.steps}_seed{args.seed}_split{args.split_seed}.csv"
+    name = f"trace_{args.guide}_{prior}{label(scale)}_{args.steps}_T{args.temperature:g}_seed{args.seed}"
+    name += f"_split{args.split_seed}.csv"
     return trace(args.network, prior, scale, args.guide, steps=args.steps, seed=args.seed,
                  split_seed=args.split_seed, every=args.every, draws=args.draws, elbo_draws=args.elbo_draws,
-                 out_csv=os.path.join(args.out, name))
+                 out_csv=os.path.join(args.out, name), temperature=args.temperature)
 
 
 if __name__ == "__main__":
