@@ -19,7 +19,8 @@ networks ignore the data"); a *lower* one says the optimiser lost it.
     python benchmarks/elbo_trace.py --prior fan_in:8 --steps 16000
     python benchmarks/elbo_trace.py --prior normal:1 --steps 8000
 
-Writes ``<out>/trace_<prior>_<steps>_seed<seed>.csv`` and prints one row per checkpoint.
+Writes ``<out>/trace_<guide>_<prior>_<steps>_T<temperature>_seed<seed>_split<split>.csv`` and prints one
+row per checkpoint.
 """
 
 from __future__ import annotations
