@@ -107,14 +107,15 @@ def fit_and_score(network, prior, scale, guide_name, train, evaluate, *, steps, 
     return row, post
 
 
-def grid(networks, priors, guides, *, steps, seed, draws, out, temperature=1.0):
-    """Part 1: every cell on the validation split, appended to ``<out>/grid.csv`` as it finishes."""
+def grid(networks, priors, guides, *, steps, seed, draws, out, temperature=1.0, split_seed=None):
+    """Part 1: every cell on the validation split (`split` with `split_seed`, default `seed`; the fits use
+    `seed`), appended to ``<out>/grid.csv`` as it finishes."""
     import zoo
 
     rows = []
     for network in networks:
         entry = zoo.get("mlp", data=NETWORKS[network][0], hidden=NETWORKS[network][1])
-        train, val = split(entry.train, seed=seed)
+        train, val = split(entry.train, seed=seed if split_seed is None else split_seed)
         candidates = priors[network]
         if callable(candidates):
             candidates = candidates(pd.DataFrame(rows))
@@ -242,7 +243,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 priors, the 64-64 net, 200 steps")
     parser.add_argument("--out", default=os.path.join("benchmarks", "results", "prior_grid"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the fits' seed (and the split's, unless --split-seed)")
+    parser.add_argument("--split-seed", type=int, help="part 1: the 80/20 validation split's seed (default --seed)")
     parser.add_argument("--steps-small", type=int, default=6000, help="steps on the 64-64 net")
     parser.add_argument("--steps-large", type=int, default=3000, help="steps on the 784-400-400 net")
     parser.add_argument("--steps-mean-field", type=int, help="part 2: mean field's steps (default --steps-large)")
@@ -278,7 +280,8 @@ def main(argv=None):
     if args.skip_grid:
         choice = parse_setting(":".join(args.skip_grid))
     else:
-        table = grid(networks, priors, GUIDES, steps=steps, seed=args.seed, draws=args.draws, out=args.out)
+        table = grid(networks, priors, GUIDES, steps=steps, seed=args.seed, draws=args.draws, out=args.out,
+                     split_seed=args.split_seed)
         choice, ranking = choose(table)
         if isinstance(choice[1], str):  # a per-site scale's label
             choice = parse_setting(f"{choice[0]}:{choice[1]}")
@@ -314,7 +317,7 @@ def extra_cells(args):
     out = os.path.join(args.out, "extra")
     os.makedirs(out, exist_ok=True)
     table = grid(networks, {n: priors for n in networks}, guides, steps=steps, seed=args.seed, draws=args.draws,
-                 out=out, temperature=args.temperature)
+                 out=out, temperature=args.temperature, split_seed=args.split_seed)
     print("\n" + _fmt(table[GRID_COLUMNS]) + "\n\nranking (mean validation NLL over these cells):\n"
           + _fmt(choose(table)[1]))
     return table
