@@ -50,7 +50,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     print("load average before:", os.getloadavg(), flush=True)
-    print(f"{'compile seconds (median of ' + str(args.repeats) + ')':52s} {'threefry':>8s} {'flat_key':>8s} {'ratio':>8s}")
+    title = f"compile seconds (median of {args.repeats})"
+    print(f"{title:52s} {'threefry':>8s} {'flat_key':>8s} {'ratio':>8s}")
     key = jax.random.PRNGKey(0)
     for shape in [(50, 64), (50, 64, 64), (50, 64, 10), (8, 3, 3, 16, 16)]:
         compare(f"jax.random.bits {shape}",

@@ -373,7 +373,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     xb, yb = x_dev[:batch_size], y_dev[:batch_size]
     guide.setup(xb)
     fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size, per_example_noise)
-    # after the lookup: the probe may rewrite the optimiser (see below), and the entry is found by its key before
+    # after the lookup, which keys the optimiser as it was given: the probe may rewrite it (see below)
     validation.check_optimizer(optimizer)
     traces_before = fns.traces[0]
     state = init_state(fns, init_key, xb, yb, start)
@@ -418,9 +418,9 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     finally:
         bar.close()
     if fns.traces[0] != traces_before:
-        # tracing may rewrite what the optimiser closes over (optax's cosine_decay_schedule turns an int
-        # decay_steps into a float on its first call): the compiled update is kept under the key the optimiser
-        # has now as well, or the next fit with this very optimiser would compile again
+        # tracing the update (after `compiled_fit` built the entry) may rewrite what the optimiser closes over, as
+        # building may (`models.structure.cached`): keep the update under the key the optimiser has now as well,
+        # or the next fit with this very optimiser would compile again
         structure.cached("fit", _fit_parts(model, guide, optimizer, n, num_particles, xb, yb, chunk_size,
                                            per_example_noise), lambda: fns)
     losses = np.concatenate([losses_before, run.losses])

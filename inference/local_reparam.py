@@ -25,16 +25,18 @@ __all__ = ["GAUSSIAN_FAMILIES", "local_rules", "local_reparam_elbo_loss"]
 
 GAUSSIAN_FAMILIES = (NormalFamily, VarianceLayerFamily, ZeroMeanFamily)
 """Families whose weights are independent Gaussians with closed-form moments (mean, variance)."""
+LOCAL_FAMILIES = GAUSSIAN_FAMILIES + (BinaryDropoutFamily,)
 
 
 def local_rules(guide, params: dict) -> dict:
     """{module path: rule} for the dense (2-D, real) weight sites of a `SiteGuide` whose family is in
     `GAUSSIAN_FAMILIES` (`GaussianRule` from the family's moments) or binary dropout (`DropoutRule`), from the
-    constrained guide ``params``. The module path of site ``a/~/b/w`` is ``a/b`` (`models.local_reparam.local_noise`)."""
+    constrained guide ``params``. The module path of site ``a/~/b/w`` is ``a/b``
+    (`models.local_reparam.local_noise`)."""
     rules = {}
     for name, site in guide.sites.items():
         family = guide.assignment[name]
-        if len(site.shape) != 2 or not site.is_real or not isinstance(family, GAUSSIAN_FAMILIES + (BinaryDropoutFamily,)):
+        if len(site.shape) != 2 or not site.is_real or not isinstance(family, LOCAL_FAMILIES):
             continue
         path, _, leaf = name.replace("/~/", "/").rpartition("/")
         if leaf != "w":
@@ -51,9 +53,9 @@ def local_reparam_elbo_loss(rng_key, params, model, guide, beta, num_particles, 
                             mutable=None):
     """(loss, new mutable state): the module docstring's estimator, same signature and expectation as
     `inference.elbo.annealed_elbo_loss`; x (B, ...), y (B,) a minibatch, n_data the data set's size N; beta,
-    temperature scalars; ``num_particles`` independent estimates averaged (each its own noise). Refuses a guide with no dense
-    Gaussian or dropout site (InputError: nothing to reparameterise) and a rule whose module the network never
-    calls as an ``hk.Linear`` (InputError naming it)."""
+    temperature scalars; ``num_particles`` independent estimates averaged (each its own noise). Refuses a guide
+    with no dense Gaussian or dropout site (InputError: nothing to reparameterise) and a rule whose module the
+    network never calls as an ``hk.Linear`` (InputError naming it)."""
     rules = local_rules(guide, params)
     if not rules:
         raise InputError("per_example_noise", "local", "a guide with a dense weight site of a Gaussian or binary "

@@ -96,9 +96,6 @@ def check_optimizer(optimizer, arg: str = "optimizer") -> None:
         raise ArgumentTypeError(arg, optimizer, "an optax GradientTransformation (e.g. optax.adam(1e-3))")
     # one small compile per optimiser structure (its code and hyperparameters), cached like fit's own
     slope = structure.cached("optimizer probe", (optimizer,), lambda: _first_step_slope(optimizer))
-    # the probe may have rewritten what the optimiser closes over (optax's cosine_decay_schedule makes an int
-    # decay_steps a float on its first call): keep the result under the key it has now as well
-    structure.cached("optimizer probe", (optimizer,), lambda: slope)
     if slope is None:
         return
     if not math.isfinite(slope):

@@ -150,6 +150,11 @@ def cached(kind: str, parts, build: Callable[[], T]) -> T:
         return found[0]
     entry = build()
     _ENTRIES[key] = (entry, refs)
+    # building may rewrite what a part closes over (optax's cosine_decay_schedule turns an int decay_steps into a
+    # float on its first call): the entry is found under the key the parts have now as well
+    after, after_refs = structure_key_and_refs((kind, parts))
+    if after != key:
+        _ENTRIES[after] = (entry, after_refs)
     while len(_ENTRIES) > MAX_ENTRIES:
         _ENTRIES.popitem(last=False)
     return entry
