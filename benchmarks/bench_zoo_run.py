@@ -1,13 +1,15 @@
 """`zoo run` end to end with a per-stage breakdown of wall time and XLA compiles.
 
-    python benchmarks/bench_zoo_run.py [--size main|quick|full] [--out DIR] [--names N]
+    python benchmarks/bench_zoo_run.py [--size main|quick|full] [--out DIR] [--names N] [--workers 1]
 
 Runs ``zoo run`` in this process (the persistent compilation cache as the `zoo` command sets it: use
 ``XDG_CACHE_HOME=/tmp/empty-N`` or ``BNN_ZOO_COMPILATION_CACHE=/tmp/empty-N`` for a cold run) and prints, for
 every progress line of the job (each digits row, NUTS, two moons, digits-C), the seconds since the previous
 line, the backend compiles in that stage (compiled or read back from the persistent cache) and their
 seconds, then the compiled functions by count. Prints a JSON line with the totals last. Times are wall
-clock of a shared machine: read them with the load average (printed before and after).
+clock of a shared machine: read them with the load average (printed before and after). The breakdown needs
+the job in this one process, so it runs with ``--workers 1`` (the parts one after the other); ``--workers 2``
+times the parallel job as `zoo run` runs it, and then counts only this process's compiles.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def main(argv=None):
     parser.add_argument("--size", default="main", choices=("main", "quick", "full"))
     parser.add_argument("--out", default="/tmp/bench-zoo-run")
     parser.add_argument("--names", type=int, default=40, help="how many compiled function names to list")
+    parser.add_argument("--workers", type=int, default=1, help="zoo run's --workers (1: the per-stage breakdown)")
     args = parser.parse_args(argv)
     print("load average before:", os.getloadavg(), flush=True)
 
@@ -62,7 +65,8 @@ def main(argv=None):
         say(msg, enabled)
 
     zoo.run._say = timed_say
-    argv = ["run", "--out", args.out] + ([] if args.size == "main" else [f"--{args.size}"])
+    argv = ["run", "--out", args.out, "--workers", str(args.workers)] + (
+        [] if args.size == "main" else [f"--{args.size}"])
     status = cli.main(argv)
     close_stage()
     print("\nload average after:", os.getloadavg())

@@ -189,6 +189,29 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     )
 
 
+def merge(parts) -> OODResults:
+    """One `OODResults` of several scored on the same sets with different predictors (e.g. in parallel
+    processes): tables stacked in order, probabilities and parameter counts joined; a method in two parts or
+    parts scored on different labels are refused. [OODResults] -> OODResults."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("parts: expected at least one OODResults, got none")
+    probs, counts = {}, {}
+    for i, part in enumerate(parts):
+        if not isinstance(part, OODResults):
+            raise TypeError(f"parts[{i}]: expected an OODResults, got {type(part).__name__}")
+        twice = sorted(set(probs) & set(part.probs))
+        if twice:
+            raise ValueError(f"parts[{i}]: methods {twice} were scored in an earlier part too")
+        if part.labels.keys() != parts[0].labels.keys() or any(
+                not np.array_equal(part.labels[k], parts[0].labels[k]) for k in part.labels):
+            raise ValueError(f"parts[{i}]: scored on other sets than parts[0] (their labels differ)")
+        probs.update(part.probs)
+        counts.update(part.num_params)
+    return OODResults(table=pd.concat([p.table for p in parts], ignore_index=True), probs=probs,
+                      labels=dict(parts[0].labels), num_params=counts)
+
+
 def score(predictors, test_set, *, types=None, severities=(1, 2, 3, 4, 5), corruption_seed=0, image_shape=None,
           include_clean=True, **kwargs):
     """Corrupt ``test_set`` (``evals.corruptions.corrupted``; raw images in [0, 1]) with every

@@ -230,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--full", action="store_true",
                       help="every row at its documented settings, trained to convergence (about 15-30 min on 2 cores)")
     r.add_argument("--seed", type=int, default=0, help="random seed")
+    r.add_argument("--workers", type=_positive_int, default=None,
+                   help="processes that run the job's parts side by side (default: BNN_ZOO_WORKERS or the CPU "
+                        "cores; 1: one after the other, with progress bars)")
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -565,7 +568,8 @@ def cmd_reproduce(args):
 def cmd_run(args):
     from zoo.run import main_job
 
-    main_job(args.out, seed=args.seed, size="quick" if args.quick else "full" if args.full else "main")
+    main_job(args.out, seed=args.seed, size="quick" if args.quick else "full" if args.full else "main",
+             workers=args.workers)
     return 0
 
 

@@ -12,15 +12,19 @@
 3. Digits-C: every digits posterior on the 19 corruption types x 5 severities (mCE relative to the
    point estimate), the rank-1 paper's Table 2 layout, severity curves.
 Writes results.{csv,json,md}, ood_*.{csv,json,png}, plots and the posteriors under the output folder.
+The parts (`DIGITS_GROUPS` of digits rows, each with its share of digits-C, and the two-moons experiment) run
+side by side in worker processes (`zoo.parallel`, one per CPU core by default) with the same results as one
+after the other (``--workers 1``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -241,29 +245,60 @@ def fit_with_settings(entry, guide, settings: FitSettings, *, steps: int | None 
                          progress=progress, config={"entry": entry.config})
 
 
+# `zoo run`'s parts that run side by side (`zoo.parallel`), after the two-moons experiment: the digits rows one
+# by one, except the dense-covariance ladder, which stays with the mean field it starts from, and rank-1 NUTS,
+# which starts from rank1_normal; each part also scores its posteriors on digits-C. Longest first (measured:
+# two moons, the ladder and rank1_normal + NUTS take 60-110 s each on a core, the other rows 5-15 s), so the
+# short parts even out the two workers' ends.
+DIGITS_GROUPS = (
+    ("mean_field_16-16", "low_rank_16-16", "block_diagonal_16-16", "full_covariance_16-16"),
+    ("rank1_normal",),
+    *((spec.label,) for spec in DIGITS_GUIDES
+      if spec.label not in ("rank1_normal", "mean_field_16-16", "low_rank_16-16", "block_diagonal_16-16",
+                            "full_covariance_16-16")),
+)
+
+
 def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, progress: bool = True,
-             size: str | None = None) -> pd.DataFrame:
+             size: str | None = None, workers: int | None = None) -> pd.DataFrame:
     """Run the main job and write its outputs under `out`. Returns the results table, a DataFrame
     indexed by (data, posterior).
 
     size: "main" (default, `MAIN`: about 10 minutes on 2 CPU cores cold, under 5 warm), "full" (`FULL`: every
     row at its documented settings, trained to convergence) or "quick" (`QUICK`, a smoke test); `quick=True` is
-    size="quick".
+    size="quick". workers: processes that run the parts (`DIGITS_GROUPS` and two moons) side by side
+    (`zoo.parallel.run_parallel`; default: ``BNN_ZOO_WORKERS`` or the CPU cores); the results are those of
+    ``workers=1``, which runs every part in this process with progress bars.
     """
+    from zoo.parallel import Task, default_workers, run_parallel
+
     size = ("quick" if quick else "main") if size is None else size
     if size not in SIZES:
         raise ValueError(f"size: expected one of {sorted(SIZES)}, got {size!r}")
     sizes = SIZES[size]
+    workers = default_workers() if workers is None else workers
     os.makedirs(out, exist_ok=True)
     t_start = time.perf_counter()
-    _say(f"1/3 digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16)", progress)
-    digits = digits_experiment(sizes, seed=seed, progress=progress)
-    _write_digits(digits, out, sizes)
-    _say("2/3 two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from it", progress)
-    moons = two_moons_experiment(sizes, seed=seed, progress=progress)
-    _write_moons(moons, out, sizes)
-    _say("3/3 digits-C: every digits posterior on 19 corruption types x 5 severities", progress)
-    _, ood_summary = digits_c(digits.posteriors, out, num_samples=sizes.ood_draws, seed=seed, verbose=False)
+    _say(f"digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16) and "
+         f"digits-C (19 corruption types x 5 severities); two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from "
+         f"it; {len(DIGITS_GROUPS) + 1} parts on {min(workers, len(DIGITS_GROUPS) + 1)} worker(s)", progress)
+    bars = progress and workers == 1  # progress bars from parallel workers would interleave; lines do not
+    tasks = [Task("two moons", moons_part, {"sizes": sizes, "out": out, "seed": seed, "progress": progress,
+                                            "bars": bars})]
+    tasks += [Task("digits " + ", ".join(group), digits_part,
+                   {"labels": group, "sizes": sizes, "out": out, "seed": seed, "progress": progress, "bars": bars})
+              for group in DIGITS_GROUPS]
+    moons, *parts = run_parallel(tasks, workers, log=(lambda line: _say(line, True)) if progress else None)
+    digits = _merge_digits(parts)
+    _write_digits_summary(digits, out, sizes)
+    from evals import ood
+
+    results = ood.merge([p.ood for p in parts])
+    order = list(digits.table.index.get_level_values("posterior"))  # the results table's order, not the parts'
+    results.table = results.table.sort_values("method", key=lambda m: m.map(order.index), kind="stable",
+                                              ignore_index=True)
+    results.probs = {k: results.probs[k] for k in order}
+    ood_summary = _write_digits_c(results, out)
     table = pd.concat([digits.table, moons.table])
     _write_results(table, out, sizes, time.perf_counter() - t_start)
     _print_report(table, moons, ood_summary)
@@ -271,21 +306,83 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     return table
 
 
-def digits_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False) -> Experiment:
-    """Every DIGITS_GUIDES row fitted on digits (`sizes.digits_steps` each, or the row's own steps),
-    then NUTS over the rank-1 factors with W fixed at rank1_normal's SVI estimate (row "rank1_nuts").
-    Returns the Experiment: table rows and posteriors in DIGITS_GUIDES order, then rank1_nuts."""
+@dataclass(frozen=True)
+class DigitsPart:
+    """What one `digits_part` made, sent back from its worker: ``rows`` {label: results row dict}; ``means``
+    {label: (N, C) mean predictive probabilities on the test set}; ``ood``: `evals.ood.OODResults` of its
+    posteriors on digits-C; ``test``: the digits test set."""
+
+    rows: dict
+    means: dict
+    ood: object
+    test: Dataset
+
+
+def digits_part(labels, sizes: RunSizes, *, out: str | None = None, seed: int = 0, progress: bool = False,
+                bars: bool = False) -> DigitsPart:
+    """Fit the DIGITS_GUIDES rows named in `labels` (in table order; a row warm-started from another must come
+    with it), then rank1_nuts if rank1_normal is among them; save the SVI posteriors and loss curves under `out`;
+    score every posterior on digits-C (``sizes.ood_draws`` draws). Returns a `DigitsPart` (tables and arrays
+    only: it crosses a process boundary)."""
+    digits = digits_experiment(sizes, seed=seed, progress=progress, bars=bars, labels=labels)
+    if out is not None:
+        _write_digits(digits, out)
+    means = {k: np.asarray(p.predict(digits.test.x, sizes.draws, reduce="mean"))
+             for k, p in digits.posteriors.items()}
+    ood, _ = digits_c(digits.posteriors, None, num_samples=sizes.ood_draws, seed=seed, verbose=False, summary=False)
+    rows = {label: row for label, row in zip(digits.table.index.get_level_values("posterior"),
+                                              digits.table.reset_index().to_dict(orient="records"))}
+    return DigitsPart(rows, means, ood, digits.test)
+
+
+def moons_part(sizes: RunSizes, *, out: str | None = None, seed: int = 0, progress: bool = False,
+               bars: bool = False) -> MoonsExperiment:
+    """`two_moons_experiment` and its outputs under `out` (`_write_moons`); returns the MoonsExperiment without
+    its posteriors (saved under `out`; the rest crosses a process boundary)."""
+    moons = two_moons_experiment(sizes, seed=seed, progress=progress, bars=bars)
+    if out is not None:
+        _write_moons(moons, out, sizes)
+    return replace(moons, posteriors={})
+
+
+def _merge_digits(parts) -> Experiment:
+    """The digits Experiment of every part's rows, in DIGITS_GUIDES order then rank1_nuts (no posteriors: the
+    workers saved them), with ``means`` for the reliability diagram in its ``posteriors`` slot."""
+    rows = {k: v for p in parts for k, v in p.rows.items()}
+    order = [s.label for s in DIGITS_GUIDES if s.label in rows] + [k for k in rows if k == "rank1_nuts"]
+    means = {k: v for p in parts for k, v in p.means.items()}
+    table = pd.DataFrame([rows[k] for k in order]).set_index(["data", "posterior"])
+    return Experiment(table, {k: means[k] for k in order}, parts[0].test)
+
+
+def digits_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False, bars: bool | None = None,
+                      labels=None) -> Experiment:
+    """Every DIGITS_GUIDES row (or those named in `labels`) fitted on digits (`sizes.digits_steps` each, or the
+    row's own steps), then NUTS over the rank-1 factors with W fixed at rank1_normal's SVI estimate (row
+    "rank1_nuts", when rank1_normal is fitted). progress: a line per row; bars: progress bars of the fits (default
+    `progress`). Returns the Experiment: table rows and posteriors in DIGITS_GUIDES order, then rank1_nuts."""
+    bars = progress if bars is None else bars
+    specs = [s for s in DIGITS_GUIDES if labels is None or s.label in labels]
+    missing = sorted(set(labels or ()) - {s.label for s in specs})
+    if missing:
+        raise ValueError(f"labels: {missing} are not DIGITS_GUIDES rows (expected some of "
+                         f"{[s.label for s in DIGITS_GUIDES]})")
     rows, posteriors = [], {}
-    for spec in DIGITS_GUIDES:
-        row, posteriors[spec.label], test = _fit_digits_row(spec, sizes, posteriors, seed, progress)
+    for spec in specs:
+        start = time.perf_counter()
+        row, posteriors[spec.label], test = _fit_digits_row(spec, sizes, posteriors, seed, progress, bars)
         rows.append(row)
-    _say("    rank1_nuts: NUTS over the rank-1 factors r, s with W fixed at rank1_normal's SVI estimate", progress)
-    row, posteriors["rank1_nuts"] = _rank1_nuts(posteriors["rank1_normal"], sizes, seed, progress)
-    rows.append(row)
+        _say(f"    digits {spec.label}: done in {time.perf_counter() - start:.0f} s", progress)
+    if "rank1_normal" in posteriors:
+        _say("    rank1_nuts: NUTS over the rank-1 factors r, s with W fixed at rank1_normal's SVI estimate", progress)
+        start = time.perf_counter()
+        row, posteriors["rank1_nuts"] = _rank1_nuts(posteriors["rank1_normal"], sizes, seed, bars)
+        rows.append(row)
+        _say(f"    rank1_nuts: done in {time.perf_counter() - start:.0f} s", progress)
     return Experiment(pd.DataFrame(rows).set_index(["data", "posterior"]), posteriors, test)
 
 
-def _fit_digits_row(spec: DigitsGuide, sizes: RunSizes, fitted: dict, seed: int, progress: bool):
+def _fit_digits_row(spec: DigitsGuide, sizes: RunSizes, fitted: dict, seed: int, progress: bool, bars: bool):
     """Fit one DIGITS_GUIDES row (warm-started from ``fitted[spec.settings.warm_start]`` if set) and
     score it. Returns (results row dict, Posterior, digits test Dataset)."""
     import evals
@@ -298,7 +395,7 @@ def _fit_digits_row(spec: DigitsGuide, sizes: RunSizes, fitted: dict, seed: int,
     _say(f"    {spec.label}: {spec.guide} {spec.guide_kwargs or ''}, {steps} steps", progress)
     start = spec.settings.warm_start
     init = inference.from_mean_field(guide, fitted[start], digits.train) if start else None
-    post = fit_with_settings(digits, guide, spec.settings, steps=steps, seed=seed, progress=progress,
+    post = fit_with_settings(digits, guide, spec.settings, steps=steps, seed=seed, progress=bars,
                              init_params=init)
     row = _row("digits", spec.label, post, digits, sizes.draws, seed)
     row.update({"network": spec.network, "steps": steps,
@@ -327,12 +424,14 @@ def _rank1_nuts(rank1_svi, sizes: RunSizes, seed: int, progress: bool):
     return row, mcmc
 
 
-def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False) -> MoonsExperiment:
+def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False,
+                         bars: bool | None = None) -> MoonsExperiment:
     """Two-moons MLP 2-16-16-2 (2,000 points, noise 0.1): mean-field SVI for `sizes.moons_steps`, then
     NUTS (2 chains) on the same model started from draws of the SVI posterior; scores, divergences,
     function-space R-hat at 20 test points, ArviZ summaries, ``az.compare`` of the training-data
     log-likelihoods and the test-set log predictive density (`inference.predictive_density_table`), both from
     ``2 * sizes.draws_per_chain`` draws of each posterior.
+    progress: lines at its steps; bars: progress bars of SVI and NUTS (default `progress`).
     Returns the MoonsExperiment with posteriors {"mean_field", "nuts"}."""
     import arviz as az
 
@@ -340,12 +439,18 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     import zoo
     from inference import diagnostics
 
+    bars = progress if bars is None else bars
     moons = zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": 2000, "noise": 0.1})
+    start = time.perf_counter()
     svi = inference.fit(moons.model, inference.mean_field(moons.model), moons.train, steps=sizes.moons_steps,
-                        batch_size=128, kl_warmup=sizes.moons_steps // 5, seed=seed, progress=progress,
+                        batch_size=128, kl_warmup=sizes.moons_steps // 5, seed=seed, progress=bars,
                         config={"entry": moons.config})
+    _say(f"    two moons mean field: done in {time.perf_counter() - start:.0f} s; NUTS, 2 chains x "
+         f"({sizes.warmup} + {sizes.draws_per_chain})", progress)
+    start = time.perf_counter()
     mcmc = inference.nuts(moons.model, moons.train, init=svi, num_chains=2, num_warmup=sizes.warmup,
-                          draws_per_chain=sizes.draws_per_chain, seed=seed, progress=progress, config={"entry": moons.config})
+                          draws_per_chain=sizes.draws_per_chain, seed=seed, progress=bars, config={"entry": moons.config})
+    _say(f"    two moons NUTS: done in {time.perf_counter() - start:.0f} s", progress)
     probe = moons.test.x[:20]
     rhat = diagnostics.max_rhat(mcmc, probe)
     nuts_row = _row("two_moons", "nuts", mcmc, moons, sizes.draws, seed)
@@ -365,18 +470,37 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
         rhat_max_predictive=rhat, divergences=mcmc.info.divergences)
 
 
-def _write_digits(digits: Experiment, out: str, sizes: RunSizes):
-    """The digits SVI posteriors (posteriors/digits_<label>), their loss curves and one reliability
-    diagram of every digits posterior, under `out`."""
+def _write_digits(digits: Experiment, out: str):
+    """The digits SVI posteriors of `digits` (posteriors/digits_<label>) and their loss curves under `out`."""
     import inference
     from evals import plots
 
-    for spec in DIGITS_GUIDES:
-        post = digits.posteriors[spec.label]
-        inference.save(post, os.path.join(out, "posteriors", f"digits_{spec.label}"))
-        plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{spec.label}.png"), f"digits MLP, {spec.label}")
-    means = {k: p.predict(digits.test.x, sizes.draws, reduce="mean") for k, p in digits.posteriors.items()}
-    plots.reliability_diagram(means, digits.test.y, os.path.join(out, "reliability_digits.png"), title="digits, every guide")
+    for label, post in digits.posteriors.items():
+        if post.kind != "svi":
+            continue
+        inference.save(post, os.path.join(out, "posteriors", f"digits_{label}"))
+        plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
+
+
+def _write_digits_summary(digits: Experiment, out: str, sizes: RunSizes):
+    """One reliability diagram of every digits posterior under `out`, from the mean predictive probabilities in
+    ``digits.posteriors`` ({label: (N, C)}, `_merge_digits`)."""
+    from evals import plots
+
+    plots.reliability_diagram(dict(digits.posteriors), digits.test.y, os.path.join(out, "reliability_digits.png"),
+                              title="digits, every guide")
+
+
+def _write_digits_c(results, out: str):
+    """Digits-C's tables and plots of the merged `results` (`evals.ood.OODResults`) under `out`, mCE relative to
+    the point estimate. Returns the summary table."""
+    from evals import ood
+
+    summary = ood.summary_table(results, "point_estimate")
+    ood.save(results, out, "point_estimate")
+    ood.plot_severity(results, os.path.join(out, "ood_severity.png"))
+    ood.plot_reliability(results, out)
+    return summary
 
 
 def _write_moons(moons: MoonsExperiment, out: str, sizes: RunSizes):
@@ -430,20 +554,37 @@ def _print_report(table: pd.DataFrame, moons: MoonsExperiment, ood_summary: pd.D
 
 
 def digits_c(posteriors: dict, out: str | None, *, num_samples: int = 10, seed: int = 0, verbose: bool = True,
-             types=None, severities=(1, 2, 3, 4, 5)):
+             types=None, severities=(1, 2, 3, 4, 5), summary: bool = True):
     """Score digits posteriors {label: Posterior} on digits-C: raw [0, 1] test images corrupted with
-    every type x severity, standardised as the training set was. Returns (OODResults, summary table)."""
+    every type x severity, standardised as the training set was. Returns (OODResults, summary table relative to
+    "point_estimate"; None when `summary` is False, e.g. for a part of the posteriors to `evals.ood.merge` later).
+    With `out` (and `summary`), the tables and plots are written there; `verbose` prints the summary."""
     from evals import ood
+
+    raw_test, sets, preprocess = _digits_c_sets(None if types is None else tuple(types), tuple(severities))
+    weights = {k: free_params(p) for k, p in posteriors.items() if p.kind == "svi"}
+    results = ood.score_sets(posteriors, sets, clean=raw_test, num_samples=num_samples, seed=seed,
+                             preprocess=preprocess, num_params=weights)
+    if not summary:
+        return results, None
+    table = _write_digits_c(results, out) if out is not None else ood.summary_table(results, "point_estimate")
+    if verbose:
+        print(ood.format_table(table))
+    return results, table
+
+
+@functools.lru_cache(maxsize=2)
+def _digits_c_sets(types, severities):
+    """(raw digits test set, [(type, severity, raw corrupted x, y)], the training set's standardisation x -> x):
+    corrupted once per process (`evals.corruptions.corrupted`, seed 0), shared by the parts scored in it."""
+    from evals.corruptions import corrupted
     from zoo.data import digits as digits_data
     from zoo.data.embedded import digits_standardiser
 
     raw_train, raw_test = digits_data(standardise=False)
     mu, sd = digits_standardiser(raw_train.x)
-    weights = {k: free_params(p) for k, p in posteriors.items() if p.kind == "svi"}
-    return ood.evaluate(posteriors, raw_test, out, reference="point_estimate", verbose=verbose,
-                        types=types, severities=severities, image_shape=(8, 8, 1),
-                        preprocess=lambda x: (x - mu) / sd, num_samples=num_samples, seed=seed,
-                        num_params=weights)
+    sets = list(corrupted(raw_test, types=types, severities=severities, seed=0, image_shape=(8, 8, 1)))
+    return raw_test, sets, lambda x: (x - mu) / sd
 
 
 def _row(data_name, label, posterior, entry, draws, seed):

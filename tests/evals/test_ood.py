@@ -109,6 +109,30 @@ def test_score_sets_matches_metrics():
     assert results.probs["bnn"]["corrupted"].shape == (40, 3) and results.labels["clean"].shape == (20,)
 
 
+def test_merge_of_parts_scored_apart_equals_scoring_together():
+    rng = np.random.default_rng(1)
+    weights = rng.normal(size=(4, 3))
+    x, y = rng.normal(size=(20, 4)), rng.integers(0, 3, size=20)
+    sets = [("fog", s, x * s, y) for s in (1, 2)]
+    point = lambda inputs: np.exp(inputs @ weights) / np.exp(inputs @ weights).sum(-1, keepdims=True)  # noqa: E731
+    kw = dict(clean=(x, y), num_samples=3, seed=5)
+    together = ood.score_sets({"bnn": _Posterior(weights), "point_estimate": point}, sets, num_params={"bnn": 7}, **kw)
+    merged = ood.merge([ood.score_sets({"bnn": _Posterior(weights)}, sets, num_params={"bnn": 7}, **kw),
+                        ood.score_sets({"point_estimate": point}, sets, **kw)])
+    pd.testing.assert_frame_equal(merged.table, together.table)
+    assert merged.num_params == {"bnn": 7}
+    for name in ("bnn", "point_estimate"):
+        for pool in ("clean", "corrupted"):
+            np.testing.assert_array_equal(merged.probs[name][pool], together.probs[name][pool])
+    pd.testing.assert_frame_equal(ood.summary_table(merged), ood.summary_table(together))
+    with pytest.raises(ValueError, match=r"parts\[1\]: methods \['point_estimate'\] were scored in an earlier"):
+        ood.merge([together, ood.score_sets({"point_estimate": point}, sets, **kw)])
+    with pytest.raises(ValueError, match=r"parts\[1\]: scored on other sets"):
+        ood.merge([ood.score_sets({"a": point}, sets, **kw), ood.score_sets({"b": point}, sets[:1], **kw)])
+    with pytest.raises(ValueError, match="parts: expected at least one"):
+        ood.merge([])
+
+
 def test_ensemble_and_bad_predictors():
     one = lambda x: np.tile([0.9, 0.1], (len(x), 1))  # noqa: E731
     two = lambda x: np.tile([[0.2, 0.8]], (2, len(x), 1))  # noqa: E731

@@ -53,3 +53,42 @@ def test_rank1_entry_with_fixed_weights_samples_only_the_factors_and_rebuilds_fr
 def test_fit_with_settings_names_the_settings_type_it_expects():
     with pytest.raises(TypeError, match="settings: expected a zoo.run.FitSettings, got dict"):
         fit_with_settings(None, None, {"steps": 10, "lr": 1e-3, "schedule": "constant", "kl_warmup_fraction": 0.0})
+
+
+def test_the_parallel_groups_cover_every_row_once_and_keep_warm_starts_with_their_start():
+    from zoo.run import DIGITS_GROUPS
+
+    grouped = [label for group in DIGITS_GROUPS for label in group]
+    assert sorted(grouped) == sorted(row.label for row in DIGITS_GUIDES) and len(set(grouped)) == len(grouped)
+    for row in DIGITS_GUIDES:
+        if row.settings.warm_start is not None:
+            assert any(row.label in g and row.settings.warm_start in g for g in DIGITS_GROUPS), row.label
+
+
+def test_parts_fitted_apart_give_the_rows_and_digits_c_scores_of_one_part(tmp_path):
+    """`zoo run` fits its digits rows in groups in worker processes: a row and its digits-C scores do not depend
+    on which rows share its group, so merging the parts gives one part's numbers."""
+    import pandas as pd
+
+    from evals import ood
+    from zoo.run import RunSizes, _merge_digits, digits_part
+
+    sizes = RunSizes(moons_steps=1, warmup=1, draws_per_chain=1, draws=2, ood_draws=1, rank1_warmup=1,
+                     rank1_draws_per_chain=1, digits_steps=3)
+    labels = ("point_estimate", "mean_field_16-16")
+    kw = dict(seed=0, progress=False)
+    with pytest.warns(inference.ConvergenceWarning):
+        one = digits_part(labels, sizes, out=str(tmp_path), **kw)
+        parts = [digits_part((label,), sizes, **kw) for label in labels[::-1]]
+    assert (tmp_path / "posteriors" / "digits_point_estimate").exists()
+    merged = _merge_digits(parts)
+    pd.testing.assert_frame_equal(merged.table.drop(columns="seconds"),
+                                  _merge_digits([one]).table.drop(columns="seconds"))
+    assert list(merged.posteriors) == list(labels)  # the table's order, whatever the parts' order
+    np.testing.assert_array_equal(merged.posteriors["mean_field_16-16"], one.means["mean_field_16-16"])
+    together = ood.merge([p.ood for p in parts])
+    for label in labels:
+        pd.testing.assert_frame_equal(together.table[together.table.method == label].reset_index(drop=True),
+                                      one.ood.table[one.ood.table.method == label].reset_index(drop=True))
+    with pytest.raises(ValueError, match=r"labels: \['nope'\] are not DIGITS_GUIDES rows"):
+        digits_part(("nope",), sizes, **kw)
