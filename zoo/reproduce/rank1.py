@@ -249,8 +249,11 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
                                                                                "cECE"], "factors", categorical=True),
                       "Fig. 9: real- vs positive-valued factors")
     findings(report, runs, samples, div, ks, obj, drop, place, positive)
-    if wrn_runs is not None:
+    if wrn_runs is not None and {"deterministic", "rank1_normal"} <= set(job.wrn.methods):
         table2_finding(report, wrn_runs, WRN_CLAIM)
+    elif job.wrn is not None:
+        report.finding(WRN_CLAIM, "not run", f"the WRN ran {', '.join(job.wrn.methods)}; the finding needs the "
+                                             "deterministic and the rank-1 Normal WRN")
     if job.cifar is not None:
         with stage("CIFAR-10 / CIFAR-10-C (WRN)", log):
             cifar_part(report, job.cifar, data_dir, log, finding=table2_finding)

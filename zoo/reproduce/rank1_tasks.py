@@ -152,17 +152,20 @@ _ABLATIONS = {
 
 
 def rank1_tasks(job, log=None) -> list:
-    """The `zoo.parallel.Task`s of `job`, longest first: "mlp table 2" (`mlp_table2_part`), "wrn <method>" for each
-    of ``job.wrn.methods`` (`wrn_method_runs`; none when ``job.wrn`` is None), "ablations <names>" for each group of
-    `ABLATION_GROUPS` with an ablation of ``job.ablations`` (`ablations_part`). `log`: print or None (it crosses
-    into the worker processes)."""
-    tasks = [Task("mlp table 2", mlp_table2_part, {"job": job, "log": log})]
-    if job.wrn is not None:  # rank-1 methods first: K x the deterministic net's rows a step
-        for method in sorted(job.wrn.methods, key=lambda m: m == "deterministic"):
-            tasks.append(Task(f"wrn {method}", wrn_method_runs, {"method": method, "wrn": job.wrn, "seeds": job.seeds,
-                                                                "types": job.types, "severities": job.severities,
-                                                                "log": log}))
+    """The `zoo.parallel.Task`s of `job`, about longest first (measured in docs/rank1.md): "mlp table 2"
+    (`mlp_table2_part`), "wrn <method>" for the rank-1 methods of ``job.wrn.methods`` (`wrn_method_runs`: K x the
+    deterministic net's rows a step), "ablations <names>" for each group of `ABLATION_GROUPS` with an ablation of
+    ``job.ablations`` (`ablations_part`), then "wrn deterministic" (no WRN task when ``job.wrn`` is None).
+    `log`: print or None (it crosses into the worker processes)."""
+    wrn = () if job.wrn is None else job.wrn.methods
+
+    def wrn_task(method):
+        return Task(f"wrn {method}", wrn_method_runs, {"method": method, "wrn": job.wrn, "seeds": job.seeds,
+                                                      "types": job.types, "severities": job.severities, "log": log})
+
     groups = [tuple(n for n in group if n in job.ablations) for group in ABLATION_GROUPS]
-    tasks[1:1] = [Task("ablations " + ", ".join(g), ablations_part, {"job": job, "names": g, "log": log})
-                  for g in groups if g]
-    return tasks
+    return ([Task("mlp table 2", mlp_table2_part, {"job": job, "log": log})]
+            + [wrn_task(m) for m in wrn if m != "deterministic"]
+            + [Task("ablations " + ", ".join(g), ablations_part, {"job": job, "names": g, "log": log})
+               for g in groups if g]
+            + [wrn_task(m) for m in wrn if m == "deterministic"])
