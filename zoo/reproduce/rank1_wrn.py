@@ -17,6 +17,8 @@ import pandas as pd
 
 from zoo.reproduce.rank1_setup import (QUICK_RECIPE, Rank1Settings, corrupted_sets, draws_for, fit_method, score_rows,
                                        summary_of_rows, task_split)
+from zoo.reproduce.stages import StageTimes
+from zoo.reproduce.stages import stage as _stage
 
 __all__ = ["WRN_METHODS", "wrn_entry_guide", "DigitsWrn", "WRN_RECIPE", "DIGITS_WRN", "wrn_method_runs",
            "wrn_table2", "WRN_CLAIM"]
@@ -88,18 +90,21 @@ def wrn_method_runs(method: str, wrn: DigitsWrn, seeds, types=None, severities=(
     r = wrn.recipe
     sets = corrupted_sets(split.test_raw, split, types, severities)
     rows, params = [], {}
+    times = {part: StageTimes(f"WRN {method} {part}", "rank1") for part in ("fit", "scoring")}
     for seed in seeds:
-        entry, guide = wrn_entry_guide(method, "digits", data_kwargs={"size": split.size}, depth=wrn.depth,
-                                       width=wrn.width, num_components=r.num_components, prior_scale=r.prior_scale,
-                                       sign_init=r.sign_init, dropout_rate=r.dropout_rate,
-                                       cauchy_dropout_rate=r.cauchy_dropout_rate)
-        post = fit_method(method, split, r, seed, guide=guide, entry=entry)
+        with _stage("fit", None, "rank1", times["fit"]):
+            entry, guide = wrn_entry_guide(method, "digits", data_kwargs={"size": split.size}, depth=wrn.depth,
+                                           width=wrn.width, num_components=r.num_components,
+                                           prior_scale=r.prior_scale, sign_init=r.sign_init,
+                                           dropout_rate=r.dropout_rate, cauchy_dropout_rate=r.cauchy_dropout_rate)
+            post = fit_method(method, split, r, seed, guide=guide, entry=entry)
         params[seed] = int(post.guide.num_free_params(post.params))
-        draws = draws_for(method, r)
-        rows.append(score_rows({method: post}, sets, split.test_raw, draws={method: draws},
-                               preprocess=split.preprocess, seed=seed).assign(seed=seed))
-        if log is not None:
-            log(f"[rank1] WRN {method} seed {seed}: fitted and scored")
+        with _stage("scoring", None, "rank1", times["scoring"]):
+            rows.append(score_rows({method: post}, sets, split.test_raw, draws={method: draws_for(method, r)},
+                                   preprocess=split.preprocess, seed=seed).assign(seed=seed))
+    if log is not None:
+        for t in times.values():
+            log(t.line() + f" ({len(seeds)} seeds)")
     return {"rows": pd.concat(rows, ignore_index=True), "params": params}
 
 
