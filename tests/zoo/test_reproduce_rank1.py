@@ -22,9 +22,10 @@ TINY = Rank1Job(seeds=(0,), recipe=QUICK_RECIPE.replace(steps=20, hidden=(8,), e
                 ablation_steps=20, ablation_types=("contrast",), ablation_severities=(3,), components=(4,),
                 total_batch=512, dropout_rates=(1e-3, 0.3), ablations=("components", "dropout_init", "positive_priors"),
                 mc_dropout_rates=(0.1,),
-                wrn=DigitsWrn(recipe=WRN_RECIPE.replace(steps=4, batch_size=8, chunk_size=2), methods=("deterministic",)))
-# The WRN part with its cheapest structure only (the rank-1 WRN's entry and guide: tests/zoo/test_reproduce_rank1_cifar.py);
-# its finding needs rank-1 Normal too: "not run".
+                wrn=DigitsWrn(recipe=WRN_RECIPE.replace(steps=4, batch_size=8, chunk_size=2),
+                              methods=("deterministic",)))
+# The WRN part with its cheapest structure only (the rank-1 WRN's entry and guide are run by
+# tests/zoo/test_reproduce_rank1_cifar.py); its finding needs rank-1 Normal too: "not run".
 
 
 @pytest.fixture(scope="module")
