@@ -6,7 +6,9 @@ MLP 64-64 (K = 4): the layout of the paper's Table 2 on the digits corruption su
 BatchEnsemble, rank-1 Normal and Cauchy, mean field, MC dropout with its rate chosen on the validation split, a
 deep ensemble of half-width point estimates of about the rank-1 net's parameter count), Table 8 (evaluation
 samples per component), Fig. 6 (diversity against accuracy over late checkpoints, rank-1 vs BatchEnsemble) from
-the same fits, and the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9). In "full", with a TFDS
+the same fits, the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9) and Table 2 again with a rank-1
+WRN-10-1 (`zoo.reproduce.rank1_wrn`). The independent parts run as `zoo.parallel` tasks in worker processes
+(`zoo.reproduce.rank1_tasks`; the report keeps its order). In "full", with a TFDS
 data_dir, also WRN-28-10 on CIFAR-10 / CIFAR-10-C (`zoo.reproduce.rank1_cifar`). Every finding of the paper gets
 a verdict in report.md with mean +- SE over seeds (`zoo.reproduce.rank1_verdicts`); every stage logs its seconds
 and XLA compiles (`zoo.reproduce.stages`). The data, methods and recipes live in `zoo.reproduce.rank1_setup`."""
