@@ -222,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--data-dir", default=None,
                     help="TFDS data directory holding the prepared real data sets that --full uses where present "
                          "(default: TFDS_DATA_DIR or TFDS's own)")
+    rp.add_argument("--workers", type=_positive_int, default=None,
+                    help="rank1: processes for the job's independent parts (default: BNN_ZOO_WORKERS, else the CPU "
+                         "cores; 1: one after the other, the same results)")
 
     r = sub.add_parser("run", help="the main job on embedded data (no download)")
     r.add_argument("--out", default="zoo-results", help="output folder")
@@ -543,9 +546,9 @@ REPRODUCE = {
     "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
     "k-tied": ("zoo.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir")),
     "variance-networks": ("zoo.reproduce.variance_networks", "reproduce_variance_networks", ("seeds", "data_dir")),
-    "rank1": ("zoo.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir")),
+    "rank1": ("zoo.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir", "workers")),
 }
-_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir")
+_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "workers")
 
 
 def cmd_reproduce(args):

@@ -6,7 +6,9 @@ MLP 64-64 (K = 4): the layout of the paper's Table 2 on the digits corruption su
 BatchEnsemble, rank-1 Normal and Cauchy, mean field, MC dropout with its rate chosen on the validation split, a
 deep ensemble of half-width point estimates of about the rank-1 net's parameter count), Table 8 (evaluation
 samples per component), Fig. 6 (diversity against accuracy over late checkpoints, rank-1 vs BatchEnsemble) from
-the same fits, and the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9). In "full", with a TFDS
+the same fits, the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9) and Table 2 again with a rank-1
+WRN-10-1 (`zoo.reproduce.rank1_wrn`). The independent parts run as `zoo.parallel` tasks in worker processes
+(`zoo.reproduce.rank1_tasks`; the report keeps its order). In "full", with a TFDS
 data_dir, also WRN-28-10 on CIFAR-10 / CIFAR-10-C (`zoo.reproduce.rank1_cifar`). Every finding of the paper gets
 a verdict in report.md with mean +- SE over seeds (`zoo.reproduce.rank1_verdicts`); every stage logs its seconds
 and XLA compiles (`zoo.reproduce.stages`). The data, methods and recipes live in `zoo.reproduce.rank1_setup`."""
@@ -18,34 +20,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from evals.diversity import diversity_table, plot_diversity
-from evals.ood import ensemble
-from zoo.reproduce import rank1_ablations as ablations
-from zoo.reproduce.rank1_setup import (
-    QUICK_RECIPE,
-    Rank1Settings,
-    choose_mc_dropout_rate,
-    corruption_summary,
-    corrupted_sets,
-    digits_split,
-    draws_for,
-    fit_method,
-)
-from zoo.reproduce.stages import StageTimes
-from zoo.reproduce.stages import stage as _stage
-from zoo.reproduce.rank1_cifar import CIFAR_FULL, CifarJob, cifar_part
-from zoo.reproduce.rank1_verdicts import findings, shown, table2_finding
-from zoo.reproduce.report import Report
+from evals.diversity import plot_diversity
 from evals.seed_summary import mean_se
+from zoo.parallel import run_parallel
+from zoo.reproduce.rank1_cifar import CIFAR_FULL, CifarJob, cifar_part
+from zoo.reproduce.rank1_setup import QUICK_RECIPE, Rank1Settings, task_split
+from zoo.reproduce.rank1_tasks import METRICS, rank1_tasks, stage, table2
+from zoo.reproduce.rank1_verdicts import findings, shown, table2_finding
+from zoo.reproduce.rank1_wrn import DIGITS_WRN, WRN_CLAIM, DigitsWrn, wrn_table2
+from zoo.reproduce.report import Report
 
 __all__ = ["Rank1Job", "QUICK", "FULL", "table2", "reproduce_rank1"]
-
-METRICS = ("NLL", "Acc", "ECE", "cNLL", "cA", "cECE", "mCE")
-
-
-def stage(name, log=print, into=None):
-    """`zoo.reproduce.stages.stage` tagged ``[rank1]``."""
-    return _stage(name, log, "rank1", into)
 
 
 ABLATION_TYPES = ("gaussian_noise", "impulse_noise", "defocus_blur", "motion_blur", "contrast", "pixelate")
@@ -66,7 +51,8 @@ class Rank1Job:
     ablations: which of the five to run (a finding whose ablation is left out gets the verdict "not run");
     mc_dropout_rates: MC dropout's rate is the one of these with the best validation NLL (seed 0, the recipe);
     cifar: the WRN on CIFAR-10 / CIFAR-10-C part (`zoo.reproduce.rank1_cifar`, needs the TFDS sets in data_dir;
-    None: left out, as in QUICK).
+    None: left out, as in QUICK); wrn: the small WRN's Table 2 on digits (`zoo.reproduce.rank1_wrn.DigitsWrn`, on
+    ``seeds``, ``types`` x ``severities``; None: left out).
     """
 
     seeds: tuple = (0, 1, 2)
@@ -89,6 +75,7 @@ class Rank1Job:
     ablations: tuple = ("objectives", "components", "dropout_init", "prior_placement", "positive_priors")
     mc_dropout_rates: tuple = (0.05, 0.1, 0.2)
     cifar: CifarJob | None = None
+    wrn: DigitsWrn | None = DIGITS_WRN
 
 
 QUICK = Rank1Job()
@@ -97,64 +84,6 @@ QUICK = Rank1Job()
 FULL = Rank1Job(seeds=tuple(range(10)), recipe=QUICK_RECIPE.replace(steps=6000), ablation_seeds=tuple(range(5)),
                 ablation_steps=6000, ablation_types=None, ablation_severities=(1, 2, 3, 4, 5),
                 dropout_rates=(1e-6, 1e-3, 0.01, 0.1, 0.2, 0.3), cifar=CIFAR_FULL)
-
-
-def _num_params(post) -> int:
-    return int(post.guide.num_free_params(post.params))
-
-
-def table2(job: Rank1Job, split, log=print):
-    """Train every method of ``job.methods`` for every seed and score it on the test set and its corruptions.
-
-    Returns (runs: one row per (method, seed) with the Table-2 columns and #params; samples: rank-1 Normal
-    scored with ``job.eval_samples`` draws per component, one row per (draws, seed) (Table 8); diversity: one
-    row per (method, seed, checkpoint) of `evals.diversity.diversity_table` for rank-1 Normal and
-    BatchEnsemble over the checkpoints after ``diversity_from`` of training (Fig. 6))."""
-    recipe = job.recipe
-    late = job.diversity_from * recipe.steps
-    xte, yte = split.standardised(split.test_raw)
-    runs, samples, diversity = [], [], []
-    times = {name: StageTimes(name, "rank1") for name in
-             [f"table 2 fit {m}" for m in job.methods] + ["table 2 scoring", "table 8 scoring", "fig 6 diversity"]}
-    for seed in job.seeds:
-        posts, draws, counts, checkpoints = {}, {}, {}, {}
-        for method in job.methods:
-            with stage(method, into=times[f"table 2 fit {method}"], log=None):
-                if method == "deep_ensemble":
-                    members = [fit_method("deterministic", split, recipe, 1000 * (m + 1) + seed,
-                                          hidden=job.ensemble_hidden) for m in range(job.ensemble_members)]
-                    posts[method] = ensemble(members, num_samples=1, seed=seed)
-                    draws[method] = 1
-                    counts[method] = sum(_num_params(p) for p in members)
-                    continue
-                seen = []
-                hook = (lambda step, p, seen=seen: seen.append((step, p)) if step > late else None) \
-                    if method in ("rank1_normal", "batch_ensemble") else None
-                posts[method] = fit_method(method, split, recipe, seed, on_chunk=hook)
-                draws[method], counts[method] = draws_for(method, recipe), _num_params(posts[method])
-                if seen:
-                    checkpoints[method] = seen
-        with stage("scoring", into=times["table 2 scoring"], log=None):
-            summary = corruption_summary(posts, split.test_raw, split, draws=draws, types=job.types,
-                                         severities=job.severities, seed=seed, num_params=counts)
-        runs.append(summary.assign(seed=seed))
-        log(f"  seed {seed}:\n{summary.round(4).to_string(index=False)}")
-        with stage("table 8", into=times["table 8 scoring"], log=None):
-            for s in job.eval_samples:
-                if s == draws["rank1_normal"]:  # Table 2's own row: the same draws
-                    row = summary.set_index("method").loc["rank1_normal"].to_dict()
-                else:
-                    row = corruption_summary({"rank1_normal": posts["rank1_normal"]}, split.test_raw, split,
-                                             draws={"rank1_normal": s}, types=job.types, severities=job.severities,
-                                             seed=seed, reference=None).iloc[0].to_dict()
-                samples.append({"samples_per_component": s, "seed": seed,
-                                **{k: row[k] for k in METRICS if k in row and k != "mCE"}})
-        with stage("fig 6", into=times["fig 6 diversity"], log=None):
-            table = diversity_table(checkpoints, xte, yte, num_samples=1, seed=seed)
-        diversity.append(table.assign(seed=seed))
-    for t in times.values():
-        log(t.line())
-    return pd.concat(runs, ignore_index=True), pd.DataFrame(samples), pd.concat(diversity, ignore_index=True)
 
 
 def _errorbars(runs, x, metrics, xlabel, logx=False, categorical=False):
@@ -206,7 +135,7 @@ def _curves_figure(curves: pd.DataFrame):
     return fig
 
 
-def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data_dir=None) -> Report:
+def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data_dir=None, workers=None) -> Report:
     """`zoo reproduce rank1`: the rank-1 BNN paper's Table 2, Table 8, Fig. 6 and the ablations of Figs. 2-5 on
     the shipped digits with the rank-1 MLP, then report.md with a verdict per finding.
 
@@ -216,6 +145,10 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
       seeds: the Table-2 seeds (default: the setting's); the ablations use the first ``len(ablation_seeds)``.
       data_dir: TFDS folder with cifar10 and cifar10_corrupted for the WRN part (``job.cifar``, in "full"); without
         it, or when a set is missing, that finding is "not run" with the reason and the digits parts still run.
+      workers: processes for the independent parts (`zoo.reproduce.rank1_tasks.rank1_tasks`: the MLP's Table 2, the
+        digits WRN's methods, two groups of ablations) through `zoo.parallel.run_parallel` (default: the
+        ``BNN_ZOO_WORKERS`` environment variable, else the CPU cores); 1 runs them here, one after the other,
+        with the same results. The stage lines come from the tasks (printed when `log` is not None).
     Returns the written `Report`.
     """
     job = setting if isinstance(setting, Rank1Job) else {"quick": QUICK, "full": FULL}[setting]
@@ -223,15 +156,16 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
     if seeds is not None:
         seeds = tuple(int(s) for s in seeds)
         job = replace(job, seeds=seeds, ablation_seeds=seeds[:max(1, len(job.ablation_seeds))])
+    echo = None if log is None else print  # the tasks' stage lines (a log function may not cross into a worker)
     log = log or (lambda line: None)
     report = Report(out_dir, "Rank-1 BNNs (Dusenberry et al., ICML 2020)", setting=name, log=log)
-    split = digits_split(seed=0)
+    split = task_split()
     r = job.recipe
     report.note(f"Data: the shipped digits (8x8), {len(split.train)} training images, {len(split.val_raw)} "
                 f"validation images (held out of the training part; every recipe choice was made on them), "
                 f"{len(split.test_raw)} test images; corruptions: {'all 19 types' if job.types is None else job.types} "
                 f"x severities {job.severities}. Network: MLP {'-'.join(map(str, r.hidden))}, rank-1 K = "
-                f"{r.num_components}. Recipe: Adam {r.lr:g} ({r.schedule}), {r.steps} steps of batch {r.batch_size}, "
+                f"{r.num_components}{_wrn_note(job)}. Recipe: Adam {r.lr:g} ({r.schedule}), {r.steps} steps of batch {r.batch_size}, "
                 f"KL annealed over {r.kl_fraction:.2f} of them, loc init "
                 f"{'N(1, %g)' % abs(r.sign_init) if r.sign_init <= 0 else 'random signs'}, sigma init from dropout "
                 f"rate {r.dropout_rate:g}, factor prior Normal/Cauchy(1, {r.factor_scale:g}), {r.eval_samples} draws "
@@ -248,19 +182,15 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
                 "dropout drops the inputs of every dense layer but the first (hidden units), its rate chosen on the "
                 "validation split.")
 
-    if "mc_dropout" in job.methods:
-        with stage("MC dropout rate on the validation split", log):
-            rate, chosen = choose_mc_dropout_rate(split, job.recipe, job.mc_dropout_rates, seed=job.seeds[0])
-        job = replace(job, recipe=job.recipe.replace(mc_dropout_rate=rate))
-        report.table("mc_dropout_rate", pd.DataFrame(chosen), f"MC dropout's rate by validation NLL (seed "
-                     f"{job.seeds[0]}): {rate:g}")
-    log(f"[rank1] Table 2: {len(job.methods)} methods x {len(job.seeds)} seeds")
-    with stage("corrupting the test set", log):
-        corrupted_sets(split.test_raw, split, job.types, job.severities)
-        if job.ablation_types is not None or job.types is not None:
-            corrupted_sets(split.test_raw, split, job.ablation_types, job.ablation_severities)
-    with stage("table 2 + table 8 + fig 6", log):
-        runs, samples, div = table2(job, split, log)
+    log(f"[rank1] Table 2: {len(job.methods)} methods x {len(job.seeds)} seeds"
+        + (f"; WRN: {len(job.wrn.methods)} methods" if job.wrn is not None else ""))
+    tasks = rank1_tasks(job, echo)
+    results = dict(zip([t.name for t in tasks], run_parallel(tasks, workers, log)))
+    mlp = results["mlp table 2"]
+    if mlp["rate"] is not None:
+        report.table("mc_dropout_rate", pd.DataFrame(mlp["chosen"]), f"MC dropout's rate by validation NLL (seed "
+                     f"{job.seeds[0]}): {mlp['rate']:g}")
+    runs, samples, div = mlp["runs"], mlp["samples"], mlp["diversity"]
     metrics = [m for m in METRICS if m in runs] + ["#params"]
     report.table("table2", shown(runs, "method", metrics), "Table 2 layout on digits + digits-C (mean +- SE over "
                  "seeds; mCE vs the deterministic net = 100)")
@@ -271,48 +201,49 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
         numeric_only=True)), "Fig. 6: disagreement / (1 - acc) against accuracy and NLL over late checkpoints "
         "(mean over seeds; test set)")
     report.table("fig6_diversity", div, "Fig. 6 data: every checkpoint")
+    wrn_runs = None
+    if job.wrn is not None:
+        w = job.wrn
+        wrn_runs = wrn_table2({m: results[f"wrn {m}"] for m in w.methods}, w.methods)
+        report.table("table2_wrn", shown(wrn_runs, "method", [m for m in METRICS if m in wrn_runs] + ["#params"]),
+                     f"Table 2 layout on digits + digits-C with WRN-{w.depth}-{w.width}, K = "
+                     f"{w.recipe.num_components} (mean +- SE over seeds; mCE vs the deterministic WRN = 100)")
+        report.table("table2_wrn_runs", wrn_runs, "Table 2 with the WRN, every run")
+    ablated = {}
+    for name, result in results.items():
+        if name.startswith("ablations "):
+            ablated.update(result)
 
     ab = job.recipe.replace(steps=job.ablation_steps)
-    kw = dict(types=job.ablation_types, severities=job.ablation_severities, log=log, cache=ablations.FitCache())
     cols = ["NLL", "Acc", "ECE", "cNLL", "cA", "cECE"]
     ks = obj = drop = place = positive = None
-    if "objectives" in job.ablations:  # first: its "average" arm is the recipe, the later ablations reuse it
-        log("[rank1] ablation: average vs mixture likelihood (Fig. 4)")
-        with stage("ablation objective (fig 4)", log):
-            obj, curves = ablations.objectives(split, ab, job.ablation_seeds, **kw)
+    if "objectives" in ablated:
+        obj, curves = ablated["objectives"]
         report.table("fig4_objective", shown(obj, "objective", cols), "Fig. 4: training objective (evaluation: "
                      "the mixture)")
         report.figure("fig4_objective", _curves_figure(curves), "Fig. 4: train / test NLL over training, per "
                       "component and of the mixture")
         report.table("fig4_curves", curves, "Fig. 4 data: curves")
-    if "components" in job.ablations:
-        log("[rank1] ablation: K (Fig. 3)")
-        with stage("ablation K (fig 3)", log):
-            ks = ablations.components(split, ab, job.ablation_seeds, job.components, job.total_batch, **kw)
+    if "components" in ablated:
+        ks = ablated["components"]
         report.table("fig3_components", shown(ks, "K", cols), f"Fig. 3: K components, total batch K x B = "
                      f"{job.total_batch}")
         report.figure("fig3_components", _errorbars(ks, "K", cols, "K", logx=True), "Fig. 3: metrics against K "
                       "(mean +- SE)")
-    if "dropout_init" in job.ablations:
-        log("[rank1] ablation: dropout-rate initialisation of sigma (Fig. 5)")
-        with stage("ablation dropout init (fig 5)", log):
-            drop = ablations.dropout_init(split, ab, job.ablation_seeds, job.dropout_rates, **kw)
+    if "dropout_init" in ablated:
+        drop = ablated["dropout_init"]
         report.table("fig5_dropout_init", shown(drop, "dropout_rate", cols), "Fig. 5: sigma initialised from a "
                      "dropout rate p")
         report.figure("fig5_dropout_init", _errorbars(drop, "dropout_rate", ["Acc", "NLL", "ECE"], "dropout rate p",
                                                       logx=True), "Fig. 5: accuracy, NLL, ECE against p")
-    if "prior_placement" in job.ablations:
-        log("[rank1] ablation: priors on s, r or both (Fig. 2)")
-        with stage("ablation prior placement (fig 2)", log):
-            place = ablations.prior_placement(split, ab, job.ablation_seeds, **kw)
+    if "prior_placement" in ablated:
+        place = ablated["prior_placement"]
         report.table("fig2_prior_placement", shown(place, "prior_on", cols), "Fig. 2: priors on s only, r only "
                      "or both")
         report.figure("fig2_prior_placement", _errorbars(place, "prior_on", ["NLL", "ECE", "cNLL", "cECE"],
                                                          "prior on", categorical=True), "Fig. 2: priors on s, r or both")
-    if "positive_priors" in job.ablations:
-        log("[rank1] ablation: real- vs positive-valued factors (Fig. 9)")
-        with stage("ablation positive priors (fig 9)", log):
-            positive = ablations.positive_priors(split, ab, job.ablation_seeds, **kw)
+    if "positive_priors" in ablated:
+        positive = ablated["positive_priors"]
         report.table("fig9_positive_priors", shown(positive, "factors", cols), "Fig. 9: real-valued Normal(1, "
                      f"{ab.factor_scale:g}) vs positive-valued LogNormal(0, {ab.factor_scale:g}) factors (prior and "
                      "posterior)")
@@ -320,8 +251,23 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
                                                                                "cECE"], "factors", categorical=True),
                       "Fig. 9: real- vs positive-valued factors")
     findings(report, runs, samples, div, ks, obj, drop, place, positive)
+    if wrn_runs is not None and {"deterministic", "rank1_normal"} <= set(job.wrn.methods):
+        table2_finding(report, wrn_runs, WRN_CLAIM)
+    elif job.wrn is not None:
+        report.finding(WRN_CLAIM, "not run", f"the WRN ran {', '.join(job.wrn.methods)}; the finding needs the "
+                                             "deterministic and the rank-1 Normal WRN")
     if job.cifar is not None:
         with stage("CIFAR-10 / CIFAR-10-C (WRN)", log):
             cifar_part(report, job.cifar, data_dir, log, finding=table2_finding)
     report.write()
     return report
+
+
+def _wrn_note(job) -> str:
+    """The report's words on the digits WRN (empty when it is left out)."""
+    if job.wrn is None:
+        return ""
+    w, r = job.wrn, job.wrn.recipe
+    return (f"; and WRN-{w.depth}-{w.width} on the 8x8 images (rank-1 K = {r.num_components}; methods "
+            f"{', '.join(w.methods)}; Adam {r.lr:g} ({r.schedule}), {r.steps} steps of batch {r.batch_size}, the "
+            f"rest as the MLP's)")

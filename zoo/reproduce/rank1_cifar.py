@@ -21,18 +21,12 @@ import pandas as pd
 
 from zoo.reproduce.rank1_setup import score_table
 from zoo.reproduce.rank1_verdicts import shown
+from zoo.reproduce.rank1_wrn import WRN_METHODS, wrn_entry_guide
 
 __all__ = ["CifarJob", "CIFAR_FULL", "l2_prior_scale", "lr_schedule", "sgd_schedule", "cifar_table2", "cifar_part", "CIFAR_CLAIM"]
 
 CIFAR_CLAIM = ("WRN on CIFAR-10 / CIFAR-10-C: rank-1 (Normal) beats deterministic and BatchEnsemble on NLL and ECE, "
                "more so under corruption")
-
-METHODS = {  # method: (num_components or None, guide, rank-1 family)
-    "deterministic": (False, "point_estimate", None),
-    "batch_ensemble": (True, "rank1_mixture", "delta"),
-    "rank1_normal": (True, "rank1_mixture", "normal"),
-    "rank1_cauchy": (True, "rank1_mixture", "cauchy"),
-}
 
 
 @dataclass(frozen=True)
@@ -126,16 +120,12 @@ def cifar_table2(job: CifarJob, data_dir=None, log=print) -> pd.DataFrame:
     for seed in job.seeds:
         posts, counts = {}, {}
         for method in job.methods:
-            rank1, guide_name, family = METHODS[method]
+            rank1 = WRN_METHODS[method][0]
             steps = _steps(job, method, n)
-            entry = zoo.get("wide_resnet", data=(xtr, ytr, test.x, test.y), data_kwargs={"num_classes": 10},
-                            depth=job.depth, k=job.width, prior_scale=l2_prior_scale(job.l2, n),
-                            **({"num_components": job.num_components,
-                                "factor": "cauchy" if family == "cauchy" else "normal"} if rank1 else {}))
-            kwargs = {} if not rank1 else {
-                "family": family, "sign_init": job.sign_init,
-                "dropout_rate": job.cauchy_dropout_rate if family == "cauchy" else job.dropout_rate}
-            guide = inference.make_guide(guide_name, entry.model, **kwargs)
+            entry, guide = wrn_entry_guide(method, (xtr, ytr, test.x, test.y), data_kwargs={"num_classes": 10},
+                                           depth=job.depth, width=job.width, num_components=job.num_components,
+                                           prior_scale=l2_prior_scale(job.l2, n), sign_init=job.sign_init,
+                                           dropout_rate=job.dropout_rate, cauchy_dropout_rate=job.cauchy_dropout_rate)
             log(f"[rank1] CIFAR-10 {method} seed {seed}: {steps} steps of batch {job.batch_size}")
             posts[method] = inference.fit(entry.model, guide, (xtr, ytr), steps=steps, batch_size=job.batch_size,
                                           optimizer=sgd_schedule(job, n, steps), seed=seed, progress=False,

@@ -23,9 +23,10 @@ import optax
 from inference.data import Dataset
 from models.errors import InputError
 
-__all__ = ["DigitsSplit", "digits_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
+__all__ = ["DigitsSplit", "digits_split", "task_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
            "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "validation_nll",
-           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "score_table", "optimizer_of"]
+           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "score_rows", "summary_of_rows",
+           "score_table", "optimizer_of"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,18 @@ def digits_split(val_fraction: float = 0.2, seed: int = 0, size: int = 8) -> Dig
     train = Dataset((raw_train.x[tr_idx] - mu) / sd, raw_train.y[tr_idx], 10, name, raw_train.image_shape)
     val = Dataset(raw_train.x[val_idx], raw_train.y[val_idx], 10, f"{name}_val", raw_train.image_shape)
     return DigitsSplit(train, val, raw_test, float(mu), float(sd), size)
+
+
+_SPLITS: dict = {}
+
+
+def task_split(size: int = 8) -> DigitsSplit:
+    """``digits_split(seed=0, size=size)``, made once per process: the split every part of `zoo reproduce rank1`
+    uses (deterministic, so a worker process of `zoo.parallel` rebuilds the same one), one object so that
+    `corrupted_sets` corrupts its test set once per process."""
+    if size not in _SPLITS:
+        _SPLITS[size] = digits_split(seed=0, size=size)
+    return _SPLITS[size]
 
 
 @dataclass(frozen=True)
@@ -241,13 +254,12 @@ def corruption_summary(predictors: dict, raw: Dataset, split: DigitsSplit, *, dr
                        num_params=num_params)
 
 
-def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, seed: int = 0,
-                reference: str = "deterministic", num_params: dict | None = None):
-    """Score {name: predictor} on the `clean` test set and the corrupted `sets` [(type, severity, x, y)]
-    (``evals.ood.score_sets``, ``draws[name]`` draws each: fewer draws than ``Posterior.predict``'s chunk run
-    the network on just those draws, so 1 draw over the 95 corrupted sets costs 1 forward pass, not 50). Returns the
-    Table-2 summary (``evals.ood.summary_table``: NLL, Acc, ECE, cNLL, cA, cECE, mCE vs `reference` when scored,
-    #params when `num_params` is given), one row per method (column "method"), in the order of `predictors`."""
+def score_rows(predictors: dict, sets, clean, *, draws: dict, preprocess=None, seed: int = 0):
+    """Per-set scores of {name: predictor} on the `clean` test set and the corrupted `sets` [(type, severity, x, y)]
+    (``evals.ood.score_sets``, ``draws[name]`` draws each: fewer draws than ``Posterior.predict``'s chunk run the
+    network on just those draws, so 1 draw over the 95 corrupted sets costs 1 forward pass, not 50). Returns the
+    ``OODResults.table`` of every predictor, concatenated: one row per (method, type, severity); a plain DataFrame,
+    so that predictors scored in different processes combine in `summary_of_rows`."""
     import pandas as pd
 
     from evals import ood
@@ -256,9 +268,26 @@ def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, 
     tables = [ood.score_sets({name: predictor}, sets, clean=clean, preprocess=preprocess,
                              num_samples=draws[name], seed=seed).table
               for name, predictor in predictors.items()]  # one call per predictor: its own number of draws
-    results = ood.OODResults(table=pd.concat(tables, ignore_index=True))
-    summary = ood.summary_table(results, reference if reference in predictors else None, num_params=num_params)
-    return summary.loc[list(predictors)].rename_axis("method").reset_index()
+    return pd.concat(tables, ignore_index=True)
+
+
+def summary_of_rows(rows, methods, *, reference: str = "deterministic", num_params: dict | None = None):
+    """The Table-2 summary of `score_rows` tables (``evals.ood.summary_table``: NLL, Acc, ECE, cNLL, cA, cECE, mCE
+    vs `reference` when it was scored, #params when `num_params` is given), one row per method of `methods`
+    (column "method"), in that order."""
+    from evals import ood
+
+    summary = ood.summary_table(ood.OODResults(table=rows), reference if reference in set(methods) else None,
+                                num_params=num_params)
+    return summary.loc[list(methods)].rename_axis("method").reset_index()
+
+
+def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, seed: int = 0,
+                reference: str = "deterministic", num_params: dict | None = None):
+    """Score {name: predictor} on the `clean` test set and the corrupted `sets` [(type, severity, x, y)]:
+    `summary_of_rows` of `score_rows`, the Table-2 summary, one row per method in the order of `predictors`."""
+    rows = score_rows(predictors, sets, clean, draws=draws, preprocess=preprocess, seed=seed)
+    return summary_of_rows(rows, list(predictors), reference=reference, num_params=num_params)
 
 
 def validation_nll(post, split: DigitsSplit, draws: int, seed: int = 0) -> float:
