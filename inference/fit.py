@@ -369,8 +369,9 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     start = start_params(init_params)
     t0 = time.perf_counter()
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
+    # the first batch cut on the host: slicing device arrays compiles an op by op program per shape
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
-    xb, yb = x_dev[:batch_size], y_dev[:batch_size]
+    xb, yb = jnp.asarray(x[:batch_size]), jnp.asarray(y[:batch_size])
     guide.setup(xb)
     fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size, per_example_noise)
     # after the lookup, which keys the optimiser as it was given: the probe may rewrite it (see below)
@@ -391,7 +392,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
             norms_before = resumed.grad_norms
             run_key = saver.rng_key = jnp.asarray(resumed.rng_key)
             order = MinibatchOrder(n, batch_size, state=resumed.order)
-    warmup, temp = jnp.float32(kl_warmup), jnp.float32(temperature)
+    warmup, temp = np.float32(kl_warmup), np.float32(temperature)  # host scalars: no eager conversion compiled
 
     def run_chunk(state, idx, step_ids):
         return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, warmup, temp)

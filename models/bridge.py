@@ -150,7 +150,8 @@ class BNN:
         feature_shape = _feature_shape(x_or_feature_shape)
         if feature_shape not in self._output_width_cache:
             example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
-            tree, state = jax.eval_shape(self.init_fn, jax.random.PRNGKey(0), example)
+            key = jax.ShapeDtypeStruct((2,), jnp.uint32)  # a raw PRNG key's shape: nothing is computed or compiled
+            tree, state = jax.eval_shape(self.init_fn, key, example)
             output = jax.eval_shape(self.transformed.apply, tree, state, example)[0]
             self._output_width_cache[feature_shape] = int(output.shape[-1])
         return self._output_width_cache[feature_shape]
@@ -177,8 +178,12 @@ class BNN:
     def init_values(self, rng_key, x_or_feature_shape) -> dict:
         """Haiku's own initial values {site: array}; likelihood sites start at their prior median."""
         feature_shape = _feature_shape(x_or_feature_shape)
-        with jax.ensure_compile_time_eval():
-            params = flatten_params(self._jit_init(rng_key, jnp.zeros((1,) + feature_shape, jnp.float32))[0])
+        example = np.zeros((1,) + feature_shape, np.float32)
+        if isinstance(jnp.zeros(()), jax.core.Tracer):  # asked inside a trace: keep the initialiser out of it
+            with jax.ensure_compile_time_eval():
+                params = flatten_params(self._jit_init(rng_key, example)[0])
+        else:  # (compile-time evaluation would run, and compile, every constant of the initialiser op by op)
+            params = flatten_params(self._jit_init(rng_key, example)[0])
         for name, (shape, d) in self.likelihood.latent_sites().items():
             params[name] = jnp.broadcast_to(d.icdf(0.5) if hasattr(d, "icdf") else d.mean, shape)
         return params
