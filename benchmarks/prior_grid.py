@@ -169,23 +169,30 @@ def rule_over_splits(table: pd.DataFrame):
     """The default-prior rule of `choose`, per split and over splits, from grid rows of several runs.
 
     table: grid rows (columns network, guide, prior, scale, nll, accuracy, ece) with a ``split`` column (the
-    ``--split-seed`` of the run that wrote them). Per split: `choose`'s ranking over every (network, guide)
-    cell of that split, and the same per guide family and per network (the mean validation NLL of each
-    setting). Over splits: each setting's per-split mean NLL, their mean and its standard error (ddof 1),
-    among the settings ranked in every split. Returns (choices {split: (prior, scale)}, a long DataFrame of
-    the per-split means (columns split, view, setting, nll), the over-splits DataFrame)."""
+    ``--split-seed`` of the run that wrote them). Per split: `choose`'s choice over every (network, guide)
+    cell of that split, and each setting's mean validation NLL over all the split's cells, per guide family
+    and per network. Over splits: each setting's per-split mean NLL, their mean and its standard error (ddof
+    1) over the splits in which that view has as many cells as in its fullest split (a split with the 64-64
+    cells only does not enter the "all cells" mean), among the settings in all of those splits. Returns
+    (choices {split: (prior, scale)}, a long DataFrame of the per-split means (columns split, view, setting,
+    nll, cells), the over-splits DataFrame (view, setting, a column per split, mean, se, splits))."""
     choices, rows = {}, []
     for s, part in table.groupby("split"):
-        choices[s], ranking = choose(part)
-        for prior, scale, nll in ranking[["prior", "scale", "nll"]].itertuples(index=False):
-            rows.append({"split": s, "view": "all cells", "setting": f"{prior} {scale}", "nll": nll})
-        for column in ("guide", "network"):
-            for value, sub in part.groupby(column):
-                for (prior, scale), nll in sub.groupby(["prior", "scale"])["nll"].mean().items():
-                    rows.append({"split": s, "view": f"{column} {value}", "setting": f"{prior} {scale}", "nll": nll})
+        choices[s] = choose(part)[0]
+        views = [("all cells", part)] + [(f"{column} {value}", sub) for column in ("guide", "network")
+                                         for value, sub in part.groupby(column)]
+        for view, sub in views:
+            stats = sub.groupby(["prior", "scale"])["nll"].agg(["mean", "size"])
+            for (prior, scale), (nll, cells) in stats.iterrows():
+                rows.append({"split": s, "view": view, "setting": f"{prior} {scale}", "nll": nll, "cells": cells})
     per_split = pd.DataFrame(rows)
-    wide = per_split.pivot_table(index=["view", "setting"], columns="split", values="nll").dropna()
-    over = pd.DataFrame({"mean": wide.mean(axis=1), "se": wide.std(axis=1, ddof=1) / np.sqrt(wide.shape[1])})
+    full = per_split[per_split["cells"] == per_split.groupby("view")["cells"].transform("max")]
+    wide = full.pivot_table(index=["view", "setting"], columns="split", values="nll")
+    splits = wide.notna().sum(axis=1)
+    wide = wide[splits == splits.groupby(level="view").transform("max")]
+    count = wide.notna().sum(axis=1)
+    over = pd.DataFrame({"mean": wide.mean(axis=1), "se": wide.std(axis=1, ddof=1) / np.sqrt(count),
+                         "splits": count})
     return choices, per_split, pd.concat([wide, over], axis=1).reset_index()
 
 
@@ -308,7 +315,7 @@ def main(argv=None):
     if args.rule:
         choices, per_split, over = rule_over_splits(read_runs(args.rule))
         print(_fmt(per_split.pivot_table(index=["view", "setting"], columns="split", values="nll").reset_index())
-              + "\n\nover splits (settings in every split):\n" + _fmt(over)
+              + "\n\nover splits (per view, the splits that have all its cells):\n" + _fmt(over)
               + "\n\nchosen per split: " + str(choices))
         return choices
     if args.networks or args.priors or args.old_defaults:
