@@ -13,6 +13,7 @@ x 5 severities of the raw 28 x 28 test images, standardised as the training set 
 
     python benchmarks/prior_grid.py            # the README's tables (about 25 minutes on 2 CPU cores)
     python benchmarks/prior_grid.py --quick    # a smoke run: tiny grid, few steps
+    python benchmarks/prior_grid.py --rule 0=a/extra/grid.csv 1=b/extra/grid.csv   # the rule over earlier runs
 
 Writes ``<out>/grid.csv``, ``<out>/must_hold_5.csv`` and ``<out>/prior_grid.md`` and prints the tables.
 """
@@ -164,6 +165,49 @@ def first_layer_sigmas(post, x_train, edges=(0.0, 0.05, 0.2, 0.5, np.inf)) -> pd
     return pd.DataFrame(rows)
 
 
+def rule_over_splits(table: pd.DataFrame):
+    """The default-prior rule of `choose`, per split and over splits, from grid rows of several runs.
+
+    table: grid rows (columns network, guide, prior, scale, nll, accuracy, ece) with a ``split`` column (the
+    ``--split-seed`` of the run that wrote them). Per split: `choose`'s choice over every (network, guide)
+    cell of that split, and each setting's mean validation NLL over all the split's cells, per guide family
+    and per network. Over splits: each setting's per-split mean NLL, their mean and its standard error (ddof
+    1) over the splits in which that view has as many cells as in its fullest split (a split with the 64-64
+    cells only does not enter the "all cells" mean), among the settings in all of those splits. Returns
+    (choices {split: (prior, scale)}, a long DataFrame of the per-split means (columns split, view, setting,
+    nll, cells), the over-splits DataFrame (view, setting, a column per split, mean, se, splits))."""
+    choices, rows = {}, []
+    for s, part in table.groupby("split"):
+        choices[s] = choose(part)[0]
+        views = [("all cells", part)] + [(f"{column} {value}", sub) for column in ("guide", "network")
+                                         for value, sub in part.groupby(column)]
+        for view, sub in views:
+            stats = sub.groupby(["prior", "scale"])["nll"].agg(["mean", "size"])
+            for (prior, scale), (nll, cells) in stats.iterrows():
+                rows.append({"split": s, "view": view, "setting": f"{prior} {scale}", "nll": nll, "cells": cells})
+    per_split = pd.DataFrame(rows)
+    full = per_split[per_split["cells"] == per_split.groupby("view")["cells"].transform("max")]
+    wide = full.pivot_table(index=["view", "setting"], columns="split", values="nll")
+    splits = wide.notna().sum(axis=1)
+    wide = wide[splits == splits.groupby(level="view").transform("max")]
+    count = wide.notna().sum(axis=1)
+    over = pd.DataFrame({"mean": wide.mean(axis=1), "se": wide.std(axis=1, ddof=1) / np.sqrt(count),
+                         "splits": count})
+    return choices, per_split, pd.concat([wide, over], axis=1).reset_index()
+
+
+def read_runs(specs) -> pd.DataFrame:
+    """"SPLIT=CSV" strings (a grid CSV written by a ``--split-seed SPLIT`` run) -> their rows stacked with a
+    ``split`` column; a spec without "=" is refused (ValueError naming it)."""
+    tables = []
+    for spec in specs:
+        split_seed, sep, path = spec.partition("=")
+        if not sep or not split_seed.strip().lstrip("-").isdigit():
+            raise ValueError(f"--rule: {spec!r}; expected SPLIT=CSV, e.g. 0=benchmarks/results/s0/extra/grid.csv")
+        tables.append(pd.read_csv(path).assign(split=int(split_seed)))
+    return pd.concat(tables, ignore_index=True)
+
+
 PART2_GUIDES = ("point_estimate", "mean_field", "2-tied")
 
 
@@ -264,7 +308,16 @@ def main(argv=None):
                         help="part 1 extra cells only, a diagnostic: the likelihood temperature (1: Bayesian)")
     parser.add_argument("--old-defaults", action="store_true",
                         help="part 1 only: mean field at the old defaults (Adam 1e-3, sigma init 1e-3), prior normal 1")
+    parser.add_argument("--rule", nargs="+", metavar="SPLIT=CSV",
+                        help="fit nothing: apply the default-prior rule to grid CSVs of earlier runs (SPLIT: the "
+                             "run's --split-seed), per split, per guide family, per network and over splits")
     args = parser.parse_args(argv)
+    if args.rule:
+        choices, per_split, over = rule_over_splits(read_runs(args.rule))
+        print(_fmt(per_split.pivot_table(index=["view", "setting"], columns="split", values="nll").reset_index())
+              + "\n\nover splits (per view, the splits that have all its cells):\n" + _fmt(over)
+              + "\n\nchosen per split: " + str(choices))
+        return choices
     if args.networks or args.priors or args.old_defaults:
         return extra_cells(args)
     os.makedirs(args.out, exist_ok=True)
