@@ -170,23 +170,26 @@ class BNN:
         """
         feature_shape = _feature_shape(x_or_feature_shape)
         if feature_shape not in self._state_cache:
-            with jax.ensure_compile_time_eval():
-                state = self._jit_init(jax.random.PRNGKey(0), jnp.zeros((1,) + feature_shape, jnp.float32))[1]
-            self._state_cache[feature_shape] = jax.device_get(state)
+            self._state_cache[feature_shape] = jax.device_get(self._run_init(None, feature_shape)[1])
         return self._state_cache[feature_shape]
 
     def init_values(self, rng_key, x_or_feature_shape) -> dict:
         """Haiku's own initial values {site: array}; likelihood sites start at their prior median."""
-        feature_shape = _feature_shape(x_or_feature_shape)
-        example = np.zeros((1,) + feature_shape, np.float32)
-        if isinstance(jnp.zeros(()), jax.core.Tracer):  # asked inside a trace: keep the initialiser out of it
-            with jax.ensure_compile_time_eval():
-                params = flatten_params(self._jit_init(rng_key, example)[0])
-        else:  # (compile-time evaluation would run, and compile, every constant of the initialiser op by op)
-            params = flatten_params(self._jit_init(rng_key, example)[0])
+        params = flatten_params(self._run_init(rng_key, _feature_shape(x_or_feature_shape))[0])
         for name, (shape, d) in self.likelihood.latent_sites().items():
             params[name] = jnp.broadcast_to(d.icdf(0.5) if hasattr(d, "icdf") else d.mean, shape)
         return params
+
+    def _run_init(self, rng_key, feature_shape: tuple):
+        """(params, state) of the jitted Haiku initialiser on zeros (1, *feature_shape), with `rng_key` (None: the
+        key of seed 0). Asked inside a trace, it runs at compile time, so the initialiser is never inlined into the
+        traced program; outside one it is simply called (compile-time evaluation would run, and compile, every
+        constant of the initialiser op by op)."""
+        example = np.zeros((1,) + feature_shape, np.float32)
+        if isinstance(jnp.zeros(()), jax.core.Tracer):
+            with jax.ensure_compile_time_eval():
+                return self._jit_init(jax.random.PRNGKey(0) if rng_key is None else rng_key, example)
+        return self._jit_init(jax.random.PRNGKey(0) if rng_key is None else rng_key, example)
 
     def prototype_sites(self, x_or_feature_shape, init_values: dict) -> "OrderedDict[str, dict]":
         """NumPyro-style trace entries for every latent site, built without running the model.

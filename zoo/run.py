@@ -245,18 +245,20 @@ def fit_with_settings(entry, guide, settings: FitSettings, *, steps: int | None 
                          progress=progress, config={"entry": entry.config})
 
 
-# `zoo run`'s parts that run side by side (`zoo.parallel`), after the two-moons experiment: the digits rows one
-# by one, except the dense-covariance ladder, which stays with the mean field it starts from, and rank-1 NUTS,
-# which starts from rank1_normal; each part also scores its posteriors on digits-C. Longest first (measured:
-# two moons, the ladder and rank1_normal + NUTS take 60-110 s each on a core, the other rows 5-15 s), so the
-# short parts even out the two workers' ends.
-DIGITS_GROUPS = (
-    ("mean_field_16-16", "low_rank_16-16", "block_diagonal_16-16", "full_covariance_16-16"),
-    ("rank1_normal",),
-    *((spec.label,) for spec in DIGITS_GUIDES
-      if spec.label not in ("rank1_normal", "mean_field_16-16", "low_rank_16-16", "block_diagonal_16-16",
-                            "full_covariance_16-16")),
-)
+def _digits_groups() -> tuple:
+    """`zoo run`'s digits parts that run side by side (`zoo.parallel`): a row warm-started from another
+    (`FitSettings.warm_start`: the dense-covariance ladder) stays with the row it starts from, rank1_normal (rank-1
+    NUTS starts from it) goes alone, then every other row alone; each part also scores its posteriors on
+    digits-C. Longest first (measured: the ladder and rank1_normal + NUTS take 40-110 s on a core, two moons, run
+    before them, as long; the other rows 5-15 s), so the short parts even out the two workers' ends."""
+    starts = [s.settings.warm_start for s in DIGITS_GUIDES if s.settings.warm_start is not None]
+    chained = [tuple(s.label for s in DIGITS_GUIDES if start in (s.label, s.settings.warm_start))
+               for start in dict.fromkeys(starts)]
+    taken = {label for group in chained for label in group} | {"rank1_normal"}
+    return (*chained, ("rank1_normal",), *((s.label,) for s in DIGITS_GUIDES if s.label not in taken))
+
+
+DIGITS_GROUPS = _digits_groups()
 
 
 def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, progress: bool = True,
@@ -290,15 +292,8 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
               for group in DIGITS_GROUPS]
     moons, *parts = run_parallel(tasks, workers, log=(lambda line: _say(line, True)) if progress else None)
     digits = _merge_digits(parts)
-    _write_digits_summary(digits, out, sizes)
-    from evals import ood
-
-    results = ood.merge([p.ood for p in parts])
-    order = list(digits.table.index.get_level_values("posterior"))  # the results table's order, not the parts'
-    results.table = results.table.sort_values("method", key=lambda m: m.map(order.index), kind="stable",
-                                              ignore_index=True)
-    results.probs = {k: results.probs[k] for k in order}
-    ood_summary = _write_digits_c(results, out)
+    _write_digits_summary(digits, out)
+    ood_summary = _write_digits_c(digits.ood, out)
     table = pd.concat([digits.table, moons.table])
     _write_results(table, out, sizes, time.perf_counter() - t_start)
     _print_report(table, moons, ood_summary)
@@ -316,6 +311,11 @@ class DigitsPart:
     means: dict
     ood: object
     test: Dataset
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """The results rows, a DataFrame indexed by (data, posterior), in the order of ``rows``."""
+        return pd.DataFrame(list(self.rows.values())).set_index(["data", "posterior"])
 
 
 def digits_part(labels, sizes: RunSizes, *, out: str | None = None, seed: int = 0, progress: bool = False,
@@ -345,14 +345,19 @@ def moons_part(sizes: RunSizes, *, out: str | None = None, seed: int = 0, progre
     return replace(moons, posteriors={})
 
 
-def _merge_digits(parts) -> Experiment:
-    """The digits Experiment of every part's rows, in DIGITS_GUIDES order then rank1_nuts (no posteriors: the
-    workers saved them), with ``means`` for the reliability diagram in its ``posteriors`` slot."""
+def _merge_digits(parts) -> DigitsPart:
+    """One `DigitsPart` of every part's rows, mean probabilities and digits-C scores (`evals.ood.merge`), in
+    DIGITS_GUIDES order then rank1_nuts, whatever the parts' order."""
+    from evals import ood
+
     rows = {k: v for p in parts for k, v in p.rows.items()}
     order = [s.label for s in DIGITS_GUIDES if s.label in rows] + [k for k in rows if k == "rank1_nuts"]
     means = {k: v for p in parts for k, v in p.means.items()}
-    table = pd.DataFrame([rows[k] for k in order]).set_index(["data", "posterior"])
-    return Experiment(table, {k: means[k] for k in order}, parts[0].test)
+    scores = ood.merge([p.ood for p in parts])
+    scores.table = scores.table.sort_values("method", key=lambda m: m.map(order.index), kind="stable",
+                                            ignore_index=True)
+    scores.probs = {k: scores.probs[k] for k in order}
+    return DigitsPart({k: rows[k] for k in order}, {k: means[k] for k in order}, scores, parts[0].test)
 
 
 def digits_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False, bars: bool | None = None,
@@ -482,12 +487,11 @@ def _write_digits(digits: Experiment, out: str):
         plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
 
 
-def _write_digits_summary(digits: Experiment, out: str, sizes: RunSizes):
-    """One reliability diagram of every digits posterior under `out`, from the mean predictive probabilities in
-    ``digits.posteriors`` ({label: (N, C)}, `_merge_digits`)."""
+def _write_digits_summary(digits: DigitsPart, out: str):
+    """One reliability diagram of every digits posterior under `out`, from ``digits.means``."""
     from evals import plots
 
-    plots.reliability_diagram(dict(digits.posteriors), digits.test.y, os.path.join(out, "reliability_digits.png"),
+    plots.reliability_diagram(dict(digits.means), digits.test.y, os.path.join(out, "reliability_digits.png"),
                               title="digits, every guide")
 
 

@@ -84,8 +84,8 @@ def test_parts_fitted_apart_give_the_rows_and_digits_c_scores_of_one_part(tmp_pa
     merged = _merge_digits(parts)
     pd.testing.assert_frame_equal(merged.table.drop(columns="seconds"),
                                   _merge_digits([one]).table.drop(columns="seconds"))
-    assert list(merged.posteriors) == list(labels)  # the table's order, whatever the parts' order
-    np.testing.assert_array_equal(merged.posteriors["mean_field_16-16"], one.means["mean_field_16-16"])
+    assert list(merged.means) == list(labels)  # the table's order, whatever the parts' order
+    np.testing.assert_array_equal(merged.means["mean_field_16-16"], one.means["mean_field_16-16"])
     together = ood.merge([p.ood for p in parts])
     for label in labels:
         pd.testing.assert_frame_equal(together.table[together.table.method == label].reset_index(drop=True),
