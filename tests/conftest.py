@@ -13,8 +13,8 @@ os.environ.setdefault("BNN_ZOO_COMPILATION_CACHE",
 # call): a 2,000-step digits MLP 64-64 mean-field fit, level 0 18.4 / 16.7, level 1 10.1 / 2.1, default 13.9 / 2.3;
 # NUTS on a two-moons MLP 2-16-16-2 (100 + 100 draws), 38.6 / 29.4, 27.1 / 11.6, 27.2 / 7.5. Level 1 compiles as
 # cheaply as level 0 and runs compiled code at 1-1.5x the default, where level 0 ran it 2.3-8x slower (the
-# README's NUTS example: 2.5x). Results differ from the default level by float rounding only (no fast-math); set
-# XLA_FLAGS yourself to run the suite at another level.
+# README's NUTS example, then on 2,000 points: 2.5x). Results differ from the default level by float rounding
+# only (no fast-math); set XLA_FLAGS yourself to run the suite at another level.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=1").strip()
 
