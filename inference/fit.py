@@ -136,14 +136,15 @@ def constrain_params(params_u: dict, constraints: dict) -> dict:
 
 def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trace_counter=None, per_example=False):
     """A jittable ``chunk(state, key, x, y, idx, steps, kl_warmup, temperature) -> (state, (losses, updated,
-    grad_norms))``.
+    grad_norms), params)``.
 
     idx: (C, B) int32 minibatch indices; steps: (C,) int32 global step numbers (-1 = padding, no update);
     kl_warmup: scalar, beta_t = min(1, (t + 1) / kl_warmup) (1 when kl_warmup <= 0); temperature: scalar
     T > 0, the log-likelihood is divided by it (`inference.elbo`). Both are traced: no value recompiles.
     losses: (C,) float32, the loss of each step (NaN for padding and after a stop); updated: (C,) bool,
     whether the step updated the state; grad_norms: (C,) float32, the global norm of each step's gradient
-    (NaN for padding). A step whose loss or gradient is not finite leaves the state unchanged and sets
+    (NaN for padding); params: the returned state's guide parameters constrained (`constrain_params`), computed
+    in the same program, so that a fit compiles no second program to read its result. A step whose loss or gradient is not finite leaves the state unchanged and sets
     ``stopped``; nothing updates after that. Padding steps and steps after a stop
     skip the computation (a ``lax.cond``), so a chunk of fixed length C serves any number of steps.
     `constraints` is read when the chunk is traced (it may be filled after this call);
@@ -190,7 +191,7 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
     def chunk(state, key, x, y, idx, steps, kl_warmup, temperature):
         key = flat_key(key)  # the same draws, compiled faster (`models.prng`)
         (state, *_), outputs = jax.lax.scan(one_step, (state, key, x, y, kl_warmup, temperature), (idx, steps))
-        return state, outputs
+        return state, outputs, constrain_params(state.params, constraints)
 
     return chunk
 
@@ -397,11 +398,11 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     def run_chunk(state, idx, step_ids):
         return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, warmup, temp)
 
-    def chunk_done(state, step, losses, norms):
+    def chunk_done(state, params, step, losses, norms):
         if saver is not None:
             saver.chunk_done(state, step, (losses_before, norms_before), (losses, norms), order.state())
         if on_chunk is not None:
-            on_chunk(step, svi_posterior(model, guide, state, fns.constrain, np.concatenate([losses_before, *losses]),
+            on_chunk(step, svi_posterior(model, guide, state, params, np.concatenate([losses_before, *losses]),
                                          feature_shape=tuple(np.shape(x)[1:]), config=config, info=None,
                                          training_data=data_fingerprint(x, y)))
 
@@ -429,7 +430,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
                    traces=fns.traces[0] - traces_before, temperature=temperature,
                    converged=convergence["converged"], convergence=convergence)
-    post = svi_posterior(model, guide, run.state, fns.constrain, losses,
+    post = svi_posterior(model, guide, run.state, fns.constrain if run.params is None else run.params, losses,
                          feature_shape=tuple(np.shape(x)[1:]), config=config, info=info,
                          training_data=data_fingerprint(x, y))
     if run.bad_step is not None:
@@ -564,12 +565,14 @@ def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: dict | None 
 
 
 class StepsRun(NamedTuple):
-    """What `run_steps` returns. state: the last SVIState (the last finite one if stopped); losses:
+    """What `run_steps` returns. state: the last SVIState (the last finite one if stopped); params: its constrained
+    guide parameters (None when no chunk ran: a resumed fit that had finished); losses:
     (done,) the loss of every step that updated the state; first_step_s: seconds from t0 to the end of the
     first chunk; bad_step, bad_what: the first non-finite step and "loss" or "gradient" (None, None when
     every step was finite); grad_norms: (done,) the gradient norm of those steps."""
 
     state: SVIState
+    params: dict | None
     losses: np.ndarray
     first_step_s: float
     bad_step: int | None
@@ -581,31 +584,30 @@ def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float
               on_chunk=None) -> StepsRun:
     """Run the steps of `blocks`, a chunk at a time, stopping at the first non-finite one.
 
-    run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated, grad_norms)) is
-    the jitted
-    chunk with the key, data and warm-up bound; blocks: an iterable of (count, B) minibatch index arrays,
+    run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated, grad_norms),
+    params) is the jitted chunk (`make_chunk`) with the key, data and warm-up bound; blocks: an iterable of (count, B) minibatch index arrays,
     count <= chunk_len, in step order (`inference.batches.minibatch_blocks`); each is padded to `chunk_len`
     (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar advanced per chunk.
-    start: the global number of the first step (a resumed fit's steps done); on_chunk(state, steps done,
+    start: the global number of the first step (a resumed fit's steps done); on_chunk(state, params, steps done,
     [losses (count,) of every chunk so far], [their gradient norms (count,)]) is called after every finished
     chunk, before the next block is asked for. The returned ``losses`` are this call's steps, ``bad_step``
     is global.
     """
-    losses, norms, first_step_s = [], [], None
+    losses, norms, first_step_s, params = [], [], None, None
     for block in blocks:
         count = len(block)
         idx = np.zeros((chunk_len,) + block.shape[1:], np.int32)
         idx[:count] = block
         step_ids = np.full(chunk_len, -1, np.int32)
         step_ids[:count] = np.arange(start, start + count)
-        state, (chunk_losses, updated, chunk_norms) = run_chunk(state, idx, step_ids)
+        state, (chunk_losses, updated, chunk_norms), params = run_chunk(state, idx, step_ids)
         chunk_losses, chunk_norms = np.asarray(chunk_losses)[:count], np.asarray(chunk_norms)[:count]
         if first_step_s is None:
             first_step_s = time.perf_counter() - t0
         if bool(state.stopped):
             bad = int(np.flatnonzero(~np.asarray(updated)[:count])[0])
             what = "loss" if not np.isfinite(chunk_losses[bad]) else "gradient"
-            return StepsRun(state, _concat(losses + [chunk_losses[:bad]]), first_step_s, start + bad, what,
+            return StepsRun(state, params, _concat(losses + [chunk_losses[:bad]]), first_step_s, start + bad, what,
                             _concat(norms + [chunk_norms[:bad]]))
         losses.append(chunk_losses)
         norms.append(chunk_norms)
@@ -613,8 +615,8 @@ def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float
         bar.set_postfix(loss=f"{float(np.mean(chunk_losses)):.4g}")
         start += count
         if on_chunk is not None:
-            on_chunk(state, start, losses, norms)
-    return StepsRun(state, _concat(losses), first_step_s, None, None, _concat(norms))
+            on_chunk(state, params, start, losses, norms)
+    return StepsRun(state, params, _concat(losses), first_step_s, None, None, _concat(norms))
 
 
 def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
@@ -628,13 +630,13 @@ def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
         posterior, step)
 
 
-def svi_posterior(model, guide, state: SVIState, constrain, losses: np.ndarray, *, feature_shape: tuple,
+def svi_posterior(model, guide, state: SVIState, params, losses: np.ndarray, *, feature_shape: tuple,
                   config: dict | None, info: FitInfo, training_data: dict | None = None) -> Posterior:
-    """Posterior(kind="svi") of `state`: constrained guide params (``constrain(state.params)``, e.g.
-    `CompiledFit.constrain`), the unconstrained ones and the network state on the host, losses (steps,),
+    """Posterior(kind="svi") of `state`: constrained guide params (`params`: the dict, e.g. a chunk's third
+    output, or a function computing it from ``state.params``, e.g. `CompiledFit.constrain`), the unconstrained ones and the network state on the host, losses (steps,),
     feature_shape (x.shape[1:]), training_data: the fingerprint of the data fitted
     (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
-    params = constrain(state.params)
+    params = params(state.params) if callable(params) else params
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
     return Posterior(
         model=model, kind="svi", guide=guide, params=jax.device_get(params),

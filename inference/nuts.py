@@ -3,7 +3,8 @@
 The driver is NumPyro's public functional NUTS (``numpyro.infer.hmc.hmc(potential_fn_gen=..., algo="NUTS")``,
 the kernel `numpyro.infer.NUTS` runs) under one jitted (or pmapped) program per piece:
 
-- ``init``: every chain's HMC state from its start value and key, chains mapped (vmap, pmap or lax.map);
+- ``init``: every chain's HMC state from its start value and key, chains mapped (vmap, pmap or lax.map); the
+  kernel's position is one flat vector of all the weights (`flat_potential`), not a dict of sites;
 - ``chunk``: L consecutive NUTS iterations of every chain (``lax.scan``; iterations past the end of the run
   are masked with ``lax.cond`` and leave the state untouched), returning the constrained draws and the
   per-iteration statistics.
@@ -17,11 +18,12 @@ shapes and settings compiles nothing, whatever its seed, data values or init pos
 
 The keys follow NumPyro's ``MCMC`` + ``NUTS``: the seed's key is split into one key per chain (not split for a
 single chain) and each chain key is split again, the first half starting the kernel. From the same start
-values and key, chain_method="parallel" gives ``MCMC(NUTS(potential_fn=...), chain_method="parallel")``'s draws
-to float tolerance (1e-6 over 43 iterations, tested; both trace init and sampling inside one program). With
-"vectorized" NumPyro's MCMC computes the initial gradient op by op outside jit and the driver inside it; the
-last bits differ (~1e-7) and NUTS trajectories amplify that, so the test checks agreement to 1e-4 over a
-short run (7 iterations) only: the same algorithm, not the same numbers over a long run.
+values and key, chain_method="parallel" gives ``MCMC(NUTS(potential_fn=<the same flat potential>),
+chain_method="parallel")``'s draws to float tolerance (1e-6 over 43 iterations, tested; both trace init and
+sampling inside one program). Against NumPyro's own dict-of-sites position, or with "vectorized" (NumPyro's MCMC
+computes the initial gradient op by op outside jit, the driver inside it), the last bits differ (~1e-7) and
+NUTS trajectories amplify that, so the tests check agreement to 1e-4 over a short run (7 iterations) only:
+the same algorithm, not the same numbers over a long run.
 
 Pure pieces underneath: `initial_positions` (where each chain starts), `network_state` (batch-norm state
 for evaluation mode), `unconstrained_potential` (the potential energy; with the model and site priors bound
@@ -31,6 +33,7 @@ chunk loop); `nuts` is the thin front end (validation, defaults, assembling the 
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from functools import partial
@@ -196,9 +199,10 @@ def initial_positions(model, site_priors: dict, feature_shape: tuple, init: Post
         start = init.draws(num_chains, seed=seed + 1)
     else:
         keys = jax.random.split(key, num_chains)
-        per_chain = [model.init_values(k, feature_shape) for k in keys]
-        start = {k: jnp.stack([p[k] for p in per_chain]) for k in site_priors}
-    init_u = unconstrain(site_priors, {k: jnp.asarray(start[k]) for k in site_priors})
+        per_chain = jax.device_get([model.init_values(k, feature_shape) for k in keys])
+        start = {k: np.stack([p[k] for p in per_chain]) for k in site_priors}
+    # host arrays in: stacking or converting device arrays op by op would compile a small program per site
+    init_u = unconstrain(site_priors, {k: start[k] for k in site_priors})
     if num_chains == 1:
         init_u = {k: v[0] for k, v in init_u.items()}
     return init_u
@@ -239,11 +243,44 @@ def unconstrained_potential(model, site_priors, x, y, state=None):
     return potential
 
 
+def flat_potential(model, site_priors, unravel, x, y, state=None):
+    """`unconstrained_potential` over ONE flat vector z (P,), P the number of weights: ``U(unravel(z))``.
+
+    The kernel's position: with a dict of S sites NumPyro ravels and unravels the momentum at every leapfrog
+    step and maps every integrator update over the S leaves; with one vector each is a single operation, and
+    the compiled program is smaller. unravel: (P,) -> {site: site_shape} (`site_unraveller`)."""
+    potential = unconstrained_potential(model, site_priors, x, y, state)
+    return lambda z: potential(unravel(z))
+
+
+def ravel_sites(values: dict):
+    """{site: array} -> (P,): the sites' values raveled and concatenated in sorted site order, the order of
+    ``jax.flatten_util.ravel_pytree`` (so NumPyro's momentum draws land on the same weights as with a dict
+    position). For use inside a trace (op by op it would compile every reshape)."""
+    return jnp.concatenate([jnp.ravel(values[k]) for k in sorted(values)])
+
+
+def site_unraveller(site_priors: dict) -> Callable:
+    """The inverse of `ravel_sites` for these sites: (P,) -> {site: site_shape array} in sorted site order;
+    built from the priors' shapes alone (no array is made)."""
+    layout, start = [], 0
+    for name in sorted(site_priors):
+        shape = tuple(site_priors[name].shape())
+        layout.append((name, start, shape))
+        start += math.prod(shape)
+
+    def unravel(z):
+        return {name: lax.slice_in_dim(z, lo, lo + math.prod(shape)).reshape(shape) for name, lo, shape in layout}
+
+    return unravel
+
+
 class CompiledSampler(NamedTuple):
     """The compiled NUTS programs of one (model structure, data shapes, settings), chains mapped.
 
     init(chain_keys (C, 2), z0 {site: (C, *site_shape)} unconstrained, x (N, ...), y (N,), state) -> HMC state
-      with a leading chain axis C (NumPyro's ``HMCState``);
+      with a leading chain axis C (NumPyro's ``HMCState``; its position z is (C, P), every site's values in
+      one flat vector, `flat_potential`);
     chunk(hmc_state, active (L,) bool, x, y, state) -> (hmc_state, (draws {site: (C, L, *site_shape)}
       constrained, stats {diverging, num_steps, accept_prob, energy: (C, L)})): L iterations, those with
       ``active`` False leaving the state unchanged (their outputs repeat the last state).
@@ -301,13 +338,14 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
     before the first chunk. Kernel options are NumPyro NUTS's defaults (step size 1, step-size and diagonal
     mass-matrix adaptation, regularised mass matrix, no heuristic step size). stateful: whether the network
     state passed to the programs is not None."""
-    init_kernel, sample_kernel = hmc(potential_fn_gen=partial(unconstrained_potential, model, site_priors),
+    unravel = site_unraveller(site_priors)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=partial(flat_potential, model, site_priors, unravel),
                                      algo="NUTS")
     transforms = site_transforms(site_priors)
 
     def init_one(chain_key, z0, x, y, state):
         rng_key, _ = jax.random.split(chain_key)  # as NumPyro's HMC.init: (kernel key, model-init key)
-        return init_kernel(z0, num_warmup, step_size=1.0, inverse_mass_matrix=None, adapt_step_size=True,
+        return init_kernel(ravel_sites(z0), num_warmup, step_size=1.0, inverse_mass_matrix=None, adapt_step_size=True,
                            adapt_mass_matrix=True, dense_mass=False, target_accept_prob=target_accept_prob,
                            trajectory_length=None, max_tree_depth=max_tree_depth, find_heuristic_step_size=False,
                            regularize_mass_matrix=True, model_args=(x, y, state), rng_key=rng_key)
@@ -315,7 +353,7 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
     def chunk_one(hmc_state, active, x, y, state):
         def step(s, is_active):
             s = lax.cond(is_active, lambda s: sample_kernel(s, model_args=(x, y, state)), lambda s: s, s)
-            draws = {k: transforms[k](v) for k, v in s.z.items()}
+            draws = {k: transforms[k](v) for k, v in unravel(s.z).items()}
             stats = {"diverging": s.diverging, "num_steps": s.num_steps, "accept_prob": s.accept_prob,
                      "energy": s.energy}
             return s, (draws, stats)

@@ -6,6 +6,17 @@ from zoo.cli import main
 from zoo.data import digits, regression_1d, two_moons
 
 
+def test_digits_are_scikit_learns_read_without_importing_it():
+    """The digits come from the file scikit-learn installs, parsed as ``load_digits`` parses it: the same arrays."""
+    from sklearn.datasets import load_digits
+
+    from zoo.data.embedded import digits_arrays
+
+    for ours, theirs in zip(digits_arrays(), load_digits(return_X_y=True)):
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+
+
 def test_embedded_data_shapes_and_seeded_split():
     tr, te = digits()
     assert tr.x.shape == (1348, 64) and te.x.shape == (449, 64) and tr.x.dtype == np.float32

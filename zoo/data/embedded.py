@@ -5,6 +5,10 @@ Each returns a (train, test) pair of `Dataset`s with a fixed, seeded split.
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 
 from inference.data import Dataset
@@ -22,12 +26,10 @@ def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True,
       `digits_standardiser`); a per-pixel sd would blow up small changes of nearly constant border pixels,
       which makes the network fragile to corruptions. Without it, pixels are in [0, 1].
     """
-    from sklearn.datasets import load_digits
-
     if not is_int(size) or int(size) < 8:
         raise InputError("size", size, "an integer image side >= 8 (the digits are 8 x 8)")
     size = int(size)
-    x, y = load_digits(return_X_y=True)
+    x, y = digits_arrays()
     x = x.astype(np.float32) / 16.0
     if size != 8:
         x = upsample(x.reshape(-1, 8, 8), size).reshape(len(x), size * size)
@@ -41,6 +43,24 @@ def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True,
         Dataset(xtr, y[train_idx], 10, name, image_shape=(size, size, 1)),
         Dataset(xte, y[test_idx], 10, name, image_shape=(size, size, 1)),
     )
+
+
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """``sklearn.datasets.load_digits(return_X_y=True)``: x (1797, 64) float64 pixel counts 0..16, y (1797,) int.
+
+    Read from the data file scikit-learn installs (``sklearn/datasets/data/digits.csv.gz``, parsed as
+    ``load_digits`` parses it) without importing scikit-learn, whose import (SciPy's stats, pandas) costs about
+    0.5 s of a fresh process's start; when the file is not where it is expected, ``load_digits`` itself."""
+    spec = importlib.util.find_spec("sklearn")  # finds the package without importing it
+    path = (Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+            if spec is not None and spec.submodule_search_locations else None)
+    if path is None or not path.is_file():
+        from sklearn.datasets import load_digits
+
+        return load_digits(return_X_y=True)
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        data = np.loadtxt(f, delimiter=",")
+    return data[:, :-1], data[:, -1].astype(int, copy=False)
 
 
 def digits_28(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True):
