@@ -124,3 +124,42 @@ def test_a_guide_draws_the_same_weights_with_a_flat_key():
     assert set(raw) == set(flat)
     for k in raw:
         np.testing.assert_array_equal(flat[k], raw[k])
+
+
+def _batch_norm_mlp(num_outputs):
+    """A network with Haiku state (batch-norm statistics), named apart so no other test has compiled it."""
+    import haiku as hk
+
+    from models.networks.layers import batch_norm
+
+    def network(x, is_training=False):
+        h = jax.nn.relu(batch_norm(hk.Linear(3, name="bn_mlp_in")(x), is_training, name="bn_mlp_bn"))
+        return hk.Linear(num_outputs, name="bn_mlp_out")(h)
+
+    return network
+
+
+def test_a_stateful_networks_initial_state_and_nuts_start_compile_nothing_more():
+    """A batch-norm network: its initial state, asked for inside a trace (a fit's jitted initialisation), is the
+    one kept from the first initialisation outside (before: the initialiser compiled a second time under
+    compile-time evaluation, and its constants op by op); a first NUTS run obtains exactly its two sampler programs
+    (start values stacked on the host, not op by op). Events count compiles and persistent-cache reads alike."""
+    import jax.numpy as jnp
+
+    import models
+
+    entry = _entry()
+    model = models.bnn(_batch_norm_mlp(2), name="bn_mlp")
+    feature_shape = entry.train.feature_shape
+    assert model.is_stateful(feature_shape)
+    model.init_values(jax.random.PRNGKey(0), feature_shape)  # as a guide's site table does, outside any trace
+    before = len(COMPILES)
+    state = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, model.initial_state(feature_shape)))
+    assert len(COMPILES) == before, COMPILES[before:]
+    assert jax.tree.leaves(state)
+    post = inference.fit(model, inference.mean_field(model), entry.train, steps=5, batch_size=32, progress=False)
+    assert post.state is not None
+    before = len(COMPILES)
+    inference.nuts(model, entry.train, num_chains=2, num_warmup=2, draws_per_chain=2, max_tree_depth=2,
+                   chain_method="vectorized", progress=False)
+    assert len(COMPILES) - before == 2, COMPILES[before:]
