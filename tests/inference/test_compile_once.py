@@ -143,7 +143,7 @@ def test_a_stateful_networks_initial_state_and_nuts_start_compile_nothing_more()
     """A batch-norm network: its initial state, asked for inside a trace (a fit's jitted initialisation), is the
     one kept from the first initialisation outside (before: the initialiser compiled a second time under
     compile-time evaluation, and its constants op by op); a first NUTS run obtains exactly its two sampler programs
-    (start values stacked on the host, not op by op). Events count compiles and persistent-cache reads alike."""
+    (start values stacked on the host, not op by op). Persistent-cache reads count as programs obtained too."""
     import jax.numpy as jnp
 
     import models
@@ -162,4 +162,5 @@ def test_a_stateful_networks_initial_state_and_nuts_start_compile_nothing_more()
     before = len(COMPILES)
     inference.nuts(model, entry.train, num_chains=2, num_warmup=2, draws_per_chain=2, max_tree_depth=2,
                    chain_method="vectorized", progress=False)
-    assert len(COMPILES) - before == 2, COMPILES[before:]
+    programs = [name for name in COMPILES[before:] if "cache_retrieval" not in name]  # a cache hit is both events
+    assert sorted(programs) == ["jit(chunk_one)", "jit(init_one)"], programs
