@@ -6,15 +6,19 @@ the same Haiku initialisation per chain (what ``nuts(init=None)`` uses). In one 
 
   (a) gradient floor: ``jax.value_and_grad`` of the potential, jitted, 1000 evaluations in a ``lax.fori_loop``
       (each evaluation at a point moved by the previous gradient, so nothing is hoisted); per evaluation, for
-      one chain and vmapped over C chains (per chain-evaluation);
-  (b) the zoo's nuts, second call (warm: another seed, nothing compiles): seconds / all leapfrog steps of
-      warm-up + draws, summed over chains (the warm-up steps are counted by running the same inputs through
-      the pieces nuts runs, ``compiled_sampler`` + ``run_sampler``; the run is deterministic);
+      one chain, vmapped over C chains and, with --chain-method parallel, pmapped over C devices (per
+      chain-evaluation); the ratio uses the floor run as the chains run;
+  (b) the zoo's nuts, warm calls (seeds 1..K after the compiling seed 0; nothing compiles): seconds / all
+      leapfrog steps of warm-up + draws, summed over chains and seeds (the warm-up steps are counted by running
+      the same inputs through the pieces nuts runs, ``compiled_sampler`` + ``run_sampler``; the run is
+      deterministic);
   (c) BlackJAX: ``window_adaptation(blackjax.nuts)`` + ``blackjax.nuts`` steps in one jitted program vmapped over
-      C chains, the same log density (-potential), warm-up length, draws and tree depth (max_num_doublings),
-      second call timed: seconds / all leapfrog steps;
+      C chains (pmapped over C devices with --chain-method parallel), the same log density (-potential),
+      warm-up length, draws and tree depth (max_num_doublings), the same start values per seed, warm calls
+      timed: seconds / all leapfrog steps;
   (d) ESS per second of p(y = 1 | x) at the first 20 test points: ``arviz.ess`` of each point's (C, D) draws,
-      min and median over the points, divided by the warm run's seconds, for the zoo and BlackJAX.
+      min and median over the points, divided by the run's seconds, averaged over the K seeds, for the zoo and
+      BlackJAX.
 
 Prints the ratios zoo per-leapfrog / gradient floor (goal <= 1.15) and zoo ESS/s / BlackJAX ESS/s (goal >= 1).
 
@@ -22,7 +26,7 @@ BlackJAX is optional: ``pip install 'bnn-zoo[bench]'`` (or ``pip install 'blackj
 (d) for BlackJAX are skipped. Run:
 
     python benchmarks/bench_nuts.py [--n 2000] [--warmup 500] [--draws 500] [--chains 2] [--max-tree-depth 10]
-                                    [--chain-method vectorized] [--devices K]
+                                    [--chain-method vectorized] [--devices K] [--seeds 3]
 
 --devices K (CPU only) gives JAX K host devices, e.g. for --chain-method parallel.
 """
@@ -46,6 +50,9 @@ def parse_args(argv=None):
     p.add_argument("--chain-method", default="vectorized", choices=("vectorized", "parallel", "sequential"),
                    help="the zoo's chain method (default vectorized, as BlackJAX's vmap)")
     p.add_argument("--devices", type=int, default=0, help="host (CPU) devices to give JAX (default: JAX's)")
+    p.add_argument("--seeds", type=int, default=3,
+                   help="timed runs (seeds 1..K) per sampler after the compiling seed 0 (default 3): one run's ESS "
+                        "of a few hundred draws is noisy, so ESS/s is the mean over seeds")
     return p.parse_args(argv)
 
 
@@ -101,50 +108,65 @@ def main(argv=None):
 
     u0 = start_values(0)
     floors = {}
-    for name, fn, arg in (("1 chain", jax.jit(gradient_loop), {k: v[0] for k, v in u0.items()}),
-                          (f"{C} chains vmapped", jax.jit(jax.vmap(gradient_loop)), u0)):
+    ways = [("1 chain", jax.jit(gradient_loop), {k: v[0] for k, v in u0.items()}),
+            (f"{C} chains vmapped", jax.jit(jax.vmap(gradient_loop)), u0)]
+    if args.chain_method == "parallel" and jax.local_device_count() >= C:
+        ways.append((f"{C} chains pmapped", jax.pmap(gradient_loop), u0))  # one device per chain, as the zoo's
+    for name, fn, arg in ways:
         jax.block_until_ready(fn(arg))
         t0 = time.perf_counter()
         jax.block_until_ready(fn(arg))
         per_chain_evals = evals * (1 if name == "1 chain" else C)
         floors[name] = (time.perf_counter() - t0) / per_chain_evals
         print(f"(a) gradient floor, {name}: {floors[name] * 1e6:.1f} us per (chain-)evaluation")
-    floor = floors[f"{C} chains vmapped"] if args.chain_method == "vectorized" else floors["1 chain"]
+    floor_name = {"vectorized": f"{C} chains vmapped", "parallel": f"{C} chains pmapped"}.get(args.chain_method,
+                                                                                             "1 chain")
+    floor_name = floor_name if floor_name in floors else "1 chain"
+    floor = floors[floor_name]
 
-    # (b) the zoo's nuts, warm
+    # (b) the zoo's nuts, warm: seed 0 compiles, seeds 1..K are timed
     settings = dict(num_chains=C, num_warmup=W, draws_per_chain=D, max_tree_depth=depth,
                     chain_method=args.chain_method, progress=False)
+    seeds = range(1, args.seeds + 1)
     compiles.clear()
     t0 = time.perf_counter()
     inference.nuts(model, moons.train, seed=0, **settings)
     first_s, first_compiles = time.perf_counter() - t0, len(compiles)
-    compiles.clear()
-    t0 = time.perf_counter()
-    post = inference.nuts(model, moons.train, seed=1, **settings)
-    zoo_s, second_compiles = time.perf_counter() - t0, len(compiles)
-    sampler = nuts_module.compiled_sampler(model, site_priors, x, y, None, num_chains=C,
-                                           chain_method=post.info.chain_method, num_warmup=W,
-                                           target_accept_prob=0.8, max_tree_depth=depth,
-                                           chunk_len=min(nuts_module.CHUNK_LEN, W + D))
-    _, stats, warmup_steps = nuts_module.run_sampler(sampler, jax.random.PRNGKey(1), start_values(1), jnp.asarray(x),
-                                                     jnp.asarray(y), None, D, progress=False)
-    assert np.array_equal(stats["num_steps"], post.sample_stats["num_steps"]), "the recount is not the same run"
-    zoo_steps = int(warmup_steps.sum() + post.sample_stats["num_steps"].sum())
-    zoo_per_step = zoo_s / zoo_steps
-    print(f"(b) zoo nuts ({post.info.chain_method}): first call {first_s:.1f} s ({first_compiles} compiles), "
-          f"second call {zoo_s:.2f} s ({second_compiles} compiles); {zoo_steps} leapfrog steps "
-          f"({int(warmup_steps.sum())} in warm-up), mean {post.sample_stats['num_steps'].mean():.1f} per draw, "
-          f"accept {post.sample_stats['accept_prob'].mean():.3f}, {post.info.divergences} divergences: "
-          f"{zoo_per_step * 1e6:.1f} us per leapfrog step")
+    print(f"(b) zoo nuts: first call {first_s:.1f} s ({first_compiles} compiles)")
+    sampler = None
 
     def ess_of(posterior):
         probs = posterior.predict(x_test, num_samples=C * D)[..., 1].reshape(C, D, -1)
         ess = np.array([float(az.ess(probs[:, :, j])) for j in range(probs.shape[-1])])
         return ess.min(), float(np.median(ess))
 
-    zoo_ess = ess_of(post)
-    print(f"(d) zoo ESS of p(y=1|x) at 20 test points: min {zoo_ess[0]:.0f}, median {zoo_ess[1]:.0f}; "
-          f"ESS/s min {zoo_ess[0] / zoo_s:.1f}, median {zoo_ess[1] / zoo_s:.1f}")
+    zoo_runs = []  # (seconds, leapfrog steps, ESS min, ESS median)
+    for seed in seeds:
+        compiles.clear()
+        t0 = time.perf_counter()
+        post = inference.nuts(model, moons.train, seed=seed, **settings)
+        seconds, again = time.perf_counter() - t0, len(compiles)
+        if sampler is None:
+            sampler = nuts_module.compiled_sampler(model, site_priors, x, y, None, num_chains=C,
+                                                   chain_method=post.info.chain_method, num_warmup=W,
+                                                   target_accept_prob=0.8, max_tree_depth=depth,
+                                                   chunk_len=min(nuts_module.CHUNK_LEN, W + D))
+        _, stats, warmup_steps = nuts_module.run_sampler(sampler, jax.random.PRNGKey(seed), start_values(seed),
+                                                         jnp.asarray(x), jnp.asarray(y), None, D, progress=False)
+        assert np.array_equal(stats["num_steps"], post.sample_stats["num_steps"]), "the recount is not the same run"
+        steps = int(warmup_steps.sum() + post.sample_stats["num_steps"].sum())
+        zoo_runs.append((seconds, steps) + ess_of(post))
+        print(f"(b) zoo nuts ({post.info.chain_method}), seed {seed}: {seconds:.2f} s ({again} compiles); {steps} "
+              f"leapfrog steps ({int(warmup_steps.sum())} in warm-up), mean "
+              f"{post.sample_stats['num_steps'].mean():.1f} per draw, accept "
+              f"{post.sample_stats['accept_prob'].mean():.3f}, {post.info.divergences} divergences: "
+              f"{seconds / steps * 1e6:.1f} us per leapfrog step; ESS of p(y=1|x) at 20 test points min "
+              f"{zoo_runs[-1][2]:.0f}, median {zoo_runs[-1][3]:.0f}")
+    zoo_per_step = sum(r[0] for r in zoo_runs) / sum(r[1] for r in zoo_runs)
+    zoo_ess_s = [np.mean([r[k] / r[0] for r in zoo_runs]) for k in (2, 3)]
+    print(f"(b) zoo over {len(zoo_runs)} seeds: {zoo_per_step * 1e6:.1f} us per leapfrog step")
+    print(f"(d) zoo ESS/s of p(y=1|x) at 20 test points, mean over seeds: min {zoo_ess_s[0]:.1f}, median "
+          f"{zoo_ess_s[1]:.1f}")
 
     # (c) BlackJAX
     try:
@@ -175,33 +197,38 @@ def main(argv=None):
             _, draws = lax.scan(step, state, jax.random.split(key_draws, D))
             return draws, info.info.num_integration_steps
 
-        run = jax.jit(jax.vmap(one_chain))
+        mapped = "pmapped" if floor_name.endswith("pmapped") else "vmapped"  # the chains run as the zoo's do
+        run = jax.pmap(one_chain) if mapped == "pmapped" else jax.jit(jax.vmap(one_chain))
         t0 = time.perf_counter()
         jax.block_until_ready(run(jax.random.split(jax.random.PRNGKey(0), C), start_values(0)))
-        bj_first = time.perf_counter() - t0
-        keys, u1 = jax.random.split(jax.random.PRNGKey(1), C), start_values(1)
-        t0 = time.perf_counter()
-        (positions, steps, divergent, accept), warm_steps = jax.block_until_ready(run(keys, u1))
-        bj_s = time.perf_counter() - t0
-        bj_steps = int(np.asarray(steps).sum() + np.asarray(warm_steps).sum())
-        bj_per_step = bj_s / bj_steps
-        print(f"(c) BlackJAX {blackjax.__version__} (vmapped): first call {bj_first:.1f} s, second call {bj_s:.2f} s; "
-              f"{bj_steps} leapfrog steps ({int(np.asarray(warm_steps).sum())} in warm-up), mean "
-              f"{np.asarray(steps).mean():.1f} per draw, accept {np.asarray(accept).mean():.3f}, "
-              f"{int(np.asarray(divergent).sum())} divergences: {bj_per_step * 1e6:.1f} us per leapfrog step")
+        print(f"(c) BlackJAX {blackjax.__version__} ({mapped}): first call {time.perf_counter() - t0:.1f} s")
         transforms = nuts_module.site_transforms(site_priors)
-        samples = {k: np.asarray(transforms[k](v)) for k, v in positions.items()}
-        bj_post = inference.Posterior(model=model, kind="mcmc", samples=samples, feature_shape=feature_shape)
-        bj_ess = ess_of(bj_post)
-        print(f"(d) BlackJAX ESS of p(y=1|x) at 20 test points: min {bj_ess[0]:.0f}, median {bj_ess[1]:.0f}; "
-              f"ESS/s min {bj_ess[0] / bj_s:.1f}, median {bj_ess[1] / bj_s:.1f}")
+        bj_runs = []
+        for seed in seeds:
+            keys, u1 = jax.random.split(jax.random.PRNGKey(seed), C), start_values(seed)
+            t0 = time.perf_counter()
+            (positions, steps, divergent, accept), warm_steps = jax.block_until_ready(run(keys, u1))
+            seconds = time.perf_counter() - t0
+            total = int(np.asarray(steps).sum() + np.asarray(warm_steps).sum())
+            samples = {k: np.asarray(transforms[k](v)) for k, v in positions.items()}
+            bj_post = inference.Posterior(model=model, kind="mcmc", samples=samples, feature_shape=feature_shape)
+            bj_runs.append((seconds, total) + ess_of(bj_post))
+            print(f"(c) BlackJAX, seed {seed}: {seconds:.2f} s; {total} leapfrog steps "
+                  f"({int(np.asarray(warm_steps).sum())} in warm-up), mean {np.asarray(steps).mean():.1f} per draw, "
+                  f"accept {np.asarray(accept).mean():.3f}, {int(np.asarray(divergent).sum())} divergences: "
+                  f"{seconds / total * 1e6:.1f} us per leapfrog step; ESS min {bj_runs[-1][2]:.0f}, median "
+                  f"{bj_runs[-1][3]:.0f}")
+        bj_per_step = sum(r[0] for r in bj_runs) / sum(r[1] for r in bj_runs)
+        bj_ess_s = [np.mean([r[k] / r[0] for r in bj_runs]) for k in (2, 3)]
+        print(f"(c) BlackJAX over {len(bj_runs)} seeds: {bj_per_step * 1e6:.1f} us per leapfrog step")
+        print(f"(d) BlackJAX ESS/s, mean over seeds: min {bj_ess_s[0]:.1f}, median {bj_ess_s[1]:.1f}")
 
-    print(f"ratio zoo per-leapfrog / gradient floor ({'vmapped' if args.chain_method == 'vectorized' else '1 chain'}): "
+    print(f"ratio zoo per-leapfrog / gradient floor ({floor_name}): "
           f"{zoo_per_step / floor:.2f} (goal <= 1.15); / 1-chain floor: {zoo_per_step / floors['1 chain']:.2f}")
     if blackjax is not None:
         print(f"ratio zoo per-leapfrog / BlackJAX per-leapfrog: {zoo_per_step / bj_per_step:.2f}")
-        print(f"ratio zoo ESS/s / BlackJAX ESS/s: min {(zoo_ess[0] / zoo_s) / (bj_ess[0] / bj_s):.2f}, "
-              f"median {(zoo_ess[1] / zoo_s) / (bj_ess[1] / bj_s):.2f} (goal >= 1)")
+        print(f"ratio zoo ESS/s / BlackJAX ESS/s (means over {len(zoo_runs)} seeds): min "
+              f"{zoo_ess_s[0] / bj_ess_s[0]:.2f}, median {zoo_ess_s[1] / bj_ess_s[1]:.2f} (goal >= 1)")
 
 
 if __name__ == "__main__":

@@ -144,9 +144,10 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
     losses: (C,) float32, the loss of each step (NaN for padding and after a stop); updated: (C,) bool,
     whether the step updated the state; grad_norms: (C,) float32, the global norm of each step's gradient
     (NaN for padding); params: the returned state's guide parameters constrained (`constrain_params`), computed
-    in the same program, so that a fit compiles no second program to read its result. A step whose loss or gradient is not finite leaves the state unchanged and sets
-    ``stopped``; nothing updates after that. Padding steps and steps after a stop
-    skip the computation (a ``lax.cond``), so a chunk of fixed length C serves any number of steps.
+    in the same program, so that a fit compiles no second program to read its result. A step whose loss or
+    gradient is not finite leaves the state unchanged and sets ``stopped``; nothing updates after that. Padding
+    steps and steps after a stop skip the computation (a ``lax.cond``), so a chunk of fixed length C serves any
+    number of steps.
     `constraints` is read when the chunk is traced (it may be filled after this call);
     `trace_counter`: a one-element list incremented at every trace; `per_example`: the likelihood with a guide
     draw per example (`inference.per_example`).
@@ -585,9 +586,9 @@ def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float
     """Run the steps of `blocks`, a chunk at a time, stopping at the first non-finite one.
 
     run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated, grad_norms),
-    params) is the jitted chunk (`make_chunk`) with the key, data and warm-up bound; blocks: an iterable of (count, B) minibatch index arrays,
-    count <= chunk_len, in step order (`inference.batches.minibatch_blocks`); each is padded to `chunk_len`
-    (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar advanced per chunk.
+    params) is the jitted chunk (`make_chunk`) with the key, data and warm-up bound; blocks: an iterable of
+    (count, B) minibatch index arrays, count <= chunk_len, in step order (`inference.batches.minibatch_blocks`);
+    each is padded to `chunk_len` (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar advanced per chunk.
     start: the global number of the first step (a resumed fit's steps done); on_chunk(state, params, steps done,
     [losses (count,) of every chunk so far], [their gradient norms (count,)]) is called after every finished
     chunk, before the next block is asked for. The returned ``losses`` are this call's steps, ``bad_step``
@@ -633,9 +634,9 @@ def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
 def svi_posterior(model, guide, state: SVIState, params, losses: np.ndarray, *, feature_shape: tuple,
                   config: dict | None, info: FitInfo, training_data: dict | None = None) -> Posterior:
     """Posterior(kind="svi") of `state`: constrained guide params (`params`: the dict, e.g. a chunk's third
-    output, or a function computing it from ``state.params``, e.g. `CompiledFit.constrain`), the unconstrained ones and the network state on the host, losses (steps,),
-    feature_shape (x.shape[1:]), training_data: the fingerprint of the data fitted
-    (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
+    output, or a function computing it from ``state.params``, e.g. `CompiledFit.constrain`), the unconstrained
+    ones and the network state on the host, losses (steps,), feature_shape (x.shape[1:]), training_data: the
+    fingerprint of the data fitted (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
     params = params(state.params) if callable(params) else params
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
     return Posterior(

@@ -307,7 +307,8 @@ def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, 
 
 def sampler_key(model, site_priors: dict, x, y, state, settings: dict) -> tuple:
     """The parts of the structural cache key: the model (`models.structure.structure_key` reads it), every
-    site's name, prior class, batch and event shapes and support, the shapes and dtypes of x (N, ...), y (N,) and the state, and `settings`."""
+    site's name, prior class, batch and event shapes and support, the shapes and dtypes of x (N, ...), y (N,)
+    and the state, and `settings`."""
     sites = tuple((name, type(d).__name__, tuple(d.batch_shape), tuple(d.event_shape), support_key(d.support))
                   for name, d in site_priors.items())
     leaves, treedef = jax.tree.flatten(state)
