@@ -56,6 +56,31 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def one_run(label, seconds, note, warmup_steps, steps, accept, divergences, ess) -> tuple:
+    """Print one timed run and return (seconds, leapfrog steps of warm-up + draws, ESS min, ESS median).
+    warmup_steps (C,) or (C, W): leapfrog steps of the warm-up; steps, accept (C, D): per kept draw."""
+    import numpy as np
+
+    warm, steps = int(np.asarray(warmup_steps).sum()), np.asarray(steps)
+    total = warm + int(steps.sum())
+    print(f"{label}: {seconds:.2f} s ({note}); {total} leapfrog steps ({warm} in warm-up), mean {steps.mean():.1f} "
+          f"per draw, accept {np.asarray(accept).mean():.3f}, {divergences} divergences: "
+          f"{seconds / total * 1e6:.1f} us per leapfrog step; ESS of p(y=1|x) at 20 test points min {ess[0]:.0f}, "
+          f"median {ess[1]:.0f}")
+    return (seconds, total) + tuple(ess)
+
+
+def summarise(label, runs) -> tuple:
+    """(seconds per leapfrog step over all runs, [mean over runs of ESS min / s, of ESS median / s]), printed."""
+    import numpy as np
+
+    per_step = sum(r[0] for r in runs) / sum(r[1] for r in runs)
+    ess_s = [float(np.mean([r[k] / r[0] for r in runs])) for k in (2, 3)]
+    print(f"{label} over {len(runs)} seeds: {per_step * 1e6:.1f} us per leapfrog step; ESS/s of p(y=1|x) at 20 "
+          f"test points, mean over seeds: min {ess_s[0]:.1f}, median {ess_s[1]:.1f}")
+    return per_step, ess_s
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.devices:
@@ -154,19 +179,10 @@ def main(argv=None):
         _, stats, warmup_steps = nuts_module.run_sampler(sampler, jax.random.PRNGKey(seed), start_values(seed),
                                                          jnp.asarray(x), jnp.asarray(y), None, D, progress=False)
         assert np.array_equal(stats["num_steps"], post.sample_stats["num_steps"]), "the recount is not the same run"
-        steps = int(warmup_steps.sum() + post.sample_stats["num_steps"].sum())
-        zoo_runs.append((seconds, steps) + ess_of(post))
-        print(f"(b) zoo nuts ({post.info.chain_method}), seed {seed}: {seconds:.2f} s ({again} compiles); {steps} "
-              f"leapfrog steps ({int(warmup_steps.sum())} in warm-up), mean "
-              f"{post.sample_stats['num_steps'].mean():.1f} per draw, accept "
-              f"{post.sample_stats['accept_prob'].mean():.3f}, {post.info.divergences} divergences: "
-              f"{seconds / steps * 1e6:.1f} us per leapfrog step; ESS of p(y=1|x) at 20 test points min "
-              f"{zoo_runs[-1][2]:.0f}, median {zoo_runs[-1][3]:.0f}")
-    zoo_per_step = sum(r[0] for r in zoo_runs) / sum(r[1] for r in zoo_runs)
-    zoo_ess_s = [np.mean([r[k] / r[0] for r in zoo_runs]) for k in (2, 3)]
-    print(f"(b) zoo over {len(zoo_runs)} seeds: {zoo_per_step * 1e6:.1f} us per leapfrog step")
-    print(f"(d) zoo ESS/s of p(y=1|x) at 20 test points, mean over seeds: min {zoo_ess_s[0]:.1f}, median "
-          f"{zoo_ess_s[1]:.1f}")
+        zoo_runs.append(one_run(f"(b) zoo nuts ({post.info.chain_method}), seed {seed}", seconds, f"{again} compiles",
+                                warmup_steps, post.sample_stats["num_steps"], post.sample_stats["accept_prob"],
+                                post.info.divergences, ess_of(post)))
+    zoo_per_step, zoo_ess_s = summarise("(b) zoo", zoo_runs)
 
     # (c) BlackJAX
     try:
@@ -209,19 +225,11 @@ def main(argv=None):
             t0 = time.perf_counter()
             (positions, steps, divergent, accept), warm_steps = jax.block_until_ready(run(keys, u1))
             seconds = time.perf_counter() - t0
-            total = int(np.asarray(steps).sum() + np.asarray(warm_steps).sum())
             samples = {k: np.asarray(transforms[k](v)) for k, v in positions.items()}
             bj_post = inference.Posterior(model=model, kind="mcmc", samples=samples, feature_shape=feature_shape)
-            bj_runs.append((seconds, total) + ess_of(bj_post))
-            print(f"(c) BlackJAX, seed {seed}: {seconds:.2f} s; {total} leapfrog steps "
-                  f"({int(np.asarray(warm_steps).sum())} in warm-up), mean {np.asarray(steps).mean():.1f} per draw, "
-                  f"accept {np.asarray(accept).mean():.3f}, {int(np.asarray(divergent).sum())} divergences: "
-                  f"{seconds / total * 1e6:.1f} us per leapfrog step; ESS min {bj_runs[-1][2]:.0f}, median "
-                  f"{bj_runs[-1][3]:.0f}")
-        bj_per_step = sum(r[0] for r in bj_runs) / sum(r[1] for r in bj_runs)
-        bj_ess_s = [np.mean([r[k] / r[0] for r in bj_runs]) for k in (2, 3)]
-        print(f"(c) BlackJAX over {len(bj_runs)} seeds: {bj_per_step * 1e6:.1f} us per leapfrog step")
-        print(f"(d) BlackJAX ESS/s, mean over seeds: min {bj_ess_s[0]:.1f}, median {bj_ess_s[1]:.1f}")
+            bj_runs.append(one_run(f"(c) BlackJAX, seed {seed}", seconds, "warm", warm_steps, steps, accept,
+                                   int(np.asarray(divergent).sum()), ess_of(bj_post)))
+        bj_per_step, bj_ess_s = summarise("(c) BlackJAX", bj_runs)
 
     print(f"ratio zoo per-leapfrog / gradient floor ({floor_name}): "
           f"{zoo_per_step / floor:.2f} (goal <= 1.15); / 1-chain floor: {zoo_per_step / floors['1 chain']:.2f}")
