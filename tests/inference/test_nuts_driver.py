@@ -126,10 +126,12 @@ def test_draws_equal_numpyros_mcmc_and_a_second_call_compiles_nothing(case, tiny
 def test_chain_method_is_checked_and_parallel_falls_back_without_devices(tiny):
     with pytest.raises(ValueError, match=r"chain_method: expected one of .*got 'threads'"):
         inference.nuts(tiny.model, tiny.train, chain_method="threads")
+    one_device = "sequential" if jax.default_backend() == "cpu" else "vectorized"  # batching gains nothing on CPU
     assert nuts_module.resolve_chain_method(None, 1) == "vectorized"
-    assert nuts_module.resolve_chain_method(None, 2) == ("parallel" if jax.local_device_count() >= 2 else "vectorized")
-    with pytest.warns(UserWarning, match="running the chains vectorized"):
-        assert nuts_module.resolve_chain_method("parallel", jax.local_device_count() + 1) == "vectorized"
+    assert nuts_module.resolve_chain_method(None, 2) == ("parallel" if jax.local_device_count() >= 2 else one_device)
+    assert nuts_module.resolve_chain_method(None, jax.local_device_count() + 1) == one_device
+    with pytest.warns(UserWarning, match=f"running the chains {one_device}"):
+        assert nuts_module.resolve_chain_method("parallel", jax.local_device_count() + 1) == one_device
 
 
 def test_a_second_call_from_another_svi_posterior_compiles_nothing(tiny, monkeypatch):
@@ -152,4 +154,5 @@ def test_a_second_call_from_another_svi_posterior_compiles_nothing(tiny, monkeyp
 
 
 def default_method():
-    return "parallel" if jax.local_device_count() >= 2 else "vectorized"
+    return "parallel" if jax.local_device_count() >= 2 else ("sequential" if jax.default_backend() == "cpu"
+                                                              else "vectorized")
