@@ -20,11 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+from numpyro import handlers
 from numpyro.distributions import biject_to
 
 from inference.families import Family
 from inference.guide_base import BNNGuide
 from inference.sites import constrain
+from models.prng import normal_draws
 
 
 class SiteGuide(BNNGuide):
@@ -84,12 +86,23 @@ class SiteGuide(BNNGuide):
         values = {name: {suffix: numpyro.param(self.param_name(name, suffix), spec.init, constraint=spec.constraint)
                          for suffix, spec in self.assignment[name].params(site).items()}
                   for name, site in self.sites.items()}
-        result = {}
+        fns = {}
         for name, site in self.sites.items():
             fn = self.assignment[name].distribution(site, values[name])
-            if not site.is_real:
-                fn = dist.TransformedDistribution(fn, biject_to(site.support))
-            result[name] = numpyro.sample(name, fn)
+            fns[name] = fn if site.is_real else dist.TransformedDistribution(fn, biject_to(site.support))
+        bases = [normal_base(fn) for fn in fns.values()]
+        keys = [numpyro.prng_key() for _ in fns] if all(base is not None for base in bases) else None
+        if keys is None or any(key is None for key in keys):  # not every site Normal, or no seed handler
+            return {name: numpyro.sample(name, fn) for name, fn in fns.items()}
+        # every site Normal: the keys its sample statements would take, in order, then one hash for all the draws
+        # (`models.prng.normal_draws`: the same numbers, one hash in the compiled update instead of one per site)
+        eps = normal_draws(keys, [fn.shape() for fn in fns.values()])
+        draws = ([fn.sample(key) for fn, key in zip(fns.values(), keys)] if eps is None
+                 else [base.loc + e * base.scale for base, e in zip(bases, eps)])
+        result = {}
+        for (name, fn), value in zip(fns.items(), draws):
+            with handlers.substitute(data={name: value}):
+                result[name] = numpyro.sample(name, fn)
         return result
 
     def distributions(self, params: dict) -> dict:
@@ -105,6 +118,8 @@ class SiteGuide(BNNGuide):
         """{site: sample_shape + site shape} constrained draws, one independent key per site."""
         dists = self.distributions(params)
         keys = jax.random.split(rng_key, len(dists))
+        # one draw per site, not `normal_draws`: in this program the batched draws came out 1 ulp apart from the
+        # per-site ones (the compiler's kernels differ), which changed NUTS chains started from them
         latent = {name: fn.sample(key, sample_shape) for (name, fn), key in zip(dists.items(), keys)}
         return constrain(self.sites, latent)
 
@@ -123,6 +138,14 @@ class SiteGuide(BNNGuide):
         """Sum over sites of the site's family formula (after `setup`)."""
         self.site_shapes()
         return int(sum(self.assignment[n].num_params(site) for n, site in self.sites.items()))
+
+
+def normal_base(fn):
+    """The `numpyro.distributions.Normal` a draw of `fn` is (``loc + eps * scale``, eps of ``fn.shape()``): `fn`
+    itself or the base of an `Independent` of it; None for any other distribution."""
+    while isinstance(fn, dist.Independent):
+        fn = fn.base_dist
+    return fn if type(fn) is dist.Normal else None
 
 
 def elementwise_icdf(fn, q):

@@ -18,6 +18,9 @@ import math
 
 import jax
 import jax.extend.random as jax_random
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
 
 def _flat_random_bits(key_data, bit_width, shape):
@@ -50,3 +53,54 @@ def flat_key(key):
             return key
         key = jax.random.key_data(key)
     return jax.random.wrap_key_data(key, impl=FLAT_THREEFRY)
+
+
+def normal_draws(keys, shapes) -> list | None:
+    """``[jax.random.normal(k, s) for k, s in zip(keys, shapes)]`` (float32), the same numbers bit for bit, from
+    ONE threefry hash over all the draws instead of one hash per draw, or None when that cannot be promised.
+
+    Each draw of shape s is n = prod(s) values of JAX's partitionable threefry (the hash of key k and the
+    counters 0 .. n-1, xor-ed halves; `flat_key` draws it so), mapped to a uniform in (-1, 1) and through
+    sqrt(2) erfinv, all elementwise. Hashing every draw's counters with its own key broadcast along them, in one
+    vector, gives each draw's bits exactly; the compiled program holds one hash where a guide with S sites held S
+    (measured: S = 38 hashes were half of a tiny ResNet-18 mean-field update's 7.5 s compile).
+
+    keys: threefry keys, raw (2,) uint32 or typed (``jax.random.key``, `flat_key`); shapes: tuples. Returns a list
+    of float32 arrays of `shapes`, or None (the caller draws one by one) when a key is of another
+    implementation, 64-bit floats are on, JAX's threefry is not partitionable or the draws hold 2**32 values or more.
+    """
+    if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:
+        return None
+    words = []
+    for key in keys:
+        if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+            if str(jax.random.key_impl(key)) not in (jax_random.threefry_prng_impl.name, str(FLAT_THREEFRY)):
+                return None
+            key = jax.random.key_data(key)
+        if key.shape != (2,) or key.dtype != jnp.uint32:
+            return None
+        words.append(key)
+    sizes = [math.prod(s) for s in shapes]
+    if sum(sizes) >= 2 ** 32:
+        return None
+    if not sizes or sum(sizes) == 0:
+        return [jnp.zeros(s, jnp.float32) for s in shapes]
+    ends = np.cumsum(sizes).astype(np.uint32)
+    flat = lax.iota(jnp.uint32, int(ends[-1]))
+    draw = jnp.searchsorted(jnp.asarray(ends), flat, side="right")  # which draw each value belongs to
+    key_words = jnp.stack(words)
+    counts = flat - jnp.asarray(ends - np.asarray(sizes, np.uint32))[draw]  # 0 .. n-1 within each draw
+    # (built from one iota and gathers: concatenating S pieces compiled 1.6x slower, S separate hashes 3.6x)
+    bits1, bits2 = jax_random.threefry2x32_p.bind(key_words[draw, 0], key_words[draw, 1], jnp.zeros_like(counts),
+                                                  counts)  # the counters' (high, low) words
+    bits = bits1 ^ bits2
+    # jax.random.uniform(minval = nextafter(-1, 0), maxval = 1), then jax.random.normal's sqrt(2) erfinv
+    lo = np.nextafter(np.array(-1.0, np.float32), np.array(0.0, np.float32), dtype=np.float32)
+    hi = np.array(1.0, np.float32)
+    float_bits = lax.shift_right_logical(bits, jnp.array(32 - 23, jnp.uint32))
+    float_bits = lax.bitwise_or(float_bits, jnp.asarray(np.array(1.0, np.float32).view(np.uint32), jnp.uint32))
+    floats = lax.bitcast_convert_type(float_bits, jnp.float32) - jnp.array(1.0, jnp.float32)
+    lo_b, hi_b = lax.convert_element_type(lo, jnp.float32), lax.convert_element_type(hi, jnp.float32)
+    uniform = lax.max(lo_b, floats * (hi_b - lo_b) + lo_b)
+    normal = lax.mul(np.array(np.sqrt(2), np.float32), lax.erf_inv(uniform))
+    return [part.reshape(s) for part, s in zip(jnp.split(normal, ends[:-1]), shapes)]

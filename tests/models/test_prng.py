@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models.prng import FLAT_THREEFRY, flat_key
+from models.prng import FLAT_THREEFRY, flat_key, normal_draws
 
 SHAPES = [(), (7,), (5, 3), (4, 6, 10), (2, 3, 4, 5)]
 
@@ -47,3 +47,60 @@ def test_flat_key_types_and_leaves_other_implementations_alone():
     assert flat_key(rbg) is rbg
     np.testing.assert_array_equal(jax.random.key_data(key), jnp.array([0, 0], jnp.uint32))
 
+
+
+DRAW_SHAPES = [(64, 64), (64,), (10,), (3, 5, 7), (1,), (0,), (100, 4, 3)]
+
+
+@pytest.mark.parametrize("make_key", [jax.random.PRNGKey, jax.random.key, lambda s: flat_key(jax.random.PRNGKey(s))])
+def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key):
+    """`normal_draws` hashes every draw's counters in one vector: the numbers of one jax.random.normal per draw."""
+    def batched(key):
+        return normal_draws(list(jax.random.split(key, len(DRAW_SHAPES))), DRAW_SHAPES)
+
+    def one_by_one(key):
+        return [jax.random.normal(k, s) for k, s in zip(jax.random.split(key, len(DRAW_SHAPES)), DRAW_SHAPES)]
+
+    for seed in (0, 7):
+        got, expected = jax.jit(batched)(make_key(seed)), jax.jit(one_by_one)(make_key(seed))
+        for g, e in zip(got, expected, strict=True):
+            assert g.shape == e.shape and g.dtype == e.dtype == jnp.float32
+            np.testing.assert_array_equal(g, e)
+
+
+def test_normal_draws_declines_what_it_cannot_reproduce():
+    keys = list(jax.random.split(jax.random.PRNGKey(0), 2))
+    assert normal_draws(list(jax.random.split(jax.random.key(0, impl="rbg"), 2)), [(3,), (2,)]) is None
+    with jax.threefry_partitionable(False):  # the other bit layout: the caller draws one by one
+        assert normal_draws(keys, [(3,), (2,)]) is None
+    assert [d.shape for d in normal_draws(keys, [(3,), (0,)])] == [(3,), (0,)]
+
+
+def test_a_normal_guide_draws_numpyros_per_site_numbers_with_one_hash():
+    """The mean-field guide takes the keys its sample statements would take, in order (NumPyro's seed handler
+    splits its key once per site), and draws every site with one hash: the trace holds loc + scale * normal(key_i)
+    of one draw per site with those keys (to float rounding: the compiled kernels differ)."""
+    from numpyro import handlers
+
+    import inference
+    import zoo
+
+    entry = zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 64, "noise": 0.1})
+    guide = inference.mean_field(entry.model, init_scale=0.3)
+    x, y = entry.train.x[:8], entry.train.y[:8]
+    guide.setup(x)  # the site table outside any trace, as fit builds it
+
+    def draws_and_expected(key):
+        trace = handlers.trace(handlers.seed(guide, key)).get_trace(x, y, len(entry.train))
+        draws, expected = {}, {}
+        for name in entry.model.site_shapes(x):
+            key, site_key = jax.random.split(key)
+            loc, scale = (trace[guide.param_name(name, s)]["value"] for s in ("loc", "scale"))
+            draws[name] = trace[name]["value"]
+            expected[name] = loc + jax.random.normal(site_key, loc.shape) * scale
+        return draws, expected
+
+    draws, expected = jax.jit(draws_and_expected)(jax.random.PRNGKey(4))
+    assert list(draws) == list(entry.model.site_shapes(x))
+    for name in draws:
+        np.testing.assert_allclose(draws[name], expected[name], rtol=1e-6, atol=1e-7, err_msg=name)
