@@ -56,7 +56,8 @@ lowered = jax.jit(fn).lower(jax.random.PRNGKey(0))
 t0 = time.perf_counter()
 compiled = lowered.compile()
 seconds = time.perf_counter() - t0
-same = all(np.array_equal(a, b) for a, b in zip(compiled(jax.random.PRNGKey(0)), jax.jit(per_site)(jax.random.PRNGKey(0))))
+reference = jax.jit(per_site)(jax.random.PRNGKey(0))
+same = all(np.array_equal(a, b) for a, b in zip(compiled(jax.random.PRNGKey(0)), reference))
 print(json.dumps({"seconds": seconds, "sites": len(shapes), "equal": same}))
 """
 
@@ -73,7 +74,8 @@ def main(repeats: int = 3):
         for (kind, arg), results in rows.items():
             results.append(run(UPDATE if kind == "update" else DRAWS, arg))
     for (kind, arg), results in rows.items():
-        extra = f" ({results[0]['sites']} sites; equal draws: {all(r['equal'] for r in results)})" if kind == "draws" else ""
+        extra = (f" ({results[0]['sites']} sites; equal draws: {all(r['equal'] for r in results)})"
+                 if kind == "draws" else "")
         print(f"{kind} {arg}: compile {statistics.median(r['seconds'] for r in results):.2f} s (median of {repeats}; "
               + ", ".join(f"{r['seconds']:.2f}" for r in results) + ")" + extra)
     per_site = statistics.median(r["seconds"] for r in rows["draws", "per_site"])

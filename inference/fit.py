@@ -431,7 +431,8 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
                    traces=fns.traces[0] - traces_before, temperature=temperature,
                    converged=convergence["converged"], convergence=convergence)
-    post = svi_posterior(model, guide, run.state, fns.constrain if run.params is None else run.params, losses,
+    params = fns.constrain(run.state.params) if run.params is None else run.params  # None: no chunk ran
+    post = svi_posterior(model, guide, run.state, params, losses,
                          feature_shape=tuple(np.shape(x)[1:]), config=config, info=info,
                          training_data=data_fingerprint(x, y))
     if run.bad_step is not None:
@@ -588,7 +589,8 @@ def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float
     run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated, grad_norms),
     params) is the jitted chunk (`make_chunk`) with the key, data and warm-up bound; blocks: an iterable of
     (count, B) minibatch index arrays, count <= chunk_len, in step order (`inference.batches.minibatch_blocks`);
-    each is padded to `chunk_len` (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar advanced per chunk.
+    each is padded to `chunk_len` (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar
+    advanced per chunk.
     start: the global number of the first step (a resumed fit's steps done); on_chunk(state, params, steps done,
     [losses (count,) of every chunk so far], [their gradient norms (count,)]) is called after every finished
     chunk, before the next block is asked for. The returned ``losses`` are this call's steps, ``bad_step``
@@ -633,11 +635,10 @@ def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
 
 def svi_posterior(model, guide, state: SVIState, params, losses: np.ndarray, *, feature_shape: tuple,
                   config: dict | None, info: FitInfo, training_data: dict | None = None) -> Posterior:
-    """Posterior(kind="svi") of `state`: constrained guide params (`params`: the dict, e.g. a chunk's third
-    output, or a function computing it from ``state.params``, e.g. `CompiledFit.constrain`), the unconstrained
-    ones and the network state on the host, losses (steps,), feature_shape (x.shape[1:]), training_data: the
-    fingerprint of the data fitted (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
-    params = params(state.params) if callable(params) else params
+    """Posterior(kind="svi") of `state`: its constrained guide params `params` (a chunk's third output, or
+    `CompiledFit.constrain` of ``state.params``), the unconstrained ones and the network state on the host,
+    losses (steps,), feature_shape (x.shape[1:]), training_data: the fingerprint of the data fitted
+    (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
     return Posterior(
         model=model, kind="svi", guide=guide, params=jax.device_get(params),

@@ -359,9 +359,9 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
 
     def init_one(chain_key, z0, x, y, state):
         rng_key, _ = jax.random.split(chain_key)  # as NumPyro's HMC.init: (kernel key, model-init key)
-        return init_kernel(ravel_sites(z0), num_warmup, step_size=1.0, inverse_mass_matrix=None, adapt_step_size=True,
-                           adapt_mass_matrix=True, dense_mass=False, target_accept_prob=target_accept_prob,
-                           trajectory_length=None, max_tree_depth=max_tree_depth, find_heuristic_step_size=False,
+        return init_kernel(ravel_sites(z0), num_warmup, step_size=1.0, inverse_mass_matrix=None,
+                           adapt_step_size=True, adapt_mass_matrix=True, dense_mass=False,
+                           target_accept_prob=target_accept_prob, trajectory_length=None, max_tree_depth=max_tree_depth, find_heuristic_step_size=False,
                            regularize_mass_matrix=True, model_args=(x, y, state), rng_key=rng_key)
 
     def chunk_one(hmc_state, active, x, y, state):
