@@ -1,8 +1,9 @@
-"""Directories written all at once or not at all, with a checksum of every file.
+"""Directories written all at once or not at all, with a checksum of every file, only where the package owns
+the folder, one writer at a time.
 
-`atomic_directory(path)` hands out a fresh staging folder beside `path`; when the ``with`` block ends
-without an exception it writes ``MANIFEST.json`` (size and SHA-256 of every file), flushes everything to
-disk and moves the folder into place:
+`atomic_directory(path, kind)` hands out a fresh staging folder beside `path`; when the ``with`` block ends
+without an exception it writes ``MANIFEST.json`` (the marker of the package and of the folder's `kind`, and the
+size and SHA-256 of every file), flushes everything to disk and moves the folder into place:
 
 1. ``path`` (the previous version, if any) is renamed to ``.<name>.previous``   (one atomic rename)
 2. the staging folder is renamed to ``path``                                     (one atomic rename)
@@ -14,23 +15,51 @@ complete version exists, so the previous checkpoint always loads. An exception i
 staging folder and leaves ``path`` untouched. Leftover staging folders of killed writers
 (``.<name>.staging-*``) are ignored and cleaned up by the next successful write.
 
+Ownership: a folder is replaced only when it is absent, empty, or this package's own of the same kind
+(`folder_kind`: its manifest names the kind and lists every file in it; a folder of an older version without
+a kind in its manifest counts when it holds only that kind's files). A folder holding anything else (the
+user's files, a posterior where a fit state would go or the reverse) raises `FolderNotOwnedError` and is left
+as it is. `remove_folder` deletes only a folder of the kind named.
+
+One writer at a time: a write holds an exclusive lock (``flock``) on ``.<name>.lock`` beside the folder, which
+names the holder (pid, purpose, start time); `inference.fit` holds it for a whole fit (`folder_lock`). A
+second writer waits while the holder is another save (a few seconds at most), and is refused
+(`FolderLockedError`, naming the pid) while it is a fit. The operating system drops the lock of a process that
+dies, so a lock file left by a killed process is taken over. The lock file is removed when released.
+
+Writability: `check_writable` creates a probe file where the folder will be written and reads the disk's free
+space, before any work; an `OSError` of a full or read-only disk met while writing raises `UnwritableError`.
+
 `verify_directory` checks the manifest: a missing, truncated or edited file raises `CheckpointError` naming
-the file and what is wrong.
+the file and what is wrong; a folder without a manifest (written before manifests) loads with a
+`CheckpointWarning` saying that its files cannot be verified.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import glob
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import threading
+import time
+import warnings
 
-from models.errors import CheckpointError
+from models.errors import CheckpointError, CheckpointWarning, FolderLockedError, FolderNotOwnedError, UnwritableError
 
 MANIFEST = "MANIFEST.json"
+WRITER = "bnn-zoo"
+# the files of each kind of folder the package writes (`inference.checkpoint`, `inference.fit_state`): the first
+# one marks a folder written before manifests named their kind
+KINDS = {"posterior": ("posterior.json", "arrays.npz"), "fit state": ("fit_state.json", "fit_state.npz")}
+SAVE_WAIT_S = 60.0  # how long a save waits for another process's save into the same folder
+# errors of a disk that cannot take the folder: full, read-only, not permitted, over quota
+DISK_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
 
 
 def previous_path(path: str) -> str:
@@ -40,28 +69,232 @@ def previous_path(path: str) -> str:
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str):
+def atomic_directory(path: str, kind: str, argument: str = "path"):
     """Context manager: yields a staging folder (str); on a clean exit its files replace `path` atomically.
 
-    The caller writes plain files into the yielded folder (no sub-folders). Raises `CheckpointError` when
-    `path` exists and is not a directory.
+    kind: "posterior" or "fit state" (`KINDS`), recorded in the manifest; argument: the caller's name for
+    `path` in error messages. The caller writes plain files into the yielded folder (no sub-folders). Holds the
+    folder's lock (`folder_lock`, waiting up to `SAVE_WAIT_S` for another save) from before the staging
+    folder is made until the old version is deleted. Raises `FolderNotOwnedError` (before anything is written)
+    when `path` is a file or a folder that is not this package's own of this `kind`, `FolderLockedError` when a
+    fit of another process holds it, and `UnwritableError` for a full or read-only disk (nothing replaced).
     """
     path = os.path.abspath(path)
     head, name = os.path.split(path)
+    with folder_lock(path, "save", argument, wait_s=SAVE_WAIT_S):
+        check_folder(path, kind, argument)
+        try:
+            os.makedirs(head, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=f".{name}.staging-", dir=head)
+        except OSError as err:
+            raise _disk_error(err, argument, path) from err
+        try:
+            yield staging
+            _write_manifest(staging, kind)
+            _fsync_dir(staging)
+            _swap_into_place(staging, path)
+        except BaseException as err:
+            shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
+                raise _disk_error(err, argument, path) from err
+            raise
+        # under the lock no other writer is at work: the staging folders left are those of killed writers
+        for stale in glob.glob(os.path.join(head, glob.escape(f".{name}.staging-") + "*")):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _disk_error(err: OSError, argument: str, path: str) -> UnwritableError:
+    return UnwritableError(argument, path, "a folder on a disk that can take the checkpoint",
+                           f"writing it failed ({err.strerror or err}); nothing was replaced: free space or "
+                           "choose another folder")
+
+
+def folder_kind(path) -> str | None:
+    """What the folder `path` holds: None (nothing: absent, or an empty folder), a kind of `KINDS` (a folder
+    this package wrote: its manifest names the kind and lists every file there, or, written before manifests
+    named kinds, it holds only that kind's files), "file" (a file, not a folder) or "other" (anything else).
+
+    After a writer was killed between its two renames, `path` is absent and its previous version is read."""
+    path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not os.path.isdir(path):
-        raise CheckpointError(path, "exists and is not a directory; choose another path")
-    os.makedirs(head, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{name}.staging-", dir=head)
+        return "file"
     try:
-        yield staging
-        _write_manifest(staging)
-        _fsync_dir(staging)
-        _swap_into_place(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    for stale in glob.glob(os.path.join(head, glob.escape(f".{name}.staging-") + "*")):
-        shutil.rmtree(stale, ignore_errors=True)
+        path = readable_path(path)
+    except FileNotFoundError:
+        return None
+    names = set(os.listdir(path))
+    if not names:
+        return None
+    try:
+        with open(os.path.join(path, MANIFEST)) as f:
+            manifest = json.load(f)
+        listed = set(manifest["files"])
+        if manifest.get("writer") == WRITER and manifest.get("kind") in KINDS:
+            return manifest["kind"] if names <= listed | {MANIFEST} else "other"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # no manifest (older, or deleted), or a damaged one: judged by the names
+    for kind, files in KINDS.items():
+        if files[0] in names and names <= set(files) | {MANIFEST}:
+            return kind
+    return "other"
+
+
+def check_folder(path, kind: str, argument: str) -> None:
+    """Raise `FolderNotOwnedError` naming `argument` unless `path` is absent, an empty folder or this package's
+    folder of `kind` (see `folder_kind`): writing replaces the folder whole."""
+    found = folder_kind(path)
+    if found is None or found == kind:
+        return
+    expected = f"a new or empty folder, or one holding a {kind} saved by bnn-zoo"
+    if found == "file":
+        raise FolderNotOwnedError(argument, str(path), expected, "it is an existing file")
+    if found == "other":
+        names = sorted(os.listdir(readable_path(path)))
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise FolderNotOwnedError(argument, str(path), expected,
+                                  f"it holds files bnn-zoo did not write ({shown}); saving replaces the whole "
+                                  "folder, so they would be deleted: choose another folder")
+    raise FolderNotOwnedError(argument, str(path), expected,
+                              f"it holds a {found} saved by bnn-zoo, which a {kind} would replace: choose another "
+                              "folder")
+
+
+def remove_folder(path, kind: str) -> bool:
+    """Delete the folder `path` (and a previous version left by a killed writer) when it is this package's
+    folder of `kind`, under its lock; anything else is left alone. Returns whether it was deleted."""
+    path = os.path.abspath(os.fspath(path))
+    with folder_lock(path, "save", "path", wait_s=SAVE_WAIT_S):
+        if folder_kind(path) != kind:
+            return False
+        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(previous_path(path), ignore_errors=True)
+        return True
+
+
+def check_writable(path, argument: str, needed_bytes: int = 0) -> None:
+    """Raise `UnwritableError` naming `argument` unless a file can be created where the folder `path` will be
+    written (its parent, or the nearest existing ancestor when the parent is still to be made: folders are
+    written beside their place and renamed into it) and that disk has `needed_bytes` free. A probe file is
+    created and removed there; nothing else is written."""
+    path = os.path.abspath(os.fspath(path))
+    place = os.path.dirname(path)
+    while not os.path.exists(place):
+        place = os.path.dirname(place)
+    if not os.path.isdir(place):
+        raise UnwritableError(argument, str(path), "a path inside a folder", f"{place!r} is a file")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".bnn-zoo-probe-", dir=place)
+    except OSError as err:
+        raise UnwritableError(argument, str(path), "a place where a folder can be written",
+                              f"cannot write in {place!r} ({err.strerror or err})") from None
+    os.close(fd)
+    os.remove(probe)
+    free = free_bytes(place)
+    if free is not None and free < needed_bytes:
+        raise UnwritableError(argument, str(path), "a folder on a disk with room for the checkpoint",
+                              f"{free:,} bytes are free in {place!r}, it needs about {needed_bytes:,}")
+
+
+def free_bytes(folder: str) -> int | None:
+    """Bytes free for this user on the disk holding `folder` (None where the platform cannot say)."""
+    try:
+        stats = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
+def lock_path(path) -> str:
+    """The lock file of the folder `path`: ``.<name>.lock`` beside it."""
+    head, name = os.path.split(os.path.abspath(os.fspath(path)))
+    return os.path.join(head, f".{name}.lock")
+
+
+_HELD: dict = {}  # lock file -> [fd, depth, thread id] of the locks this process holds
+_HELD_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def folder_lock(path, purpose: str, argument: str, wait_s: float = 0.0):
+    """Hold the exclusive lock of the folder `path` for the block (re-entrant in one thread).
+
+    purpose: "fit" or "save", written into the lock file with the pid and the start time. Another process's
+    lock: when it is a save, wait up to `wait_s` seconds for it; otherwise (a fit, or the wait is over) raise
+    `FolderLockedError` naming `argument`, the folder and the holder's pid. A lock file whose process died is
+    free (the operating system dropped its lock) and taken over."""
+    file = lock_path(path)
+    me = threading.get_ident()
+    with _HELD_GUARD:
+        held = _HELD.get(file)
+        if held is not None and held[2] == me:
+            held[1] += 1
+        else:
+            held = None
+    if held is None:
+        fd = _acquire(file, purpose, argument, os.path.abspath(os.fspath(path)), wait_s)
+        with _HELD_GUARD:
+            _HELD[file] = held = [fd, 1, me]
+    try:
+        yield
+    finally:
+        with _HELD_GUARD:
+            held[1] -= 1
+            last = held[1] == 0
+            if last:
+                del _HELD[file]
+        if last:
+            with contextlib.suppress(OSError):
+                os.unlink(file)  # while still locked: a process that opened it sees another file and retries
+            os.close(held[0])
+
+
+def _acquire(file: str, purpose: str, argument: str, path: str, wait_s: float) -> int:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            os.makedirs(os.path.dirname(file), exist_ok=True)
+            fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise UnwritableError(argument, path, "a place where a folder can be written",
+                                  f"cannot create its lock file {file!r} ({err.strerror or err})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+            holder = _holder(fd)
+            os.close(fd)
+            if holder.get("purpose") != "fit" and time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+            pid = holder.get("pid")
+            what = {"fit": "a fit", "save": "a save"}.get(holder.get("purpose"), "a writer")
+            since = f", since {holder['started']}" if holder.get("started") else ""
+            raise FolderLockedError(argument, path, "a folder no other process is writing",
+                                    f"process {pid} ({what}{since}) holds its lock {file!r}; wait for it to end "
+                                    "or choose another folder", pid=pid, lock=file) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(file).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # released and removed by its holder after we opened it: lock the file there now
+            os.close(fd)
+            continue
+        record = json.dumps({"pid": os.getpid(), "purpose": purpose,
+                             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record, 0)
+        return fd
+
+
+def _holder(fd: int) -> dict:
+    """The record {pid, purpose, started} in an open lock file ({} while it is being written)."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _swap_into_place(staging: str, path: str) -> None:
@@ -91,14 +324,19 @@ def verify_directory(path: str, required: tuple[str, ...] = ()) -> dict:
     """Check every file of the directory `path` against its ``MANIFEST.json``; returns the manifest
     {file: {"bytes": int, "sha256": str}}.
 
-    A directory without a manifest (written before checksums existed) passes when the `required` files exist.
-    Raises `CheckpointError` naming the file when one is missing, truncated, edited, or the manifest is unreadable.
+    A directory without a manifest (written before checksums existed, or whose manifest was deleted) passes when
+    the `required` files exist, with a `CheckpointWarning` saying that they cannot be verified (an edited or
+    damaged file would go unnoticed). Raises `CheckpointError` naming the file when one is missing, truncated, edited, or the manifest is unreadable.
     """
     for name in required:
         if not os.path.isfile(os.path.join(path, name)):
             raise CheckpointError(path, "file is missing", name)
     manifest_file = os.path.join(path, MANIFEST)
     if not os.path.exists(manifest_file):
+        warnings.warn(CheckpointWarning(
+            f"checkpoint {str(path)!r}: it has no {MANIFEST}, so its files ({', '.join(required)}) cannot be checked "
+            "for damage or edits (an edited file, e.g. another activation in the metadata, would load unnoticed); "
+            "it was written before manifests, or the manifest was deleted. Saving it again adds one"), stacklevel=3)
         return {}
     try:
         with open(manifest_file) as f:
@@ -119,7 +357,7 @@ def verify_directory(path: str, required: tuple[str, ...] = ()) -> dict:
     return manifest
 
 
-def _write_manifest(folder: str) -> None:
+def _write_manifest(folder: str, kind: str) -> None:
     files = {}
     for name in sorted(os.listdir(folder)):
         file = os.path.join(folder, name)
@@ -128,7 +366,7 @@ def _write_manifest(folder: str) -> None:
         _fsync_file(file)
         files[name] = {"bytes": os.path.getsize(file), "sha256": _sha256(file)}
     with open(os.path.join(folder, MANIFEST), "w") as f:
-        json.dump({"files": files}, f, indent=1)
+        json.dump({"writer": WRITER, "kind": kind, "files": files}, f, indent=1)
         f.flush()
         os.fsync(f.fileno())
 

@@ -8,7 +8,13 @@ catalogue entry's model from the stored origin first.
 Crashes lose nothing: a checkpoint is written into a staging folder and moved into place at once
 (`inference.atomic_dir.atomic_directory`), so a process killed mid-save leaves the previous checkpoint (or the
 new one) readable. ``MANIFEST.json`` holds each file's size and SHA-256; a missing, truncated or edited file
-raises `models.errors.CheckpointError` naming it. Checkpoints written before manifests still load.
+raises `models.errors.CheckpointError` naming it. Checkpoints written before manifests still load, with a
+`models.errors.CheckpointWarning` saying that their files cannot be verified.
+
+A checkpoint folder is the package's own: `save` replaces only an absent or empty folder or an earlier saved
+posterior (never a folder of the user's files, nor a resumable fit state), checks before writing that the
+place is writable and the disk has room (a probe file, the free space), and holds the folder's lock while it
+writes, so concurrent saves into one folder follow one another (`inference.atomic_dir`).
 
 ``Posterior.info`` is stored as {field: value} with its type's name ("FitInfo" / "NutsInfo") and loads
 back as that NamedTuple; a checkpoint from before those types (a plain dict) fills the matching fields
@@ -22,7 +28,7 @@ import zipfile
 
 import numpy as np
 
-from inference.atomic_dir import MANIFEST, atomic_directory, readable_path, verify_directory
+from inference.atomic_dir import atomic_directory, check_folder, check_writable, readable_path, verify_directory
 from inference.model_identity import first_difference, model_identity
 from inference.posterior import Posterior
 from inference.run_info import info_from_record, info_record
@@ -33,6 +39,7 @@ FORMAT = 1
 ARRAYS = "arrays.npz"
 META = "posterior.json"
 REQUIRED_FIELDS = ("kind", "feature_shape", "site_shapes", "config")
+SLACK_BYTES = 1 << 16  # the archive's and the manifest's own bytes, beyond the arrays and the metadata
 
 
 def save(posterior: Posterior, path) -> str:
@@ -45,14 +52,17 @@ def save(posterior: Posterior, path) -> str:
     fingerprint (``training_data``) and ``info`` as
     {field: value} with its type's name in ``info_type``. The write is atomic (see the module docstring).
 
-    Raises ArgumentTypeError for a `posterior` that is not a Posterior or a `path` that is not a path, and
-    InputError when `path` is a folder holding files of something other than a checkpoint (saving replaces
-    the whole folder).
+    Raises ArgumentTypeError for a `posterior` that is not a Posterior or a `path` that is not a path;
+    `models.errors.FolderNotOwnedError` (an InputError) when `path` is a file, a folder holding files bnn-zoo
+    did not write, or a saved fit state (saving replaces the whole folder); `models.errors.UnwritableError`
+    when the place is read-only or the disk has no room for it (checked before writing, or met while writing:
+    the earlier checkpoint stays); `models.errors.FolderLockedError` when a fit of another process holds the
+    folder. Nothing is written in any of these cases.
     """
     if not isinstance(posterior, Posterior):
         raise ArgumentTypeError("posterior", posterior, "an inference.Posterior")
     target = _path_arg(path)
-    _check_target(target)
+    check_folder(target, "posterior", "path")
     arrays = {}
     for group, values in (("params", posterior.params), ("samples", posterior.samples),
                           ("sample_stats", posterior.sample_stats)):
@@ -77,7 +87,8 @@ def save(posterior: Posterior, path) -> str:
         "training_data": posterior.training_data,
     }
     text = json.dumps(meta, indent=2, default=_json_default)  # before anything is written: errors leave no trace
-    with atomic_directory(target) as staging:
+    check_writable(target, "path", needed_bytes=sum(a.nbytes for a in arrays.values()) + len(text) + SLACK_BYTES)
+    with atomic_directory(target, "posterior", "path") as staging:
         np.savez(os.path.join(staging, ARRAYS), **arrays)
         with open(os.path.join(staging, META), "w") as f:
             f.write(text)
@@ -204,17 +215,6 @@ def _path_arg(path) -> str:
     if not isinstance(text, str) or not text:
         raise InputError("path", path, "a non-empty directory path")
     return text
-
-
-def _check_target(path: str) -> None:
-    """Refuse to save over a folder that holds something other than a checkpoint (it would be replaced)."""
-    if not os.path.isdir(path):
-        return
-    names = sorted(os.listdir(path))
-    if names and META not in names and MANIFEST not in names:
-        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-        raise InputError("path", path, "a new or empty directory, or an existing checkpoint",
-                         f"it holds other files ({shown}), and saving replaces the whole folder; choose another path")
 
 
 def _json_default(o):

@@ -14,6 +14,7 @@ data are jit arguments, and the jitted initialisation and update are cached by s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -32,6 +33,7 @@ from numpyro.distributions import biject_to
 from inference import data_args, validation
 from inference.convergence import ConvergenceWarning, judge
 from inference.per_example import per_example_estimator, per_example_mode
+from inference.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.model_identity import data_fingerprint
@@ -39,7 +41,7 @@ from inference.posterior import Posterior, params_owner
 from inference.run_info import FitInfo
 from models import structure
 from models.bridge import BNN, STATE_SITE
-from models.errors import InputError, ZooError
+from models.errors import CheckpointWarning, InputError, ZooError
 from models.prng import flat_key
 
 
@@ -336,7 +338,16 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         starts at step 0). The state is checked against this call (model, guide, steps, batch size, seed,
         KL warm-up, temperature, particles, chunk size, optimiser, data, init_params; a difference raises
         CheckpointError naming it), and the resumed fit's Posterior equals the uninterrupted fit's bit for bit (params and
-        losses). A finished fit's state returns its Posterior without a step.
+        losses). A finished fit's state returns its Posterior without a step. An absent or empty folder holds
+        no state: the warning, then step 0.
+
+    The checkpoint folder, before any work (`inference.atomic_dir`): it must be absent, empty or a fit state
+    this package saved (a folder of the user's files or a saved posterior raises `FolderNotOwnedError`: saving
+    replaces the folder whole), writable with room for the state on its disk (a probe file and the free
+    space; else `UnwritableError`), and no other process's (the fit holds its lock, a file beside it naming
+    this process, until it returns; another fit there raises `FolderLockedError` naming the holder's pid).
+    A save that fails during the fit (disk full or read-only meanwhile) warns (`CheckpointWarning`) and
+    training goes on: the result is returned as without checkpoints, the folder keeps the last state saved.
 
     Compiled once per structure: the initialisation and the scanned update are cached process-wide by what
     determines them (the model's and guide's structure, the optimiser, n_data, num_particles, minibatch
@@ -360,10 +371,22 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
       NonFiniteLossError when a loss or gradient is NaN/inf: ``err.posterior`` has the last finite state
       (the state saved in `checkpoint_dir` stays the last one saved before).
     """
+    check_checkpoint_args(checkpoint_dir, checkpoint_every, resume)
+    with checkpoint_folder(checkpoint_dir):
+        return _fit(model, guide, data, steps=steps, batch_size=batch_size, optimizer=optimizer,
+                    kl_warmup=kl_warmup, temperature=temperature, num_particles=num_particles, seed=seed,
+                    progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
+                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
+                    on_chunk=on_chunk, per_example_noise=per_example_noise)
+
+
+def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, temperature, num_particles, seed,
+         progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
+         per_example_noise) -> Posterior:
+    """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
     check_fit_args(steps=steps, batch_size=batch_size, num_particles=num_particles, chunk_size=chunk_size,
                    kl_warmup=kl_warmup)
     temperature = validation.check_real("temperature", temperature, low=0.0)
-    check_checkpoint_args(checkpoint_dir, checkpoint_every, resume)
     x, y = labelled_arrays(model, data, "training")
     n = x.shape[0]
     batch_size = min(batch_size, n)
@@ -413,7 +436,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         run = run_steps(run_chunk, state, order.blocks(steps - done, chunk_size), chunk_size, bar, t0,
                         start=done, on_chunk=chunk_done if saver is not None or on_chunk is not None else None)
         if saver is not None and run.bad_step is None:
-            saver.save_last()
+            saver.save_last(final=True)
     except KeyboardInterrupt:
         if saver is not None:
             saver.save_last()  # the state at the last finished chunk, then the interruption goes on
@@ -443,8 +466,23 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     if not convergence["converged"]:
         warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged ({convergence['reason']}). "
                                          "Run more steps (or raise the learning rate); "
-                                         "posterior.info.convergence has the numbers", convergence), stacklevel=2)
+                                         "posterior.info.convergence has the numbers", convergence), stacklevel=3)
     return post
+
+
+@contextlib.contextmanager
+def checkpoint_folder(path):
+    """The block runs with the fit-state folder `path` checked and locked (nothing to do for None): raises
+    `FolderNotOwnedError` unless it is absent, empty or a fit state (`inference.atomic_dir.check_folder`),
+    `UnwritableError` unless a probe file can be written where it goes, and `FolderLockedError` while another
+    process holds it; then holds its lock ("fit") until the block ends."""
+    if path is None:
+        yield
+        return
+    check_folder(path, "fit state", "checkpoint_dir")
+    check_writable(path, "checkpoint_dir")
+    with folder_lock(path, "fit", "checkpoint_dir"):
+        yield
 
 
 class Checkpoints:
@@ -452,17 +490,22 @@ class Checkpoints:
 
     `restore` reads the state to resume from; `chunk_done` (after every finished chunk) remembers that
     chunk's state and saves it when a multiple of `every` steps was reached; `save_last` saves the
-    remembered state unless it is saved already (at the end, and when the fit is interrupted).
+    remembered state unless it is saved already (at the end, and when the fit is interrupted). A save that
+    fails warns (`CheckpointWarning`, the first failure and the last one) and the fit goes on.
     """
 
     def __init__(self, path: str, identity: dict, every: int | None, rng_key):
         self.path, self.identity, self.every, self.rng_key = path, identity, every, rng_key
-        self.saved_step, self.last = 0, None
+        self.saved_step, self.last, self.failures = 0, None, 0
 
     def restore(self, template: SVIState, resume: bool):
         """The `inference.fit_state.FitState` to continue from (checked against this run and `template`, the
         initial state), or None to start at step 0. Without `resume`, a folder holding a fit state raises
-        InputError; with it and no state, a warning says that the fit starts at step 0."""
+        InputError; with it and no state (an absent or empty folder), a warning says that the fit starts at
+        step 0. First checks that the folder's disk has room for a state like `template` (UnwritableError)."""
+        steps = int(self.identity.get("steps") or 0)
+        needed = sum(np.asarray(v).nbytes for v in jax.tree_util.tree_leaves(template)) + 16 * steps + (1 << 16)
+        check_writable(self.path, "checkpoint_dir", needed_bytes=needed)
         if not resume:
             found = saved_step(self.path)
             if found is not None:
@@ -470,10 +513,15 @@ class Checkpoints:
                                  hint=f"it holds a fit saved after {found} steps; pass resume=True to continue "
                                       "it, or another folder to start afresh")
             return None
+        if self.identity.get("optimizer") is None:
+            warnings.warn(CheckpointWarning(
+                "checkpoint_dir: the optimiser cannot be fingerprinted (it does not run on a 3-vector probe), so "
+                "resuming cannot tell whether it is the one the state was saved with; only its state's structure "
+                "is compared"), stacklevel=4)
         resumed = load_fit_state(self.path, self.identity, template)
         if resumed is None:
             warnings.warn(f"checkpoint_dir: no saved fit state at {str(self.path)!r}; the fit starts at step 0",
-                          stacklevel=3)
+                          stacklevel=4)
             return None
         self.saved_step = resumed.step
         return resumed
@@ -486,13 +534,25 @@ class Checkpoints:
         if self.every is not None and step // self.every > self.saved_step // self.every:
             self.save_last()
 
-    def save_last(self) -> None:
-        """Save the remembered state, if newer than the saved one."""
+    def save_last(self, final: bool = False) -> None:
+        """Save the remembered state, if newer than the saved one. A save that fails (a full or read-only disk,
+        the folder taken by other files meanwhile) warns on the first failure and, with `final` (the last save
+        of the fit), once more; training goes on."""
         if self.last is None or self.last[1] == self.saved_step:
             return
         state, step, before, chunks, count, order = self.last
         losses, norms = (np.concatenate([b] + c[:count]) for b, c in zip(before, chunks))
-        save_fit_state(self.path, self.identity, state, step, losses, self.rng_key, order, grad_norms=norms)
+        try:
+            save_fit_state(self.path, self.identity, state, step, losses, self.rng_key, order, grad_norms=norms)
+        except (OSError, ZooError) as err:
+            self.failures += 1
+            if self.failures == 1 or final:
+                kept = f"the state after step {self.saved_step}" if self.saved_step else "no state"
+                warnings.warn(CheckpointWarning(
+                    f"checkpoint_dir: the fit state after step {step} could not be saved ({err}); "
+                    + ("the fit returns its result all the same" if final else "training goes on")
+                    + f", and {str(self.path)!r} keeps {kept} ({self.failures} save(s) failed)"), stacklevel=5)
+            return
         self.saved_step = step
 
 

@@ -14,23 +14,31 @@ mid-save leaves the previous state readable) with two files besides the manifest
 Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
 warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), per-example noise
 (absent: off), particles,
-chunk size, a fingerprint of the optimiser's behaviour, of the data and of the initial parameters) and the
-pytree structure against the run being resumed, and refuses another run naming the first difference, so a
-resumed fit continues exactly the run it saved.
+chunk size, a fingerprint of the optimiser's behaviour over the whole run (`optimizer_fingerprint`: every
+update of all `steps`, so another learning rate, schedule or optimiser differs), of the data and of the
+initial parameters) and the pytree structure against the run being resumed, and refuses another run naming
+the first difference (the settings a user passes before what is derived from them), so a resumed fit
+continues exactly the run it saved.
+
+The folder is the package's own (`inference.atomic_dir`): a fit state is never written over a saved
+posterior or the user's files, and an empty folder holds no fit state.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from inference.atomic_dir import atomic_directory, readable_path, verify_directory
+from inference.atomic_dir import atomic_directory, folder_kind, readable_path, verify_directory
 from inference.model_identity import array_fingerprint
 from inference.per_example import per_example_mode
+from models import structure
 from models.errors import CheckpointError
 
 FORMAT = 1
@@ -58,7 +66,8 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
     the one it stored.
 
     x (N, ...), y (N,): the training data (fingerprinted, `array_fingerprint`); `init_params`: the
-    unconstrained start {name: array} or None (fingerprinted); the optimiser by `optimizer_fingerprint`;
+    unconstrained start {name: array} or None (fingerprinted); the optimiser by `optimizer_fingerprint` over
+    the `steps` updates;
     the model by its ``spec`` (name, prior, likelihood, origin) and site shapes; the guide by its ``config``.
     """
     site_shapes = model.site_shapes(feature_shape) if hasattr(model, "site_shapes") else {}
@@ -69,7 +78,7 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         "steps": steps, "batch_size": batch_size, "seed": seed, "kl_warmup": kl_warmup,
         "temperature": float(temperature), "per_example_noise": per_example_mode(per_example_noise),
         "num_particles": num_particles, "chunk_size": chunk_size,
-        "optimizer": optimizer_fingerprint(optimizer),
+        "optimizer": optimizer_fingerprint(optimizer, steps),
         "data": {"x": array_fingerprint(x), "y": array_fingerprint(y)},
         "init_params": None if init_params is None else
         {k: array_fingerprint(v) for k, v in sorted(init_params.items())},
@@ -77,26 +86,66 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
     return json.loads(json.dumps(identity, default=_json_default))  # tuples -> lists, as they load back
 
 
-def optimizer_fingerprint(optimizer) -> str | None:
-    """A fingerprint of what an optax GradientTransformation does: its updates for three fixed gradients on a
-    fixed 3-vector (so another learning rate or another optimiser differs), or None when it cannot run on
-    that vector (e.g. one that needs the guide's parameter names); the state's structure is checked apart."""
-    params = {"w": np.array([0.5, -1.0, 2.0], np.float32)}
-    grads = [np.array([1.0, -2.0, 0.25], np.float32), np.array([-0.5, 0.1, 3.0], np.float32),
-             np.array([0.0, 1.0, -1.0], np.float32)]
+PROBE_PARAMS = np.array([0.5, -1.0, 2.0], np.float32)
+PROBE_GRADS = np.array([[1.0, -2.0, 0.25], [-0.5, 0.1, 3.0], [0.0, 1.0, -1.0]], np.float32)
+PROBE_CHUNK = 256  # updates per compiled call of the probe
+
+
+def optimizer_fingerprint(optimizer, steps: int) -> str | None:
+    """A fingerprint of what an optax GradientTransformation does over a run of `steps` updates, or None when
+    it cannot run on the probe (e.g. one that needs the guide's parameter names; the state's structure is
+    still checked when the state is read).
+
+    The optimiser runs `steps` updates of a 3-vector (starting at (0.5, -1, 2)) whose gradients cycle through
+    three fixed vectors; the fingerprint is a BLAKE2b digest of its state's pytree structure (the optax
+    transformations it chains) and of every update, each rounded to 20 significant bits (so that float
+    rounding of another compiler setting does not count as a difference). Any learning rate or schedule that
+    differs at some step, or another optimiser, gives another fingerprint. Compiled once per optimiser
+    structure (`models.structure.cached`), a scan of `PROBE_CHUNK` updates run as often as needed."""
     try:
-        state, updates = optimizer.init(params), []
-        for g in grads:
-            update, state = optimizer.update({"w": g}, state, params)
-            updates.append(np.asarray(update["w"], np.float32))
+        params = {"w": jnp.asarray(PROBE_PARAMS)}
+        state = optimizer.init(params)
+        digest = hashlib.blake2b(str(jax.tree_util.tree_structure(state)).encode(), digest_size=16)
+        chunk = structure.cached("optimizer fingerprint", (optimizer,), lambda: _probe_chunk(optimizer))
+        done = 0
+        while done < steps:
+            params, state, updates = chunk(params, state, jnp.int32(done))
+            digest.update(_rounded(np.asarray(updates)[:steps - done]).tobytes())
+            done += PROBE_CHUNK
     except Exception:  # noqa: BLE001 - any optimiser that cannot run on the probe is simply not fingerprinted
         return None
-    return array_fingerprint(np.stack(updates))
+    return digest.hexdigest()
+
+
+def _probe_chunk(optimizer):
+    """jit(params, state, first step) -> (params, state, updates (PROBE_CHUNK, 3)): `PROBE_CHUNK` updates."""
+    import optax
+
+    grads = jnp.asarray(PROBE_GRADS)
+
+    def one(carry, t):
+        params, state = carry
+        update, state = optimizer.update({"w": grads[t % len(PROBE_GRADS)]}, state, params)
+        return (optax.apply_updates(params, update), state), update["w"]
+
+    def chunk(params, state, start):
+        (params, state), updates = jax.lax.scan(one, (params, state), start + jnp.arange(PROBE_CHUNK))
+        return params, state, updates
+
+    return jax.jit(chunk)
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    """`values` (float) with their mantissas rounded to 20 bits, as float64."""
+    mantissa, exponent = np.frexp(np.asarray(values, np.float64))
+    return np.ldexp(np.round(mantissa * 2.0 ** 20) / 2.0 ** 20, exponent)
 
 
 def saved_step(path: str) -> int | None:
     """Steps done in the fit state at `path` (or its previous version after a crash mid-save), or None when
     there is none."""
+    if folder_kind(path) != "fit state":
+        return None
     try:
         folder = readable_path(path)
     except FileNotFoundError:
@@ -124,24 +173,24 @@ def save_fit_state(path: str, identity: dict, state, step: int, losses: np.ndarr
     meta = {"format": FORMAT, "step": int(step), "treedef": str(treedef),
             "leaves": [[list(v.shape), str(v.dtype)] for v in leaves],
             "order_state": order[0], "identity": identity}
-    with atomic_directory(path) as staging:
+    with atomic_directory(path, "fit state", "checkpoint_dir") as staging:
         np.savez(os.path.join(staging, STATE_NPZ), **arrays)
         with open(os.path.join(staging, STATE_JSON), "w") as f:
             json.dump(meta, f, indent=1, default=_json_default)
 
 
 def load_fit_state(path: str, identity: dict, template) -> FitState | None:
-    """The fit state saved at `path`, checked against the run resuming it; None when `path` holds none.
+    """The fit state saved at `path`, checked against the run resuming it; None when `path` holds none (absent,
+    or an empty folder).
 
     identity: the resuming run's `run_identity`; template: its initial SVIState (the pytree structure,
     shapes and dtypes the saved leaves must have).
     Raises CheckpointError naming the file when a file is missing, truncated or edited, and naming the
     first difference when the state was saved by another run (another identity or pytree structure).
     """
-    try:
-        folder = readable_path(path)
-    except FileNotFoundError:
+    if folder_kind(path) is None:
         return None
+    folder = readable_path(path)
     verify_directory(folder, required=(STATE_JSON, STATE_NPZ))
     with open(os.path.join(folder, STATE_JSON)) as f:
         meta = json.load(f)
@@ -171,16 +220,25 @@ def load_fit_state(path: str, identity: dict, template) -> FitState | None:
                     (meta["order_state"], pending), norms)
 
 
+# what is derived from the settings a user passes, compared after them: the default optimiser's schedule
+# depends on `steps`, so another `steps` is named as such rather than as another optimiser
+DERIVED = ("optimizer", "model", "site_shapes", "guide", "init_params", "data")
+WHAT_DIFFERS = {"optimizer": " (another optimiser, learning rate or schedule: the fingerprint covers every update "
+                             "of the run)"}
+
+
 def check_identity(path: str, saved: dict, current: dict) -> None:
-    """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`."""
+    """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`: the
+    settings (steps, seed, batch size, ...) in name order first, then what derives from them (`DERIVED`)."""
     # saved before temperatures / per-example noise existed: an untempered run with one draw per minibatch
     saved = {"temperature": 1.0, "per_example_noise": False, **saved}
-    for key in sorted(set(saved) | set(current)):
+    keys = set(saved) | set(current)
+    for key in sorted(keys - set(DERIVED)) + [k for k in DERIVED if k in keys]:
         if saved.get(key) != current.get(key):
             raise CheckpointError(
-                path, f"it holds the state of another run: {key} differs (saved {_short(saved.get(key))}, this "
-                      f"call {_short(current.get(key))}); resume with the settings and data it was started with, "
-                      "or pass another checkpoint_dir", STATE_JSON)
+                path, f"it holds the state of another run: {key} differs{WHAT_DIFFERS.get(key, '')} (saved "
+                      f"{_short(saved.get(key))}, this call {_short(current.get(key))}); resume with the settings "
+                      "and data it was started with, or pass another checkpoint_dir", STATE_JSON)
 
 
 def _short(value) -> str:

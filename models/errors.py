@@ -51,6 +51,35 @@ class CheckpointError(ZooError, ValueError):
         super().__init__(f"checkpoint {where!r}: {problem}")
 
 
+class FolderNotOwnedError(InputError):
+    """A folder the package will not write into or delete: it holds files the package did not write (no
+    ``MANIFEST.json`` of its own listing them), or a checkpoint of another kind (a saved posterior where a fit
+    state would go, or the reverse). Saving replaces a folder whole, so writing there would delete them."""
+
+
+class FolderLockedError(InputError):
+    """A folder another process is writing (a fit running with it as its ``checkpoint_dir``, or a save). The
+    lock file beside the folder names the holder.
+
+    Attributes (besides InputError's): pid: the holding process's id (None when unreadable); lock: the lock file.
+    """
+
+    def __init__(self, argument: str, value, expected: str, hint: str = "", pid: int | None = None,
+                 lock: str | None = None):
+        self.pid, self.lock = pid, lock
+        super().__init__(argument, value, expected, hint)
+
+
+class UnwritableError(InputError):
+    """A folder that cannot take a checkpoint: read-only, not permitted, or a disk without room for it (checked
+    with a probe file and the free space before any work, or met while writing)."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint that could not be saved (the fit goes on and still returns its result) or that cannot be
+    verified (no ``MANIFEST.json``: its files' checksums are unknown)."""
+
+
 def described(value) -> str:
     """A short description of `value` for an error message: arrays by shape and dtype, others by repr."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)

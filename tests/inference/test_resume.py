@@ -112,22 +112,39 @@ def test_a_sigkilled_fit_resumes_to_the_uninterrupted_result(entry, tmp_path):
     assert len(resumed.losses) == 2000
 
 
+def _late_drop(step):
+    """Adam at 1e-2, dropping to 1e-3 at `step`: the same first updates as optax.adam(1e-2)."""
+    return optax.adam(optax.piecewise_constant_schedule(1e-2, {step: 0.1}))
+
+
 @pytest.mark.parametrize("change, named", [("seed", "seed"), ("steps", "steps"), ("kl_warmup", "kl_warmup"),
-                                           ("data", "data"), ("optimizer", "optimizer")])
+                                           ("data", "data"), ("optimizer", "optimizer"), ("schedule", "optimizer")])
 def test_resuming_another_run_is_refused_naming_the_difference(entry, reference, tmp_path, change, named):
     state = tmp_path / "state"
     _fit(entry, checkpoint_dir=state)
     kw = {"seed": {"seed": 4}, "steps": {"steps": 96}, "kl_warmup": {"kl_warmup": 0},
           "data": {"data": (entry.train.x + np.float32(0.5), entry.train.y)},
-          "optimizer": {"optimizer": optax.adam(2e-2)}}[change]
+          "optimizer": {"optimizer": optax.adam(2e-2)},
+          "schedule": {"optimizer": _late_drop(90)}}[change]  # differs from step 90 of 95 only
     with pytest.raises(CheckpointError, match=f"another run: {named} differs"):
         _fit(entry, checkpoint_dir=state, resume=True, **kw)
 
 
-def test_the_optimizer_fingerprint_tells_learning_rates_apart():
-    assert optimizer_fingerprint(optax.adam(1e-2)) == optimizer_fingerprint(optax.adam(1e-2))
-    assert optimizer_fingerprint(optax.adam(1e-2)) != optimizer_fingerprint(optax.adam(2e-2))
-    assert optimizer_fingerprint(optax.adam(1e-2)) != optimizer_fingerprint(optax.sgd(1e-2))
+def test_the_optimizer_fingerprint_covers_every_step_of_the_schedule():
+    adam = optimizer_fingerprint(optax.adam(1e-2), 95)
+    assert adam is not None and adam == optimizer_fingerprint(optax.adam(1e-2), 95)
+    assert adam != optimizer_fingerprint(optax.adam(2e-2), 95)
+    assert adam != optimizer_fingerprint(optax.sgd(1e-2), 95)
+    # a schedule that departs at the run's last step (also past the first probe chunk) differs; one that departs
+    # after the run does not (the run never sees it)
+    late = optimizer_fingerprint(_late_drop(95), 95)
+    assert optimizer_fingerprint(_late_drop(94), 95) != late
+    assert optimizer_fingerprint(_late_drop(300), 301) != optimizer_fingerprint(_late_drop(301), 301)
+    assert optimizer_fingerprint(_late_drop(200), 95) == late
+    # a cosine schedule's length is part of it
+    cosine = [optimizer_fingerprint(optax.adam(optax.cosine_decay_schedule(1e-2, float(n))), 95) for n in (95, 96)]
+    assert cosine[0] != cosine[1]
+    assert optimizer_fingerprint(optax.masked(optax.adam(1e-2), {"other": True}), 95) is None  # cannot run: None
 
 
 def test_a_saved_fit_is_not_overwritten_without_resume(entry, reference, tmp_path):
