@@ -4,6 +4,7 @@ The grid has one row per corruption (19) and one column per severity 0 (the imag
 """
 
 import argparse
+import os
 
 import numpy as np
 
@@ -15,7 +16,7 @@ DESCRIPTION = "Draw every corruption type x severity for one image (a PNG grid).
 def plot_corruption_grid(image, path, seed=0, kinds=CORRUPTIONS):
     """Save a len(kinds) x 6 grid of ``image`` corrupted by every kind at severities 0..5 to ``path``.
 
-    image: (H, W), (H, W, 1) or (H, W, 3) float in [0, 1]. path: PNG file name. Returns the
+    image: (H, W), (H, W, 1) or (H, W, 3) float in [0, 1]. path: PNG file name (missing folders are made). Returns the
     matplotlib Figure (already saved).
     """
     from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
@@ -39,6 +40,7 @@ def plot_corruption_grid(image, path, seed=0, kinds=CORRUPTIONS):
             if col == 0:
                 ax.set_ylabel(kind, rotation=0, ha="right", va="center", fontsize=9)
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=80)
     return fig
 

@@ -50,7 +50,8 @@ import threading
 import time
 import warnings
 
-from models.errors import CheckpointError, CheckpointWarning, FolderLockedError, FolderNotOwnedError, UnwritableError
+from models.errors import (CheckpointError, CheckpointWarning, FolderLockedError, FolderNotOwnedError, InputError,
+                           UnwritableError)
 
 MANIFEST = "MANIFEST.json"
 WRITER = "bnn-zoo"
@@ -171,13 +172,14 @@ def remove_folder(path, kind: str) -> bool:
         return True
 
 
-def check_writable(path, argument: str, needed_bytes: int = 0) -> None:
+def check_writable(path, argument: str, needed_bytes: int = 0, inside: bool = False) -> None:
     """Raise `UnwritableError` naming `argument` unless a file can be created where the folder `path` will be
     written (its parent, or the nearest existing ancestor when the parent is still to be made: folders are
-    written beside their place and renamed into it) and that disk has `needed_bytes` free. A probe file is
-    created and removed there; nothing else is written."""
+    written beside their place and renamed into it; with `inside`, in `path` itself, for a folder that files
+    are written into) and that disk has `needed_bytes` free. A probe file is created and removed there;
+    nothing else is written."""
     path = os.path.abspath(os.fspath(path))
-    place = os.path.dirname(path)
+    place = path if inside else os.path.dirname(path)
     while not os.path.exists(place):
         place = os.path.dirname(place)
     if not os.path.isdir(place):
@@ -193,6 +195,28 @@ def check_writable(path, argument: str, needed_bytes: int = 0) -> None:
     if free is not None and free < needed_bytes:
         raise UnwritableError(argument, str(path), "a folder on a disk with room for the checkpoint",
                               f"{free:,} bytes are free in {place!r}, it needs about {needed_bytes:,}")
+
+
+def check_output_file(path, argument: str) -> None:
+    """Refuse an output file path (a PNG, a table) that could not be written, before any work: empty, an
+    existing folder, or in a place where no file can be created (`check_writable`; its missing folders are made
+    when it is written). Raises InputError / `UnwritableError` naming `argument`."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise InputError(argument, path, "a file path (not empty)")
+    if os.path.isdir(path):
+        raise InputError(argument, str(path), "a file path", "it is an existing folder")
+    check_writable(path, argument)
+
+
+def check_output_folder(path, argument: str) -> None:
+    """Refuse an output folder that files could not be written into, before any work: empty, an existing file,
+    or read-only (a probe file in it, or in its nearest existing ancestor when it is still to be made). Raises
+    InputError / `UnwritableError` naming `argument`."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise InputError(argument, path, "a folder path (not empty)")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(argument, str(path), "a folder for the results", "it is an existing file")
+    check_writable(path, argument, inside=True)
 
 
 def free_bytes(folder: str) -> int | None:

@@ -14,10 +14,8 @@ import argparse
 import contextlib
 import math
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import types
 import traceback
@@ -191,8 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="save the resumable fit state every N steps (at chunk ends; default: only on Ctrl-C / "
                         "SIGTERM, where it is saved in any case)")
     f.add_argument("--checkpoint-dir", default=None, metavar="DIR",
-                   help="folder of the resumable fit state (default: OUT.fit-state beside --out; removed once "
-                        "the posterior is saved)")
+                   help="folder of the resumable fit state (default: OUT.fit-state beside --out; apart from "
+                        "--out, neither inside the other; removed once the posterior is saved)")
     f.add_argument("--resume", action="store_true",
                    help="continue the fit saved in the fit-state folder (same settings), or start one")
 
@@ -359,10 +357,13 @@ def cmd_fit(args):
 
     import evals
     import inference
+    from inference.atomic_dir import remove_folder
     from inference.fit_state import saved_step
+    from models.errors import ZooError
 
     check_out(args.out)  # before any work: nothing is trained that cannot be saved
-    state_dir = args.checkpoint_dir or args.out.rstrip("/\\") + ".fit-state"
+    state_dir = args.out.rstrip("/\\") + ".fit-state" if args.checkpoint_dir is None else args.checkpoint_dir
+    check_apart(args.out, state_dir)
     check_fit_state_dir(state_dir, args.resume)
     options = _guide_options(args)  # before any work: an unknown option or a value of the wrong kind
     entry = _entry(args)
@@ -379,8 +380,10 @@ def cmd_fit(args):
                                  config={"entry": entry.config}, checkpoint_dir=state_dir,
                                  checkpoint_every=args.checkpoint_every, resume=args.resume)
     except inference.NonFiniteLossError as err:
-        inference.save(err.posterior, args.out)
-        print(f"zoo fit: error: {err} The last finite posterior is saved to {args.out}.", file=sys.stderr)
+        where = nan_stopped_path(args.out)
+        inference.save(err.posterior, where)
+        kept = "" if where == args.out else f" ({args.out} keeps the posterior that was there)"
+        print(f"zoo fit: error: {err} The last finite posterior is saved to {where}{kept}.", file=sys.stderr)
         return EXIT_NON_FINITE
     except KeyboardInterrupt:
         signum = interrupt.signum or signal.SIGINT
@@ -389,8 +392,17 @@ def cmd_fit(args):
                  "with --resume to continue" if step else "no step had finished, nothing to save")
         print(f"zoo fit: interrupted by {signal.Signals(signum).name}: {saved}", file=sys.stderr)
         return 128 + signum
-    inference.save(post, args.out)
-    shutil.rmtree(state_dir, ignore_errors=True)  # the posterior holds what it was for
+    try:
+        inference.save(post, args.out)
+    except (ZooError, OSError) as err:
+        step = saved_step(state_dir)
+        kept = (f"the fit state after step {step} of {args.steps} is kept in {state_dir}: make room (or free the "
+                "folder), then run the same command with --resume to save the posterior without training"
+                if step else "no fit state could be saved either")
+        print(f"zoo fit: error: the fit finished but its posterior could not be saved: {one_line(err)}; {kept}",
+              file=sys.stderr)
+        return EXIT_FAILURE
+    remove_folder(state_dir, "fit state")  # the posterior holds what it was for (only a fit state is removed)
     evals.score(post, entry.test)
     print(f"ELBO: {post.info.summary()}")
     print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
@@ -414,17 +426,26 @@ def _seconds(value) -> str:
 
 
 def check_out(path: str) -> None:
-    """Refuse an `--out` that could not take the saved posterior, before any work: an existing file, a
-    non-empty folder that holds no saved posterior (a saved posterior is replaced), or a place where no
-    folder can be written. Raises InputError naming --out (the CLI prints one line, exit status 2)."""
-    from models.errors import InputError
+    """Refuse an `--out` that could not take the saved posterior, before any work: an empty path, an existing
+    file, a non-empty folder that holds no saved posterior (a saved posterior is replaced; files bnn-zoo did not
+    write, or a fit state, are not), or a place where no folder can be written. Raises InputError naming --out
+    (the CLI prints one line, exit status 2)."""
+    from inference.atomic_dir import check_writable, folder_kind
+    from models.errors import FolderNotOwnedError, InputError
 
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InputError("--out", path, "a folder to save the posterior in", hint="it is an existing file")
-    if os.path.isdir(path) and os.listdir(path) and not os.path.isfile(os.path.join(path, "posterior.json")):
-        raise InputError("--out", path, "a new or empty folder, or one holding a saved posterior",
-                         hint=f"it holds other files ({_some(os.listdir(path))}); choose another folder")
-    _check_writable_place(path, "--out")
+    if not path:
+        raise InputError("--out", path, "a folder path (not empty)")
+    kind = folder_kind(path)
+    if kind == "file":
+        raise FolderNotOwnedError("--out", path, "a folder to save the posterior in", hint="it is an existing file")
+    if kind == "other":
+        raise FolderNotOwnedError("--out", path, "a new or empty folder, or one holding a saved posterior",
+                                  hint=f"it holds other files ({_some(os.listdir(path))}); choose another folder")
+    if kind == "fit state":
+        raise FolderNotOwnedError("--out", path, "a new or empty folder, or one holding a saved posterior",
+                                  hint="it holds a resumable fit state, which the posterior would replace; use it "
+                                       "with --checkpoint-dir and --resume, or choose another folder")
+    check_writable(path, "--out")
 
 
 def _some(names: list) -> str:
@@ -432,43 +453,59 @@ def _some(names: list) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def check_fit_state_dir(path: str, resume: bool) -> None:
-    """Refuse a fit-state folder (--checkpoint-dir, default OUT.fit-state) that `zoo fit` could not use: a file,
-    a non-empty folder holding no fit state, a saved fit without --resume (it would be started afresh), or a
-    place where no folder can be written. Raises InputError (exit status 2)."""
-    from inference.fit_state import saved_step
+def check_apart(out: str, state_dir: str) -> None:
+    """Refuse a fit-state folder that is --out, or inside it, or holds it (each save would replace the other)."""
     from models.errors import InputError
 
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InputError("--checkpoint-dir", path, "a folder for the fit state", hint="it is an existing file")
+    a, b = os.path.realpath(out), os.path.realpath(state_dir)
+    if a == b or os.path.commonpath([a, b]) in (a, b):
+        relation = "is --out" if a == b else "is inside --out" if os.path.commonpath([a, b]) == a else "holds --out"
+        raise InputError("--checkpoint-dir", state_dir, "a folder apart from --out (neither inside the other)",
+                         hint=f"it {relation} ({out!r}): saving the posterior would replace the fit state, or the "
+                              "reverse; leave --checkpoint-dir out to use OUT.fit-state")
+
+
+def check_fit_state_dir(path: str, resume: bool) -> None:
+    """Refuse a fit-state folder (--checkpoint-dir, default OUT.fit-state) that `zoo fit` could not use: an empty
+    path, a file, a non-empty folder holding no fit state (the user's files, or a saved posterior), a saved fit
+    without --resume (it would be started afresh), or a place where no folder can be written. Raises InputError
+    (exit status 2)."""
+    from inference.atomic_dir import check_writable, folder_kind
+    from inference.fit_state import saved_step
+    from models.errors import FolderNotOwnedError, InputError
+
+    if not path:
+        raise InputError("--checkpoint-dir", path, "a folder path (not empty)")
+    kind = folder_kind(path)
+    if kind == "file":
+        raise FolderNotOwnedError("--checkpoint-dir", path, "a folder for the fit state",
+                                  hint="it is an existing file")
+    if kind in ("other", "posterior"):
+        what = "a saved posterior" if kind == "posterior" else "other files"
+        raise FolderNotOwnedError("--checkpoint-dir", path, "a new or empty folder, or one holding a saved fit state",
+                                  hint=f"it holds {what}; choose another folder with --checkpoint-dir")
     step = saved_step(path)
-    if step is None and os.path.isdir(path) and os.listdir(path):
-        raise InputError("--checkpoint-dir", path, "a new or empty folder, or one holding a saved fit state",
-                         hint="it holds other files; choose another folder with --checkpoint-dir")
     if step is not None and not resume:
         raise InputError("--checkpoint-dir", path, "no saved fit state, or --resume",
                          hint=f"it holds a fit saved after {step} steps: add --resume to continue it, or remove "
                               "the folder to start afresh")
-    _check_writable_place(path, "--checkpoint-dir")
+    check_writable(path, "--checkpoint-dir")
 
 
-def _check_writable_place(path: str, arg: str) -> None:
-    """Raise InputError naming `arg` unless a file can be created in the folder that will hold `path` (its
-    nearest existing ancestor): folders are written beside their final place and renamed into it."""
-    from models.errors import InputError
+def nan_stopped_path(out: str) -> str:
+    """Where `zoo fit` saves the posterior of a fit stopped by a NaN: `out` when it holds nothing yet, else beside
+    it, ``OUT.nan-stopped`` (``OUT.nan-stopped-2``, ... when that holds something other than a posterior), so that
+    a posterior saved earlier at `out` is never replaced by a NaN-stopped one."""
+    from inference.atomic_dir import folder_kind
 
-    place = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(place):
-        place = os.path.dirname(place)
-    if not os.path.isdir(place):
-        raise InputError(arg, path, "a path inside a folder", hint=f"{place!r} is a file")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".zoo-write-test-", dir=place)
-    except OSError as err:
-        raise InputError(arg, path, "a place where a folder can be written",
-                         hint=f"cannot write in {place!r} ({err.strerror})") from None
-    os.close(fd)
-    os.remove(probe)
+    if folder_kind(out) is None:
+        return out
+    base = out.rstrip("/\\") + ".nan-stopped"
+    candidate, n = base, 1
+    while folder_kind(candidate) not in (None, "posterior"):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
 
 
 @contextlib.contextmanager
@@ -527,6 +564,9 @@ def _init_posterior(path, entry):
 def cmd_corruptions(args):
     from evals.corruption_grid import run
 
+    from inference.atomic_dir import check_output_file
+
+    check_output_file(args.out, "--out")  # before any work
     run(args)
     return 0
 
@@ -569,8 +609,10 @@ def cmd_reproduce(args):
 
 
 def cmd_run(args):
+    from inference.atomic_dir import check_output_folder
     from zoo.run import main_job
 
+    check_output_folder(args.out, "--out")  # before any work
     main_job(args.out, seed=args.seed, size="quick" if args.quick else "full" if args.full else "main",
              workers=args.workers)
     return 0

@@ -31,6 +31,8 @@ import numpy as np
 import optax
 import pandas as pd
 
+from inference.atomic_dir import check_output_folder
+
 if TYPE_CHECKING:
     from zoo.data.dataset import Dataset
 
@@ -279,6 +281,7 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
         raise ValueError(f"size: expected one of {sorted(SIZES)}, got {size!r}")
     sizes = SIZES[size]
     workers = default_workers() if workers is None else workers
+    check_output_folder(out, "out")  # before any work: an empty path, a file, a read-only place
     os.makedirs(out, exist_ok=True)
     t_start = time.perf_counter()
     _say(f"digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16) and "
