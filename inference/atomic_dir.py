@@ -150,7 +150,7 @@ def check_folder(path, kind: str, argument: str) -> None:
     if found == "file":
         raise FolderNotOwnedError(argument, str(path), expected, "it is an existing file")
     if found == "other":
-        names = sorted(os.listdir(readable_path(path)))
+        names = _foreign_files(readable_path(path))
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         raise FolderNotOwnedError(argument, str(path), expected,
                                   f"it holds files bnn-zoo did not write ({shown}); saving replaces the whole "
@@ -158,6 +158,17 @@ def check_folder(path, kind: str, argument: str) -> None:
     raise FolderNotOwnedError(argument, str(path), expected,
                               f"it holds a {found} saved by bnn-zoo, which a {kind} would replace: choose another "
                               "folder")
+
+
+def _foreign_files(folder: str) -> list:
+    """The files of `folder` that its manifest does not list (all of them when it has no manifest of its own)."""
+    names = set(os.listdir(folder))
+    try:
+        with open(os.path.join(folder, MANIFEST)) as f:
+            listed = set(json.load(f)["files"]) | {MANIFEST}
+    except (OSError, ValueError, KeyError, TypeError):
+        listed = set()
+    return sorted(names - listed or names)
 
 
 def remove_folder(path, kind: str) -> bool:

@@ -363,8 +363,8 @@ def cmd_fit(args):
 
     check_out(args.out)  # before any work: nothing is trained that cannot be saved
     state_dir = args.out.rstrip("/\\") + ".fit-state" if args.checkpoint_dir is None else args.checkpoint_dir
-    check_apart(args.out, state_dir)
     check_fit_state_dir(state_dir, args.resume)
+    check_apart(args.out, state_dir)
     options = _guide_options(args)  # before any work: an unknown option or a value of the wrong kind
     entry = _entry(args)
     guide_options.check_required_options(args.guide, inference.GUIDES[args.guide], options,

@@ -18,7 +18,8 @@ import inference
 import zoo
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import optimizer_fingerprint, saved_step
-from models.errors import CheckpointError, InputError
+from inference.atomic_dir import lock_path
+from models.errors import CheckpointError, FolderLockedError, InputError
 
 FIT = sys.modules["inference.fit"]  # the module (`inference.fit` is the function)
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +93,8 @@ def test_an_interrupted_fit_resumes_bit_for_bit(entry, reference, tmp_path, monk
 
 def test_a_sigkilled_fit_resumes_to_the_uninterrupted_result(entry, tmp_path):
     """A subprocess fits with a checkpoint every chunk and is killed with SIGKILL once one is on disk; the
-    fit resumed here ends with the parameters and losses of an uninterrupted fit, bit for bit."""
+    fit resumed here ends with the parameters and losses of an uninterrupted fit, bit for bit. While it runs,
+    a second fit into its folder is refused naming its pid; once it is killed, its lock is taken over."""
     state, settings = tmp_path / "state", {**SETTINGS, "steps": 2000}
     code = (f"import optax, inference, zoo\n"
             f"e = zoo.get('mlp', data='two_moons', hidden=(4,), data_kwargs={{'n': 100}})\n"
@@ -102,14 +104,18 @@ def test_a_sigkilled_fit_resumes_to_the_uninterrupted_result(entry, tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stderr=subprocess.PIPE)
     while saved_step(state) is None and proc.poll() is None:
         time.sleep(0.01)
+    with pytest.raises(FolderLockedError, match=rf"checkpoint_dir: .*process {proc.pid} \(a fit, since"):
+        _fit(entry, checkpoint_dir=state, resume=True, steps=2000)
     proc.kill()
     _, err = proc.communicate()
     assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]  # killed mid-run, not finished
+    assert json.loads(Path(lock_path(state)).read_text())["pid"] == proc.pid  # its lock file is left
     killed_at = saved_step(state)
     assert 0 < killed_at < 2000
     resumed = _fit(entry, checkpoint_dir=state, resume=True, steps=2000)
     _assert_same_fit(resumed, _fit(entry, steps=2000))
     assert len(resumed.losses) == 2000
+    assert not os.path.exists(lock_path(state))
 
 
 def _late_drop(step):
