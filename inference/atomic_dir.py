@@ -117,6 +117,15 @@ def folder_kind(path) -> str | None:
 
     After a writer was killed between its two renames, `path` is absent and its previous version is read."""
     path = os.path.abspath(os.fspath(path))
+    for _ in range(3):  # a writer may move the folder between the look and the listing: look again
+        try:
+            return _kind(path)
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def _kind(path: str) -> str | None:
     if os.path.exists(path) and not os.path.isdir(path):
         return "file"
     try:
@@ -132,8 +141,12 @@ def folder_kind(path) -> str | None:
         listed = set(manifest["files"])
         if manifest.get("writer") == WRITER and manifest.get("kind") in KINDS:
             return manifest["kind"] if names <= listed | {MANIFEST} else "other"
+    except FileNotFoundError:
+        if not os.path.isdir(path):
+            raise  # moved away meanwhile
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass  # no manifest (older, or deleted), or a damaged one: judged by the names
+        pass  # a damaged manifest: judged by the names
+    # no manifest (older, or deleted), or one without a kind: judged by the names
     for kind, files in KINDS.items():
         if files[0] in names and names <= set(files) | {MANIFEST}:
             return kind

@@ -114,7 +114,9 @@ def load(path, model=None) -> Posterior:
     one (network name or arguments such as the activation, prior or likelihood spec, training data) raises
     `CheckpointError` naming the first difference, e.g. "activation: saved relu, model tanh"; parts unknown on
     either side are not compared, and a checkpoint without an identity (older format) is checked by its site
-    shapes only. Damaged files raise `CheckpointError` naming the file (see `read_meta`).
+    shapes only. Damaged files raise `CheckpointError` naming the file (see `read_meta`). A checkpoint without
+    ``MANIFEST.json`` (older, or its manifest deleted) cannot be verified: it loads with a `CheckpointWarning`
+    saying so (an edited file would go unnoticed).
     """
     target = _path_arg(path)
     folder, meta = _read(target)

@@ -137,6 +137,25 @@ def test_old_checkpoints_without_manifest_load_with_a_warning_and_their_damage_i
         inference.checkpoint.read_meta(saved)
 
 
+def test_an_edited_activation_is_refused_and_without_a_manifest_loads_only_with_a_warning(small, tmp_path):
+    """The census case: posterior.json edited (activation relu -> tanh) to fit a tanh model."""
+    _, post = small
+    relu = models.bnn(mlp((4,), 2))
+    relu.arguments = {"activation": "relu"}
+    saved = tmp_path / "ckpt"
+    inference.save(inference.Posterior(model=relu, kind="mcmc", samples=post.samples, feature_shape=(3,)), saved)
+    meta = saved / "posterior.json"
+    meta.write_text(meta.read_text().replace('"activation": "relu"', '"activation": "tanh"'))
+    tanh = models.bnn(mlp((4,), 2, activation="tanh"))
+    tanh.arguments = {"activation": "tanh"}
+    with pytest.raises(CheckpointError, match="posterior.json'.*SHA-256 differs"):
+        inference.load(saved, tanh)
+    (saved / "MANIFEST.json").unlink()
+    with pytest.warns(CheckpointWarning, match="no MANIFEST.json, so its files .* cannot be checked .*another "
+                                               "activation in the metadata, would load unnoticed"):
+        inference.load(saved, tanh)
+
+
 @pytest.mark.filterwarnings("ignore::models.errors.CheckpointWarning")  # unverifiable: tested above
 def test_an_old_checkpoint_without_identity_falls_back_to_site_shapes(small, saved):
     model, post = small
