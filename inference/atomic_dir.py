@@ -260,6 +260,8 @@ def lock_path(path) -> str:
 
 _HELD: dict = {}  # lock file -> [fd, depth, thread id] of the locks this process holds
 _HELD_GUARD = threading.Lock()
+# a forked child does not hold its parent's locks (it would re-enter them): it locks afresh, and waits for the parent
+os.register_at_fork(after_in_child=_HELD.clear)
 
 
 @contextlib.contextmanager
