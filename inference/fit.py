@@ -504,7 +504,7 @@ class Checkpoints:
         InputError; with it and no state (an absent or empty folder), a warning says that the fit starts at
         step 0. First checks that the folder's disk has room for a state like `template` (UnwritableError)."""
         steps = int(self.identity.get("steps") or 0)
-        needed = sum(np.asarray(v).nbytes for v in jax.tree_util.tree_leaves(template)) + 16 * steps + (1 << 16)
+        needed = sum(v.nbytes for v in jax.tree_util.tree_leaves(template)) + 16 * steps + (1 << 16)
         check_writable(self.path, "checkpoint_dir", needed_bytes=needed)
         if not resume:
             found = saved_step(self.path)

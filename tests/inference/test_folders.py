@@ -251,15 +251,15 @@ print(" ".join(str(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])) for pid in 
 
 def test_three_processes_saving_into_one_folder_follow_one_another(tmp_path):
     path = tmp_path / "ckpt"
-    out = subprocess.run([sys.executable, "-c", THREE_WRITERS, str(path), "30"], cwd=REPO, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", THREE_WRITERS, str(path), "20"], cwd=REPO, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}, timeout=120)
-    assert out.stdout.splitlines()[-1:] == ["0 0 0"], out.stdout + out.stderr[-2000:]  # 90 saves, none failed
+    assert out.stdout.splitlines()[-1:] == ["0 0 0"], out.stdout + out.stderr[-2000:]  # 60 saves, none failed
     import models
     from models.networks.mlp import mlp
 
     back = inference.load(path, models.bnn(mlp((32,), 2)))
     writer, version = back.config["writer"], back.config["version"]
-    assert version == 29  # the last save of one writer, complete
+    assert version == 19  # the last save of one writer, complete
     for v in back.samples.values():
         np.testing.assert_array_equal(v, writer * 1000 + version)
     assert _leftovers(tmp_path, {"ckpt"}) == []  # no staging, previous or lock file left

@@ -19,7 +19,7 @@ import zoo
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import optimizer_fingerprint, saved_step
 from inference.atomic_dir import lock_path
-from models.errors import CheckpointError, FolderLockedError, InputError
+from models.errors import CheckpointError, CheckpointWarning, FolderLockedError, InputError
 
 FIT = sys.modules["inference.fit"]  # the module (`inference.fit` is the function)
 REPO = Path(__file__).resolve().parents[2]
@@ -150,7 +150,16 @@ def test_the_optimizer_fingerprint_covers_every_step_of_the_schedule():
     # a cosine schedule's length is part of it
     cosine = [optimizer_fingerprint(optax.adam(optax.cosine_decay_schedule(1e-2, float(n))), 95) for n in (95, 96)]
     assert cosine[0] != cosine[1]
-    assert optimizer_fingerprint(optax.masked(optax.adam(1e-2), {"other": True}), 95) is None  # cannot run: None
+
+
+def test_resuming_with_an_optimizer_that_cannot_be_fingerprinted_says_so(entry, reference, tmp_path):
+    # a mask by the guide's parameter names: it runs on the guide's parameters, not on the probe's
+    masked = optax.masked(optax.adam(1e-2), {name: True for name in reference.unconstrained})
+    assert optimizer_fingerprint(masked, 10) is None
+    saver = FIT.Checkpoints(tmp_path / "state", {"optimizer": None, "steps": 10}, None, None)
+    with pytest.warns(CheckpointWarning, match="optimiser cannot be fingerprinted .* only its state's structure is "
+                                               "compared"):
+        assert saver.restore({"w": np.zeros(3, np.float32)}, resume=True) is None  # (nothing saved there yet)
 
 
 def test_a_saved_fit_is_not_overwritten_without_resume(entry, reference, tmp_path):
