@@ -395,10 +395,11 @@ def cmd_fit(args):
     try:
         inference.save(post, args.out)
     except (ZooError, OSError) as err:
-        step = saved_step(state_dir)
-        kept = (f"the fit state after step {step} of {args.steps} is kept in {state_dir}: make room (or free the "
-                "folder), then run the same command with --resume to save the posterior without training"
-                if step else "no fit state could be saved either")
+        if saved_step(state_dir) == args.steps:
+            kept = (f"the fit state after step {args.steps} of {args.steps} is kept in {state_dir}: make room (or free "
+                    "the folder), then run the same command with --resume to save the posterior without training")
+        else:
+            kept = _save_elsewhere(post, args.out)
         print(f"zoo fit: error: the fit finished but its posterior could not be saved: {one_line(err)}; {kept}",
               file=sys.stderr)
         return EXIT_FAILURE
@@ -408,6 +409,22 @@ def cmd_fit(args):
     print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
           f"fit {post.info.fit_s:.1f} s)")
     return 0
+
+
+def _save_elsewhere(post, out: str) -> str:
+    """Save `post` in a new temporary folder named after `out` (the last resort when neither --out nor the fit
+    state could be written); returns what happened, in words."""
+    import tempfile
+
+    import inference
+    from models.errors import ZooError
+
+    try:
+        where = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(out)) + ".", suffix=".posterior")
+        inference.save(post, where)
+    except (ZooError, OSError) as err:
+        return f"nor could it be saved in a temporary folder ({one_line(err)})"
+    return f"no finished fit state was saved either, so it is saved in {where} instead: move it where you want it"
 
 
 def _guide_options(args) -> dict:

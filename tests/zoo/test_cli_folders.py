@@ -14,7 +14,7 @@ import inference
 import inference.atomic_dir as atomic_dir
 import zoo
 from inference.fit_state import saved_step
-from models.errors import UnwritableError
+from models.errors import CheckpointWarning, UnwritableError
 from zoo.cli import main
 
 TINY = ["mlp", "--data", "two_moons", "--n", "100", "--hidden", "4", "--quiet", "--batch-size", "32"]
@@ -106,14 +106,16 @@ def test_a_nan_stopped_fit_goes_beside_a_good_posterior(tmp_path, capsys, no_sco
     assert sorted(os.listdir(tmp_path)) == ["good", "good.nan-stopped"]
 
 
-def test_a_posterior_that_cannot_be_saved_leaves_the_finished_fit_state_named(tmp_path, capsys, monkeypatch,
-                                                                               no_scores):
+def test_a_posterior_that_cannot_be_saved_is_kept_as_a_fit_state_or_elsewhere_and_named(tmp_path, capsys,
+                                                                                          monkeypatch, no_scores):
     out, state = tmp_path / "post", tmp_path / "post.fit-state"
     real_save = inference.save
 
     def disk_full(post, path):
-        raise UnwritableError("path", str(path), "a folder on a disk that can take the checkpoint",
-                              "writing it failed (No space left on device)")
+        if str(path) == str(out):
+            raise UnwritableError("path", str(path), "a folder on a disk that can take the checkpoint",
+                                  "writing it failed (No space left on device)")
+        return real_save(post, path)
 
     monkeypatch.setattr(inference, "save", disk_full)
     assert main(["fit", *TINY, "--steps", "20", "--out", str(out)]) == 1
@@ -125,6 +127,27 @@ def test_a_posterior_that_cannot_be_saved_leaves_the_finished_fit_state_named(tm
     assert main(["fit", *TINY, "--steps", "20", "--out", str(out), "--resume"]) == 0  # saved, nothing trained
     assert "first step after - (no step left to run)" in capsys.readouterr().out
     assert len(zoo.load(out).losses) == 20 and not state.exists()
+
+    # neither --out nor the fit state could be written: the posterior goes to a temporary folder, named
+    monkeypatch.setattr(inference, "save", disk_full)
+    real_manifest = atomic_dir._write_manifest
+
+    def no_fit_state(folder, kind):
+        if kind == "fit state":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_manifest(folder, kind)
+
+    monkeypatch.setattr(atomic_dir, "_write_manifest", no_fit_state)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    out = tmp_path / "post2"
+    with pytest.warns(CheckpointWarning, match="could not be saved"):
+        assert main(["fit", *TINY, "--steps", "20", "--out", str(out)]) == 1
+    monkeypatch.undo()
+    (where,) = os.listdir(tmp_path / "tmp")
+    assert f"no finished fit state was saved either, so it is saved in {tmp_path / 'tmp' / where} instead" in \
+        capsys.readouterr().err
+    assert where.startswith("post2.") and len(zoo.load(tmp_path / "tmp" / where).losses) == 20
 
 
 def _read_only(monkeypatch):
