@@ -28,7 +28,7 @@ import os
 import shutil
 import tempfile
 
-from models.errors import CheckpointError
+from models.errors import CheckpointError, PathNotFoundError
 
 MANIFEST = "MANIFEST.json"
 
@@ -84,7 +84,7 @@ def readable_path(path: str) -> str:
     previous = previous_path(path)
     if os.path.isdir(previous):
         return previous
-    raise FileNotFoundError(f"path: no checkpoint at {str(path)!r}")
+    raise PathNotFoundError.worded("path", f"path: no checkpoint at {str(path)!r}")
 
 
 def verify_directory(path: str, required: tuple[str, ...] = ()) -> dict:

@@ -224,4 +224,4 @@ def _json_default(o):
         return float(o)
     if isinstance(o, (tuple, set)):
         return list(o)
-    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+    raise ArgumentTypeError.worded("config", f"not JSON-serialisable: {type(o).__name__}")

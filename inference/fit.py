@@ -557,11 +557,12 @@ def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: dict | None 
     compiled.ensure_traced(rng_key, xb, yb)
     missing = sorted(set(compiled.param_shapes) - set(init_params))
     if missing:
-        raise ValueError(f"init_params: missing guide parameters {missing[:5]}"
+        raise InputError.worded("init_params", f"init_params: missing guide parameters {missing[:5]}"
                          + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     for name, want in compiled.param_shapes.items():
         if tuple(np.shape(init_params[name])) != tuple(want.shape):
-            raise ValueError(f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
+            raise InputError.worded(f"init_params[{name!r}]",
+                                    f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
                              f"{tuple(np.shape(init_params[name]))}")
     return compiled.init(rng_key, xb, yb, {k: init_params[k] for k in compiled.param_shapes})
 

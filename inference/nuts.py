@@ -165,13 +165,13 @@ def warn_divergences(count: int, total: int, threshold: float) -> None:
 def reject_removed_arguments(removed: dict) -> None:
     """Raise TypeError for keyword arguments `nuts` does not take, explaining ``num_samples``'s rename."""
     if "num_samples" in removed:
-        raise TypeError(
+        raise ArgumentTypeError.worded("num_samples", 
             f"num_samples: nuts got num_samples={removed['num_samples']!r}, but the argument was renamed to "
             "draws_per_chain: everywhere else in the package (Posterior.predict, draws, to_arviz, evals.score) "
             "num_samples is the TOTAL number of posterior draws, while nuts takes draws per chain "
             "(total = num_chains * draws_per_chain). Pass draws_per_chain= instead.")
     if removed:
-        raise TypeError(f"nuts: unexpected keyword arguments {sorted(removed)}")
+        raise ArgumentTypeError.worded("nuts", f"nuts: unexpected keyword arguments {sorted(removed)}")
 
 
 def default_chain_method(num_chains: int) -> str:
@@ -399,7 +399,7 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
 
         init, chunk = jax.jit(init_seq), jax.jit(chunk_seq)
     else:
-        raise ValueError(f"chain_method: expected one of {CHAIN_METHODS}, got {chain_method!r}")
+        raise InputError.worded("chain_method", f"chain_method: expected one of {CHAIN_METHODS}, got {chain_method!r}")
     return CompiledSampler(init, chunk, num_chains, chain_method, num_warmup, chunk_len)
 
 

@@ -65,11 +65,11 @@ class Posterior:
 
     def __post_init__(self):
         if self.kind not in ("svi", "mcmc"):
-            raise ValueError(f"kind: expected 'svi' or 'mcmc', got {self.kind!r}")
+            raise InputError.worded("kind", f"kind: expected 'svi' or 'mcmc', got {self.kind!r}")
         if self.kind == "svi" and (self.guide is None or self.params is None):
-            raise ValueError("an SVI Posterior needs both guide and params")
+            raise InputError.worded("params", "an SVI Posterior needs both guide and params")
         if self.kind == "mcmc" and self.samples is None:
-            raise ValueError("an MCMC Posterior needs samples")
+            raise InputError.worded("samples", "an MCMC Posterior needs samples")
         check_info(self.info)
         if self.params is not None:
             _PARAMS_OWNERS[id(self.params)] = self

@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 from zoo import guide_options
+from models.errors import InputError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 
@@ -519,7 +520,8 @@ def _init_posterior(path, entry):
     init = zoo.load(path)
     feature_shape = entry.train.feature_shape
     if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
-        raise ValueError(f"--init: the posterior at {path!r} is of entry {init.model.origin}, whose sites differ "
+        raise InputError.worded("--init",
+                                f"--init: the posterior at {path!r} is of entry {init.model.origin}, whose sites differ "
                          f"from those of {entry.config}")
     return init
 

@@ -57,6 +57,7 @@ from evals.corruptions.registry import (
     tfds_name,
 )
 from evals.corruptions.scale import canvas_factor, from_canvas, spatial_scale, to_canvas
+from models.errors import InputError
 
 __all__ = [
     "ALIASES",
@@ -77,16 +78,16 @@ CHUNK = 1024
 def _check_images(images):
     if not isinstance(images, np.ndarray) or images.ndim != 4 or images.shape[-1] not in (1, 3):
         shape = getattr(images, "shape", type(images).__name__)
-        raise ValueError(f"images: expected a NumPy array (N, H, W, C) with C 1 or 3, got {shape}")
+        raise InputError.worded("images", f"images: expected a NumPy array (N, H, W, C) with C 1 or 3, got {shape}")
     if not np.issubdtype(images.dtype, np.floating):
-        raise ValueError(f"images: expected a float array in [0, 1], got dtype {images.dtype}")
+        raise InputError.worded("images", f"images: expected a float array in [0, 1], got dtype {images.dtype}")
     if images.size and not (np.isfinite(images).all() and images.min() >= 0 and images.max() <= 1):
-        raise ValueError("images: values must be finite and in [0, 1]")
+        raise InputError.worded("images", "images: values must be finite and in [0, 1]")
 
 
 def _check_severity(severity):
     if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or not 0 <= severity <= 5:
-        raise ValueError(f"severity: expected an int in 0..5, got {severity!r}")
+        raise InputError.worded("severity", f"severity: expected an int in 0..5, got {severity!r}")
 
 
 def corrupt(images, kind, severity, seed=0):
@@ -130,7 +131,8 @@ def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=N
     image_shape = image_shape if image_shape is not None else getattr(test_set, "image_shape", None)
     if flat:
         if image_shape is None or int(np.prod(image_shape)) != x.shape[1]:
-            raise ValueError(f"image_shape: flat features (N, {x.shape[1]}) need image_shape (H, W, C), got {image_shape}")
+            raise InputError.worded("image_shape",
+                                    f"image_shape: flat features (N, {x.shape[1]}) need image_shape (H, W, C), got {image_shape}")
         x = x.reshape((len(x), *image_shape))
     names = [resolve(t) for t in (CORRUPTIONS if types is None else types)]
     for severity in severities:
