@@ -7,7 +7,7 @@ import pandas as pd
 
 from evals import metrics
 from inference.data_args import as_arrays
-from inference.validation import check_positive_ints, check_targets
+from inference.validation import check_memory, check_positive_ints, check_seed, check_targets
 from models.errors import InputError
 
 
@@ -37,6 +37,8 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     if y is None:
         raise InputError("data", "<(x, None)>", "labels y to score against")
     check_positive_ints(num_samples=num_samples)
+    check_seed(seed)
+    check_score_memory(posterior, x, num_samples)
     name = name or posterior_label(posterior)
     if getattr(getattr(posterior, "model", None), "likelihood", None) is not None and not posterior.model.likelihood.classification:
         member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
@@ -53,6 +55,22 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     if verbose:
         print(f"{data_name}:\n{table.to_string(float_format=lambda v: f'{v:.4f}')}")
     return table
+
+
+SCORE_BYTES_PER_VALUE = 28
+"""Bytes `score` holds per draw, example and class: the float32 log-probabilities and three float64 arrays of
+their size (log-probabilities, probabilities, the checked probabilities)."""
+
+
+def check_score_memory(posterior, x, num_samples) -> None:
+    """Refuse (InputError naming num_samples) a `score` whose (S, N, C) arrays would not fit in memory."""
+    model = getattr(posterior, "model", None)
+    shape = np.shape(x)
+    if not hasattr(model, "output_width") or len(shape) < 2:
+        return  # not a zoo posterior, or inputs the posterior's own checks refuse
+    width = model.output_width(tuple(shape[1:]))
+    check_memory("num_samples", num_samples, SCORE_BYTES_PER_VALUE * float(num_samples) * shape[0] * width,
+                 f"scoring {num_samples} draws of {shape[0]} examples x {width} classes")
 
 
 def member_predictions(predictor, x, y=None, *, num_samples: int, seed: int):

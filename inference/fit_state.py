@@ -175,7 +175,9 @@ def check_identity(path: str, saved: dict, current: dict) -> None:
     """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`."""
     # saved before temperatures / per-example noise existed: an untempered run with one draw per minibatch
     saved = {"temperature": 1.0, "per_example_noise": False, **saved}
-    for key in sorted(set(saved) | set(current)):
+    # the optimiser last: the default one's schedule depends on `steps`, so other steps change it too, and the
+    # setting the user changed is the one to name
+    for key in sorted(set(saved) | set(current), key=lambda k: (k == "optimizer", k)):
         if saved.get(key) != current.get(key):
             raise CheckpointError(
                 path, f"it holds the state of another run: {key} differs (saved {_short(saved.get(key))}, this "

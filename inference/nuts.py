@@ -49,7 +49,7 @@ from numpyro.infer.util import log_density
 
 from inference.fit import labelled_arrays
 from inference.model_identity import data_fingerprint
-from inference.validation import check_choice, check_nuts_settings, check_seed
+from inference.validation import MAX_SEED, check_choice, check_nuts_settings, check_seed, site_mismatch
 from inference.posterior import Posterior
 from inference.run_info import NutsInfo
 from models import structure
@@ -121,6 +121,11 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     if init is not None and tuple(init.feature_shape) != feature_shape:
         raise InputError("init", f"<a posterior for feature shape {tuple(init.feature_shape)}>",
                          f"a posterior of this model for the data's feature shape {feature_shape}")
+    if init is not None:
+        problem = site_mismatch(model.site_shapes(feature_shape), init.site_shapes(), got_name="the init posterior")
+        if problem:
+            raise InputError("init", f"<a posterior of another model: {problem}>",
+                             "a posterior of this model (the same latent sites and shapes) to start the chains from")
     site_priors = model.site_priors(feature_shape)
     key = jax.random.PRNGKey(seed)
     init_u = initial_positions(model, site_priors, feature_shape, init, num_chains, key, seed)
@@ -207,9 +212,10 @@ def resolve_chain_method(chain_method: str | None, num_chains: int) -> str:
 def initial_positions(model, site_priors: dict, feature_shape: tuple, init: Posterior | None, num_chains: int,
                       key, seed: int) -> dict:
     """Unconstrained start values {site: (C, *site_shape)} (no chain axis when C = 1): one draw of `init`
-    per chain (drawn with seed + 1), or Haiku's initialisation with key split per chain when `init` is None."""
+    per chain (drawn with seed + 1, modulo 2**32), or Haiku's initialisation with key split per chain when
+    `init` is None."""
     if init is not None:
-        start = init.draws(num_chains, seed=seed + 1)
+        start = init.draws(num_chains, seed=(seed + 1) % (MAX_SEED + 1))
     else:
         keys = jax.random.split(key, num_chains)
         per_chain = jax.device_get([model.init_values(k, feature_shape) for k in keys])

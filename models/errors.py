@@ -35,9 +35,8 @@ class InputError(ZooError, ValueError):
     def worded(cls, argument: str, message: str, value=None):
         """This error with `message` as written, for a check whose message already names `argument`, the value
         and what was expected in its own words (``expected`` is then None)."""
-        err = cls.__new__(cls)
-        err.argument, err.value, err.expected = argument, value, None
-        Exception.__init__(err, message)
+        err = cls(argument, value, "")
+        err.expected, err.args = None, (message,)
         return err
 
 

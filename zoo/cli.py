@@ -21,7 +21,6 @@ import tempfile
 import threading
 import types
 import traceback
-from pathlib import Path
 
 from zoo import guide_options
 from models.errors import InputError
@@ -88,6 +87,20 @@ def _number(kind, low, inclusive, what):
     return parse
 
 
+def _seed(text):
+    """--seed: an integer in [0, 2**32 - 1] (argparse type; `inference.validation.check_seed`)."""
+    from inference.validation import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected an integer seed in [0, {MAX_SEED}], got {text!r}")
+    return value
+
+
+_seed.__name__ = "an integer seed"
 _positive_int = _number(int, 1, True, "a positive integer")
 _non_negative_int = _number(int, 0, True, "a non-negative integer")
 _positive_float = _number(float, 0.0, False, "a finite number > 0")
@@ -164,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "wins; default: the entry's)")
         sp.add_argument("--n", type=_positive_int, default=None,
                         help="number of points (two_moons, regression_1d; default: the data set's)")
-        sp.add_argument("--seed", type=int, default=0, help="random seed")
+        sp.add_argument("--seed", type=_seed, default=0, help="random seed (0 .. 2**32 - 1)")
         sp.add_argument("--out", required=True, help="folder to save the posterior in")
         sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -233,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--quick", action="store_true", help="a smoke-test sized run")
     size.add_argument("--full", action="store_true",
                       help="every row at its documented settings, trained to convergence (about 15-30 min on 2 cores)")
-    r.add_argument("--seed", type=int, default=0, help="random seed")
+    r.add_argument("--seed", type=_seed, default=0, help="random seed (0 .. 2**32 - 1)")
     r.add_argument("--workers", type=_positive_int, default=None,
                    help="processes that run the job's parts side by side (default: BNN_ZOO_WORKERS or the CPU "
                         "cores; 1: one after the other, with progress bars)")
@@ -291,35 +304,18 @@ def _run(command: str | None, call, debug: bool) -> int:
 
 
 def exit_status(err: BaseException) -> int:
-    """The exit status for `err`: `EXIT_USAGE` for a bad argument or input (`models.errors.InputError`, and a
-    ValueError / TypeError / FileNotFoundError raised by the package's own code), `EXIT_NON_FINITE` for
-    `inference.NonFiniteLossError`, `EXIT_FAILURE` for any other `models.errors.ZooError` (a damaged
-    checkpoint, an unprepared data set), `EXIT_BUG` for anything else (raised inside a library: a bug)."""
+    """The exit status for `err`, by its type alone: `EXIT_USAGE` for a bad argument or input
+    (`models.errors.InputError`), `EXIT_NON_FINITE` for `inference.NonFiniteLossError`, `EXIT_FAILURE` for any
+    other `models.errors.ZooError` (a damaged checkpoint, an unprepared data set), `EXIT_BUG` for anything else
+    (every deliberate refusal of the package is a ZooError; another exception is a bug)."""
     from models.errors import InputError, ZooError
 
     if isinstance(err, InputError):
         return EXIT_USAGE
     if isinstance(err, ZooError):
-        return EXIT_NON_FINITE if type(err).__name__ == "NonFiniteLossError" else EXIT_FAILURE
-    if isinstance(err, (ValueError, TypeError, FileNotFoundError)) and raised_by_package(err):
-        return EXIT_USAGE
+        non_finite = any(c.__name__ == "NonFiniteLossError" for c in type(err).__mro__)
+        return EXIT_NON_FINITE if non_finite else EXIT_FAILURE
     return EXIT_BUG
-
-
-_PACKAGES = ("models", "inference", "evals", "zoo")
-
-
-def raised_by_package(err: BaseException) -> bool:
-    """Whether `err` was raised by a line of the package's own code (its innermost frame lies in models/,
-    inference/, evals/ or zoo/), i.e. a deliberate check rather than a failure inside NumPy, JAX or Haiku."""
-    tb = err.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    where = Path(tb.tb_frame.f_code.co_filename).resolve()
-    root = Path(__file__).resolve().parent.parent
-    return any(where.is_relative_to(root / name) for name in _PACKAGES)
 
 
 def one_line(err: BaseException) -> str:
