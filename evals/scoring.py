@@ -42,6 +42,7 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     name = name or posterior_label(posterior)
     if getattr(getattr(posterior, "model", None), "likelihood", None) is not None and not posterior.model.likelihood.classification:
         member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
+        check_finite_predictions(np.asarray(member))
         mean = member.mean(0)
         y = check_targets(y, arg="data.y", n=mean.shape[0])
         if mean.size != y.size:
@@ -88,7 +89,9 @@ def member_predictions(predictor, x, y=None, *, num_samples: int, seed: int):
     if callable(log_predict) and getattr(getattr(getattr(predictor, "model", None), "likelihood", None),
                                          "classification", True):
         log_probs = np.asarray(log_predict(x, num_samples=num_samples, seed=seed), np.float64)
-        probs = np.exp(log_probs)
+        with np.errstate(over="ignore", invalid="ignore"):
+            probs = np.exp(log_probs)
+        check_finite_predictions(probs)
         if y is None:
             return probs, None
         probs, labels = metrics.checked(probs, y, member=True, arg="member_probs")
@@ -102,9 +105,23 @@ def member_predictions(predictor, x, y=None, *, num_samples: int, seed: int):
                          "a callable x -> probabilities or an object with .predict / .log_predict")
     probs = np.asarray(probs, np.float64)
     probs = probs[None] if probs.ndim == 2 else probs
+    check_finite_predictions(probs)
     if y is None or not callable(getattr(predictor, "log_likelihood", None)):
         return probs, None
     return probs, np.asarray(predictor.log_likelihood(x, y, num_samples=num_samples, seed=seed))
+
+
+def check_finite_predictions(probs, arg: str = "posterior") -> None:
+    """Refuse predictions (S, N, ...) with NaN/inf entries as a fault of the posterior (InputError naming `arg`,
+    the inputs and draws affected), not of probabilities the caller never passed: a posterior whose parameters
+    are extreme (e.g. a NaN-stopped fit's ``err.posterior``) predicts NaN."""
+    bad = ~np.isfinite(probs)
+    if bad.any():
+        rows = bad.reshape(bad.shape[0], bad.shape[1], -1).any(axis=(0, 2)) if bad.ndim >= 2 else bad
+        draws = bad.reshape(bad.shape[0], -1).any(axis=1)
+        raise InputError(arg, f"<a posterior predicting NaN/inf for {int(rows.sum())} of {rows.size} inputs "
+                         f"({int(draws.sum())} of {draws.size} draws)>", "a posterior with finite predictions",
+                         "its parameters are extreme or NaN (a NaN-stopped fit's err.posterior?)")
 
 
 def classification_row(member_probs, y, log_likelihood=None) -> dict:

@@ -372,6 +372,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     check_guide(model, guide, tuple(np.shape(x)[1:]))
     n = x.shape[0]
     batch_size = min(batch_size, n)
+    check_fit_memory(model, tuple(np.shape(x)[1:]), batch_size, chunk_size, num_particles)
     if optimizer is not None:  # the default one descends at every step
         validation.check_optimizer(optimizer, steps=steps)
     optimizer = optimizer if optimizer is not None else default_optimizer(steps)
@@ -665,6 +666,16 @@ def prediction_check(posterior: Posterior, x) -> tuple[int, int, float]:
         probs = posterior.predict(rows, num_samples=PREDICTION_CHECK_DRAWS)
     bad = ~np.isfinite(probs).reshape(probs.shape[0], probs.shape[1], -1).all(axis=(0, 2))
     return int(bad.sum()), int(rows.shape[0]), largest
+
+
+def check_fit_memory(model, feature_shape: tuple, batch_size: int, chunk_size: int, num_particles: int) -> None:
+    """Refuse (InputError) a `chunk_size` whose minibatch indices (chunk_size, B) int32, or a `num_particles`
+    whose weight draws (num_particles, weights) float32, would not fit in memory, before anything is compiled."""
+    validation.check_memory("chunk_size", chunk_size, 8.0 * chunk_size * batch_size,
+                            f"the minibatch indices of a chunk ({chunk_size}, {batch_size})")
+    validation.check_memory("num_particles", num_particles,
+                            4.0 * num_particles * validation.num_latent(model, feature_shape),
+                            f"{num_particles} draws of the weights")
 
 
 def check_guide(model, guide, feature_shape: tuple) -> None:

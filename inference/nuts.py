@@ -47,9 +47,11 @@ from numpyro.distributions import biject_to, constraints
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
 
+from inference.checkpoint import check_config
 from inference.fit import labelled_arrays
 from inference.model_identity import data_fingerprint
-from inference.validation import MAX_SEED, check_choice, check_nuts_settings, check_seed, site_mismatch
+from inference.validation import (MAX_SEED, check_choice, check_memory, check_nuts_settings, check_seed, num_latent,
+                                  site_mismatch)
 from inference.posterior import Posterior
 from inference.run_info import NutsInfo
 from models import structure
@@ -109,6 +111,7 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       chain_method: the method that ran).
     """
     reject_removed_arguments(removed)
+    config = check_config(config)
     check_nuts_settings(num_chains=num_chains, num_warmup=num_warmup, draws_per_chain=draws_per_chain,
                         target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
                         divergence_threshold=divergence_threshold)
@@ -126,6 +129,9 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         if problem:
             raise InputError("init", f"<a posterior of another model: {problem}>",
                              "a posterior of this model (the same latent sites and shapes) to start the chains from")
+    check_memory("draws_per_chain", draws_per_chain,
+                 4.0 * num_chains * draws_per_chain * num_latent(model, feature_shape),
+                 f"the kept draws ({num_chains} chains x {draws_per_chain} draws of the weights, float32)")
     site_priors = model.site_priors(feature_shape)
     key = jax.random.PRNGKey(seed)
     init_u = initial_positions(model, site_priors, feature_shape, init, num_chains, key, seed)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from inference.run_info import FitInfo, NutsInfo, check_info
-from inference.validation import check_choice, check_memory, check_positive_ints, check_seed
+from inference.validation import check_choice, check_memory, check_positive_ints, check_seed, num_latent
 from models import structure
 from models.errors import ArgumentTypeError, InputError
 from models.prng import flat_key
@@ -134,6 +134,9 @@ class Posterior:
             check_positive_ints(num_samples=num_samples)
         check_seed(seed)
         if self.kind == "svi":
+            wanted = max(100 if num_samples is None else num_samples, DRAW_CHUNK)
+            check_memory("num_samples", num_samples, 4.0 * wanted * num_latent(self.model, self.feature_shape),
+                         f"{wanted} draws of the weights (float32)")
             num_samples = 100 if num_samples is None else int(num_samples)
             return self._svi_draws(jax.random.PRNGKey(seed), max(num_samples, DRAW_CHUNK), keep=num_samples)
         # on the host: reshaping, picking and chunking device arrays op by op compiles one small program each
@@ -240,6 +243,9 @@ class Posterior:
         x, y = check_model_data(self.model, x, y, arg="x", feature_shape=self.feature_shape)
         if draws is not None:
             draws = self.checked_draws(draws)
+        if self.kind == "svi" and draws is None:  # a chunk of guide draws at a time
+            check_memory("chunk_size", chunk_size, 4.0 * chunk_size * num_latent(self.model, self.feature_shape),
+                         f"a chunk of {chunk_size} draws of the weights (float32)")
         if reduce is None:  # the whole (S, N, ...) output is held: refused before any work when it cannot be
             total = len(next(iter(draws.values()))) if draws is not None else num_samples
             width = self.model.output_width(x.shape[1:]) if hasattr(self.model, "output_width") else 1

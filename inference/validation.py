@@ -200,6 +200,14 @@ def check_memory(arg: str, value, nbytes: float, what: str) -> None:
                          f"{what} would need {_gib(nbytes)}")
 
 
+def num_latent(model, feature_shape) -> int:
+    """Scalars in one draw of `model`'s latent sites for inputs of `feature_shape` (0 when the model does not
+    list its sites)."""
+    if not hasattr(model, "site_shapes"):
+        return 0
+    return int(sum(math.prod(shape) for shape in model.site_shapes(tuple(feature_shape)).values()))
+
+
 def _gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:,.1f} GiB"
 

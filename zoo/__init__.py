@@ -4,7 +4,12 @@
 Importing `zoo` turns on JAX's persistent compilation cache in a per-user folder (see
 `zoo.compilation_cache`: ``BNN_ZOO_COMPILATION_CACHE=off`` or another folder changes that)."""
 
-from zoo import compilation_cache
+from zoo import startup as _startup
+
+if _startup.is_zoo_command():  # before the first heavy import: Ctrl-C while starting exits quietly
+    _startup.quiet_interrupts()
+
+from zoo import compilation_cache  # noqa: E402
 
 from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
 from zoo.checkpoints import load

@@ -107,16 +107,18 @@ _positive_float = _number(float, 0.0, False, "a finite number > 0")
 _learning_rate = _number(float, 0.0, False, "a learning rate > 0 (finite; a negative one would be gradient ascent)")
 
 
-def _int_list(low: int, example: str, what: str):
-    """An argparse type: comma-separated integers >= `low` such as `example` -> a tuple of ints."""
+def _int_list(low: int, example: str, what: str, high: int | None = None):
+    """An argparse type: comma-separated integers in [`low`, `high`] such as `example` -> a tuple of ints."""
 
     def parse(text):
         try:
             values = tuple(int(t) for t in text.split(",") if t.strip())
         except ValueError:
             values = ()
-        if not values or min(values) < low:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {what} integers such as {example}, got {text!r}")
+        if not values or min(values) < low or (high is not None and max(values) > high):
+            bound = "" if high is None else f" <= {high}"
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what} integers{bound} such as {example}, "
+                                             f"got {text!r}")
         return values
 
     parse.__name__ = f"comma-separated {what} integers"
@@ -135,7 +137,7 @@ def _prior_scale(text):
 
 _prior_scale.__name__ = "a finite number > 0 or PATTERN=SCALE,..."
 _ints = _int_list(1, "64,64", "positive")  # hidden widths, depths
-_seeds = _int_list(0, "0,1,2", "non-negative")
+_seeds = _int_list(0, "0,1,2", "non-negative", 2**32 - 1)
 
 
 def _corruption_grid_arguments(parser):
@@ -256,8 +258,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# what each command imports before its work begins (`zoo.startup`: Ctrl-C during these imports exits quietly)
+STARTUP_IMPORTS = {"fit": ("optax", "inference", "evals"), "nuts": ("inference", "evals"), "score": ("evals",),
+                   "corruptions": ("evals.corruption_grid",), "run": ("zoo.run",), "reproduce": ("inference", "evals")}
+
+
 def main(argv=None) -> int:
-    """Run the `zoo` command line on `argv` (default: sys.argv[1:]) and return the exit status (see the module)."""
+    """Run the `zoo` command line on `argv` (default: sys.argv[1:]) and return the exit status (see the module).
+
+    Until the command's work begins (parsing, the compilation cache, the command's imports:
+    `STARTUP_IMPORTS`) Ctrl-C exits at once with `EXIT_INTERRUPTED` and one line (`zoo.startup`); during the
+    work it raises KeyboardInterrupt as usual (the command reports it, `zoo fit` saves its state first)."""
+    from zoo import startup
+
+    previous = startup.quiet_interrupts()
+    try:
+        return _main(argv, previous)
+    finally:
+        startup.restore(previous)
+
+
+def _main(argv, previous) -> int:
+    import importlib
+
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -278,6 +301,13 @@ def main(argv=None) -> int:
     import numpyro
 
     numpyro.set_host_device_count(max(2, os.cpu_count() or 1))  # before JAX starts: parallel NUTS chains
+    for module in STARTUP_IMPORTS.get(args.command, ()):
+        importlib.import_module(module)
+    # the work: Python's own handler (KeyboardInterrupt), or the caller's when main() was called in-process
+    quiet = getattr(previous, "__module__", None) == "zoo.startup"  # the console script's start-up handler
+    from zoo import startup
+
+    startup.restore(signal.default_int_handler if quiet else previous)
     return _run(args.command, lambda: COMMANDS[args.command](args), args.debug)
 
 
