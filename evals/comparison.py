@@ -138,7 +138,7 @@ def _predictive(posterior, other, data, model, num_samples: int, seed: int, y=No
     if not getattr(posterior.model.likelihood, "classification", False):  # refused before any prediction
         raise InputError.worded("data",
                                 "data: function-space rows need class probabilities (S, N, C), got a regression "
-                         f"posterior ({type(posterior.model.likelihood).__name__} likelihood)")
+                                f"posterior ({type(posterior.model.likelihood).__name__} likelihood)")
     return member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
 
 

@@ -74,7 +74,7 @@ def _cholesky(cov: np.ndarray, name: str) -> np.ndarray:
     try:
         return np.linalg.cholesky(cov)
     except np.linalg.LinAlgError as error:
-        raise InputError.worded(name, 
+        raise InputError.worded(name,
             f"{name} is not positive definite (Cholesky failed); add jitter to its diagonal"
         ) from error
 

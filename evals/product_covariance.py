@@ -47,12 +47,12 @@ def _layers(means: Sequence, sds: Sequence, count: int | None) -> tuple[list, li
         raise InputError.worded("sds", f"sds must hold one matrix per layer like means ({len(means)}), got {len(sds)}")
     for index, (mean, sd) in enumerate(zip(means, sds)):
         if mean.ndim != 2 or sd.shape != mean.shape:
-            raise InputError.worded(f"means[{index}]", 
+            raise InputError.worded(f"means[{index}]",
                 f"means[{index}] must be a matrix and sds[{index}] of its shape, got "
                 f"{mean.shape} and {sd.shape}"
             )
         if index and mean.shape[0] != means[index - 1].shape[1]:
-            raise InputError.worded(f"means[{index}]", 
+            raise InputError.worded(f"means[{index}]",
                 f"means[{index}] has {mean.shape[0]} rows but means[{index - 1}] has "
                 f"{means[index - 1].shape[1]} columns"
             )
@@ -79,7 +79,7 @@ def sampled_product_covariance(weight_draws: Sequence) -> tuple[np.ndarray, np.n
     for index, layer in enumerate(weight_draws[1:], start=1):
         layer = np.asarray(layer, dtype=np.float64)
         if layer.ndim != 3 or layer.shape[0] != product.shape[0] or layer.shape[1] != product.shape[2]:
-            raise InputError.worded(f"weight_draws[{index}]", 
+            raise InputError.worded(f"weight_draws[{index}]",
                 f"weight_draws[{index}] must have shape ({product.shape[0]}, {product.shape[2]}, n), "
                 f"got {layer.shape}"
             )

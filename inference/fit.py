@@ -373,8 +373,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     n = x.shape[0]
     batch_size = min(batch_size, n)
     check_fit_memory(model, tuple(np.shape(x)[1:]), batch_size, chunk_size, num_particles)
-    if optimizer is not None:  # the default one descends at every step
-        validation.check_optimizer(optimizer, steps=steps)
+    probe = optimizer is not None  # the default one descends at every step
     optimizer = optimizer if optimizer is not None else default_optimizer(steps)
     start = start_params(init_params)
     t0 = time.perf_counter()
@@ -384,8 +383,11 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
     xb, yb = jnp.asarray(x[:batch_size]), jnp.asarray(y[:batch_size])
     guide.setup(xb)
     fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size, per_example_noise)
+    if probe:  # after the lookup, which keys the optimiser as it was given (the probe may rewrite it, see below),
+        validation.check_optimizer(optimizer, steps=steps)  # before anything is compiled for the fit
     traces_before = fns.traces[0]
     state = init_state(fns, init_key, xb, yb, start)
+    initial = state  # at step 0 (a resumed fit's too): whether the parameters moved is judged against it
     order, done, saver = MinibatchOrder(n, batch_size, seed), 0, None
     losses_before, norms_before = np.zeros(0, np.float32), np.zeros(0, np.float32)
     if checkpoint_dir is not None:
@@ -433,7 +435,7 @@ def fit(model, guide, data, *, steps: int = 1000, batch_size: int = 128, optimiz
         structure.cached("fit", _fit_parts(model, guide, optimizer, n, num_particles, xb, yb, chunk_size,
                                            per_example_noise), lambda: fns)
     losses = np.concatenate([losses_before, run.losses])
-    moved = None if not len(run.losses) else not _same_values(state.params, run.state.params)
+    moved = None if not len(losses) else not _same_values(initial.params, run.state.params)
     convergence = judge(losses, np.concatenate([norms_before, run.grad_norms]), moved=moved)
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
                    traces=fns.traces[0] - traces_before, temperature=temperature,
@@ -570,7 +572,7 @@ def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: dict | None 
         if tuple(np.shape(init_params[name])) != tuple(want.shape):
             raise InputError.worded(f"init_params[{name!r}]",
                                     f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
-                             f"{tuple(np.shape(init_params[name]))}")
+                                    f"{tuple(np.shape(init_params[name]))}")
     return compiled.init(rng_key, xb, yb, {k: init_params[k] for k in compiled.param_shapes})
 
 

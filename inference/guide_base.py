@@ -63,7 +63,7 @@ class BNNGuide(AutoGuide):
         if self.sites is None:
             raise InputError.worded("guide",
                                     f"{type(self).__name__}: the guide has not seen the model's inputs yet; call "
-                             "guide.setup(x) (fit does) before asking for sites or parameter counts")
+                                    "guide.setup(x) (fit does) before asking for sites or parameter counts")
         return {name: site.shape for name, site in self.sites.items()}
 
     def latent_names(self) -> list:
@@ -90,5 +90,5 @@ class BNNGuide(AutoGuide):
         if not isinstance(params, dict):
             raise InputError.worded("params",
                                     f"params: expected the guide parameters as a dict (Posterior.params), got "
-                             f"{type(params).__name__}")
+                                    f"{type(params).__name__}")
         return int(sum(math.prod(v.shape) for v in jax.tree.leaves(params)))

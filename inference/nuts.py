@@ -176,7 +176,7 @@ def warn_divergences(count: int, total: int, threshold: float) -> None:
 def reject_removed_arguments(removed: dict) -> None:
     """Raise TypeError for keyword arguments `nuts` does not take, explaining ``num_samples``'s rename."""
     if "num_samples" in removed:
-        raise ArgumentTypeError.worded("num_samples", 
+        raise ArgumentTypeError.worded("num_samples",
             f"num_samples: nuts got num_samples={removed['num_samples']!r}, but the argument was renamed to "
             "draws_per_chain: everywhere else in the package (Posterior.predict, draws, to_arviz, evals.score) "
             "num_samples is the TOTAL number of posterior draws, while nuts takes draws per chain "

@@ -102,7 +102,7 @@ class Rank1FactorFamily:
         if self.family == "lognormal" and self.is_factor(site.name) and site.is_real:
             raise InputError.worded("family",
                                     f"family='lognormal' needs a positive-valued prior on {site.name} (models.rank1."
-                             f"rank1_prior('lognormal')); its prior is real-valued")
+                                    f"rank1_prior('lognormal')); its prior is real-valued")
         if not self.is_factor(site.name) or component is None:
             return DeltaFamily().distribution(site, values)
         return component(values["loc"], values["scale"]).to_event(len(site.shape))

@@ -68,7 +68,7 @@ class SiteGuide(BNNGuide):
         if uncovered:
             raise InputError.worded(self.patterns_arg,
                                     f"{self.patterns_arg}: sites {uncovered} match no pattern and default=None; add a "
-                             "pattern for them or pass a default family (e.g. 'point_estimate' or 'mean_field')")
+                                    "pattern for them or pass a default family (e.g. 'point_estimate' or 'mean_field')")
         self.assignment = chosen
 
     def family_of(self, name: str) -> Family:

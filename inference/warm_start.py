@@ -47,7 +47,7 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
     if missing:
         raise InputError.worded("posterior",
                                 f"posterior: expected a mean-field posterior of the same model (params '<site>_"
-                         f"{source_prefix}_loc' and '_scale'); none for sites {missing[:3]}")
+                                f"{source_prefix}_loc' and '_scale'); none for sites {missing[:3]}")
 
     def place(start, source):
         """The mean field's loc and sd (`source`, constrained) placed into `start` (unconstrained), per block."""

@@ -131,7 +131,7 @@ class BNN:
             else:
                 d = self.prior(name, shape)
                 if tuple(d.batch_shape) != tuple(shape):
-                    raise InputError.worded("prior", 
+                    raise InputError.worded("prior",
                         f"prior: for site {name!r} expected a distribution of batch shape {shape}, "
                         f"got {tuple(d.batch_shape)}"
                     )

@@ -89,7 +89,7 @@ def local_noise(rules: dict, key=None):
         if fresh is None:
             raise InputError.worded("local_noise",
                                     "local_noise: key=None needs a seeded NumPyro model around the network "
-                             "(numpyro.handlers.seed)")
+                                    "(numpyro.handlers.seed)")
         return fresh
 
     def interceptor(next_f, args, kwargs, context):
@@ -102,7 +102,7 @@ def local_noise(rules: dict, key=None):
         if z.ndim != 2:
             raise InputError.worded("local_noise",
                                     f"local_noise: the dense module {path!r} got an input of shape {z.shape}, expected "
-                             "(batch, features)")
+                                    "(batch, features)")
         params = context.module.params_dict()
         bias = next((v for k, v in params.items() if k.endswith("/b")), None)
         seen.add(path)

@@ -205,7 +205,7 @@ def by_pattern(rules: Mapping[str, Prior], default: Prior | None = None) -> Prio
             if fnmatch.fnmatchcase(name, pattern):
                 return rule
         if default is None:
-            raise InputError.worded("prior", 
+            raise InputError.worded("prior",
                 f"prior: no pattern matches site {name!r}; patterns are {list(rules)} and no default was given"
             )
         return default

@@ -99,7 +99,7 @@ def tile_components(x, num_components):
 def split_components(x, num_components):
     """Undo the tiling layout: (K n, ...) -> (K, n, ...), ``out[k]`` = rows of component k."""
     if x.shape[0] % num_components:
-        raise InputError.worded("x", 
+        raise InputError.worded("x",
             f"rank-1 layers need a batch tiled over {num_components} components (a multiple of "
             f"{num_components} rows, see tile_components); got {x.shape[0]} rows"
         )

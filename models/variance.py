@@ -65,7 +65,7 @@ class LogUniform(Distribution):
 
     def sample(self, key, sample_shape=()):
         """Refused: the log-uniform prior is improper (eq. 4) and has no distribution to draw from."""
-        raise InputError.worded("prior", 
+        raise InputError.worded("prior",
             "LogUniform is an improper prior p(w) ∝ 1/|w| and cannot be sampled; sample the "
             "weights from a guide (posterior) instead of from the prior"
         )

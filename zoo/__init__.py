@@ -12,10 +12,12 @@ if _startup.is_zoo_command():  # before the first heavy import: Ctrl-C while sta
 from zoo import compilation_cache  # noqa: E402
 
 from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
+from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo.checkpoints import load
 from zoo.registry import Entry, get, names, register, register_data
 from zoo.registry import list_entries as list  # noqa: A001
 
 compilation_cache.configure_default()
 
-__all__ = ["compilation_cache", "Entry", "get", "list", "load", "names", "register", "register_data"]
+__all__ = ["compilation_cache", "Entry", "get", "list", "load", "names", "register", "register_data", "ZooError",
+           "InputError", "ArgumentTypeError", "CheckpointError"]

@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "wins; default: the entry's)")
         sp.add_argument("--n", type=_positive_int, default=None,
                         help="number of points (two_moons, regression_1d; default: the data set's)")
-        sp.add_argument("--seed", type=_seed, default=0, help="random seed (0 .. 2**32 - 1)")
+        sp.add_argument("--seed", type=_seed, default=0, help="random seed")
         sp.add_argument("--out", required=True, help="folder to save the posterior in")
         sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--quick", action="store_true", help="a smoke-test sized run")
     size.add_argument("--full", action="store_true",
                       help="every row at its documented settings, trained to convergence (about 15-30 min on 2 cores)")
-    r.add_argument("--seed", type=_seed, default=0, help="random seed (0 .. 2**32 - 1)")
+    r.add_argument("--seed", type=_seed, default=0, help="random seed")
     r.add_argument("--workers", type=_positive_int, default=None,
                    help="processes that run the job's parts side by side (default: BNN_ZOO_WORKERS or the CPU "
                         "cores; 1: one after the other, with progress bars)")
@@ -548,7 +548,7 @@ def _init_posterior(path, entry):
     if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
         raise InputError.worded("--init",
                                 f"--init: the posterior at {path!r} is of entry {init.model.origin}, whose sites differ "
-                         f"from those of {entry.config}")
+                                f"from those of {entry.config}")
     return init
 
 

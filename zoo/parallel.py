@@ -44,7 +44,7 @@ class Task:
         if "<locals>" in getattr(self.fn, "__qualname__", "") or getattr(self.fn, "__name__", "") == "<lambda>":
             raise InputError.worded("fn",
                                     f"fn: task {self.name!r} needs a function defined at a module's top level, got "
-                             f"{self.fn.__qualname__!r} (a worker process imports it by name)")
+                                    f"{self.fn.__qualname__!r} (a worker process imports it by name)")
 
 
 class TaskError(RuntimeError):

@@ -37,7 +37,7 @@ def mlp(hidden: Sequence[int], num_outputs: int, activation: str = "relu", with_
     if any(h <= 0 for h in hidden) or num_outputs <= 0:
         raise InputError.worded("hidden/num_outputs",
                                 f"hidden/num_outputs: expected positive widths, got hidden={hidden}, "
-                         f"num_outputs={num_outputs}")
+                                f"num_outputs={num_outputs}")
     act = activation_fn(activation)
 
     def network(x):
