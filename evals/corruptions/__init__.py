@@ -105,14 +105,14 @@ def _names(types):
     """Canonical corruption names of `types` (None: all 19); a single string is refused, not iterated."""
     if types is None:
         return list(CORRUPTIONS)
-    if isinstance(types, str) or not isinstance(types, (list, tuple)):
+    if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
         raise ArgumentTypeError("types", types, "a list of corruption names (e.g. ['fog']) or None (all)")
     return [resolve(t) for t in types]
 
 
 def _severities(severities):
-    """`severities` as a list of ints in 0..5; a single int is refused (pass [3])."""
-    if not isinstance(severities, (list, tuple, range)):
+    """`severities` (any iterable of ints) as a list of ints in 0..5; a single int is refused (pass [3])."""
+    if isinstance(severities, (str, bytes)) or not hasattr(severities, "__iter__"):
         raise ArgumentTypeError("severities", severities, "a list of severities in 0..5 (e.g. [3])")
     for i, severity in enumerate(severities):
         _check_severity(severity, f"severities[{i}]")
