@@ -639,7 +639,7 @@ def non_finite_error(run: StepsRun, posterior: Posterior, x=None) -> NonFiniteLo
     (`prediction_check`): parameters driven to extreme values before the stop predict NaN/inf for some inputs,
     and the message says so (``err.nonfinite_rows``: (bad rows, rows checked), None when not checked)."""
     step = run.bad_step
-    check = None if x is None else prediction_check(posterior, x)
+    check = None if x is None or not hasattr(posterior.model, "predictive") else prediction_check(posterior, x)
     note = ""
     if check is not None and check[0]:
         note = (f" Its parameters are extreme (largest |value| {check[2]:.3g}) and it predicts NaN/inf for "
