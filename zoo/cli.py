@@ -22,8 +22,8 @@ import threading
 import types
 import traceback
 
-from zoo import guide_options
 from models.errors import InputError
+from zoo import guide_options, startup
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 
@@ -269,8 +269,6 @@ def main(argv=None) -> int:
     Until the command's work begins (parsing, the compilation cache, the command's imports:
     `STARTUP_IMPORTS`) Ctrl-C exits at once with `EXIT_INTERRUPTED` and one line (`zoo.startup`); during the
     work it raises KeyboardInterrupt as usual (the command reports it, `zoo fit` saves its state first)."""
-    from zoo import startup
-
     previous = startup.quiet_interrupts()
     try:
         return _main(argv, previous)
@@ -304,10 +302,7 @@ def _main(argv, previous) -> int:
     for module in STARTUP_IMPORTS.get(args.command, ()):
         importlib.import_module(module)
     # the work: Python's own handler (KeyboardInterrupt), or the caller's when main() was called in-process
-    quiet = getattr(previous, "__module__", None) == "zoo.startup"  # the console script's start-up handler
-    from zoo import startup
-
-    startup.restore(signal.default_int_handler if quiet else previous)
+    startup.restore(signal.default_int_handler if startup.is_quiet(previous) else previous)
     return _run(args.command, lambda: COMMANDS[args.command](args), args.debug)
 
 

@@ -39,6 +39,11 @@ def quiet_interrupts():
     return signal.signal(signal.SIGINT, _exit_quietly)
 
 
+def is_quiet(handler) -> bool:
+    """Whether `handler` is this module's quiet exit (the console script installed it while importing `zoo`)."""
+    return handler is _exit_quietly
+
+
 def restore(handler) -> None:
     """Put back a handler `quiet_interrupts` returned (None: nothing to do)."""
     if handler is not None and threading.current_thread() is threading.main_thread():
