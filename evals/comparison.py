@@ -42,6 +42,7 @@ from evals.gaussians import (
     wasserstein2_gaussians,
 )
 from evals.scoring import member_predictions
+from models.errors import ArgumentTypeError, InputError
 
 __all__ = ["compare", "chain_draws", "flat_draws", "to_inference_data", "plot_weights", "plot_predictions"]
 
@@ -69,7 +70,8 @@ def chain_draws(posterior, num_samples: int = 1000, seed: int = 0) -> dict:
     if _is_inference_data(posterior):
         # keyed by site: `inference.to_arviz` keeps each variable's site path in attrs["site"]
         return {v.attrs.get("site", str(k)): np.asarray(v.values) for k, v in posterior.posterior.data_vars.items()}
-    raise TypeError(f"posterior: expected an inference.Posterior or az.InferenceData, got {type(posterior).__name__}")
+    raise ArgumentTypeError.worded("posterior",
+                                   f"posterior: expected an inference.Posterior or az.InferenceData, got {type(posterior).__name__}")
 
 
 def to_inference_data(draws: dict):
@@ -126,15 +128,17 @@ def _predictive(posterior, other, data, model, num_samples: int, seed: int, y=No
     if not _is_posterior(posterior):
         model = model if model is not None else getattr(other, "model", None)
         if model is None:
-            raise ValueError("model: function-space comparison of InferenceData needs the BNN (model=...)")
+            raise InputError.worded("model",
+                                    "model: function-space comparison of InferenceData needs the BNN (model=...)")
         from inference.posterior import Posterior
 
         sites = model.site_shapes(x.shape[1:])
         samples = {k: v for k, v in chain_draws(posterior).items() if k in sites}
         posterior = Posterior(model=model, kind="mcmc", samples=samples, feature_shape=x.shape[1:])
     if not getattr(posterior.model.likelihood, "classification", False):  # refused before any prediction
-        raise ValueError("data: function-space rows need class probabilities (S, N, C), got a regression "
-                         f"posterior ({type(posterior.model.likelihood).__name__} likelihood)")
+        raise InputError.worded("data",
+                                "data: function-space rows need class probabilities (S, N, C), got a regression "
+                                f"posterior ({type(posterior.model.likelihood).__name__} likelihood)")
     return member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
 
 
@@ -176,10 +180,12 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
     sites = common if sites is None else [s if s in common else site_name(s) for s in sites]
     missing = [s for s in sites if s not in draws_a or s not in draws_b]
     if missing or not sites:
-        raise ValueError(f"sites: {missing or 'none'} not in both posteriors; common sites are {common}")
+        raise InputError.worded("sites",
+                                f"sites: {missing or 'none'} not in both posteriors; common sites are {common}")
     for s in sites:
         if draws_a[s].shape[2:] != draws_b[s].shape[2:]:
-            raise ValueError(f"sites: {s!r} has shape {draws_a[s].shape[2:]} in a but {draws_b[s].shape[2:]} in b")
+            raise InputError.worded("sites",
+                                    f"sites: {s!r} has shape {draws_a[s].shape[2:]} in a but {draws_b[s].shape[2:]} in b")
     rows = []
     for s in sites:
         rows += _weight_rows(s, flat_draws(draws_a, [s]), flat_draws(draws_b, [s]), jitter, max_dim, seed)
@@ -230,7 +236,7 @@ def plot_weights(a, b, weights=None, *, kind: str = "forest", num: int = 6, labe
     if kind == "pair":
         axes = az.plot_pair(idata[0], scatter_kwargs={"alpha": 0.3, "label": labels[0]}, ax=ax)
         return az.plot_pair(idata[1], scatter_kwargs={"alpha": 0.3, "color": "C1", "label": labels[1]}, ax=axes)
-    raise ValueError(f"kind: expected 'forest' or 'pair', got {kind!r}")
+    raise InputError.worded("kind", f"kind: expected 'forest' or 'pair', got {kind!r}")
 
 
 def plot_predictions(a, b, data, *, num_points: int = 8, labels=("a", "b"), model=None,

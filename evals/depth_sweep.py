@@ -23,6 +23,7 @@ from evals.gaussians import (
     mean_field_extra_error,
     wasserstein2_gaussians,
 )
+from models.errors import InputError
 
 __all__ = [
     "shift_null",
@@ -95,7 +96,7 @@ def gaussian_metrics(draws, jitter: float = JITTER, seed: int = 0) -> dict:
     if by_chain.ndim == 2:
         by_chain = by_chain[None]
     if by_chain.ndim != 3:
-        raise ValueError(f"draws: expected a (C, S_c, D) or (S, D) array, got shape {np.shape(draws)}")
+        raise InputError.worded("draws", f"draws: expected a (C, S_c, D) or (S, D) array, got shape {np.shape(draws)}")
     pooled = by_chain.reshape(-1, by_chain.shape[-1])
     mean, cov = fit_gaussian(pooled, jitter)
     # the exact empirical W2 is an S x S assignment (O(S^3)): at most W2_MAX_DRAWS evenly spaced draws

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 import scipy.optimize
+from models.errors import InputError
 
 __all__ = [
     "JITTER",
@@ -52,9 +53,9 @@ JITTER = 1e-6
 def _matrix(value, name: str, ndim: int) -> np.ndarray:
     array = np.asarray(value, dtype=np.float64)
     if array.ndim != ndim:
-        raise ValueError(f"{name} must be a {ndim}-D array, got shape {array.shape}")
+        raise InputError.worded(name, f"{name} must be a {ndim}-D array, got shape {array.shape}")
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
+        raise InputError.worded(name, f"{name} must be finite (it contains NaN or inf)")
     return array
 
 
@@ -65,7 +66,7 @@ def _covariance(cov, name: str, dim: int) -> np.ndarray:
         array = np.diag(array)
     array = _matrix(array, name, 2)
     if array.shape != (dim, dim):
-        raise ValueError(f"{name} must have shape ({dim}, {dim}) or ({dim},), got {np.shape(cov)}")
+        raise InputError.worded(name, f"{name} must have shape ({dim}, {dim}) or ({dim},), got {np.shape(cov)}")
     return array
 
 
@@ -73,7 +74,7 @@ def _cholesky(cov: np.ndarray, name: str) -> np.ndarray:
     try:
         return np.linalg.cholesky(cov)
     except np.linalg.LinAlgError as error:
-        raise ValueError(
+        raise InputError.worded(name,
             f"{name} is not positive definite (Cholesky failed); add jitter to its diagonal"
         ) from error
 
@@ -97,9 +98,9 @@ def fit_gaussian(draws, jitter: float = JITTER) -> tuple[np.ndarray, np.ndarray]
     """
     draws = _matrix(draws, "draws", 2)
     if draws.shape[0] < 2:
-        raise ValueError(f"draws must hold at least 2 draws (rows), got shape {draws.shape}")
+        raise InputError.worded("draws", f"draws must hold at least 2 draws (rows), got shape {draws.shape}")
     if jitter < 0:
-        raise ValueError(f"jitter must be >= 0, got {jitter}")
+        raise InputError.worded("jitter", f"jitter must be >= 0, got {jitter}")
     mean = draws.mean(axis=0)
     centred = draws - mean
     cov = centred.T @ centred / (draws.shape[0] - 1)
@@ -110,7 +111,7 @@ def _square_cholesky(cov) -> tuple[np.ndarray, np.ndarray]:
     """A finite square (D, D) ``cov`` as float64 and its lower Cholesky factor."""
     cov = _matrix(cov, "cov", 2)
     if cov.shape[0] != cov.shape[1]:
-        raise ValueError(f"cov must be square, got shape {cov.shape}")
+        raise InputError.worded("cov", f"cov must be square, got shape {cov.shape}")
     return cov, _cholesky(cov, "cov")
 
 
@@ -158,7 +159,7 @@ def kl_gaussians(m0, S0, m1, S1) -> float:
     m0 = _matrix(m0, "m0", 1)
     m1 = _matrix(m1, "m1", 1)
     if m1.shape != m0.shape:
-        raise ValueError(f"m1 must have shape {m0.shape} like m0, got {m1.shape}")
+        raise InputError.worded("m1", f"m1 must have shape {m0.shape} like m0, got {m1.shape}")
     dim = m0.shape[0]
     chol0 = _cholesky(_covariance(S0, "S0", dim), "S0")
     chol1 = _cholesky(_covariance(S1, "S1", dim), "S1")
@@ -214,13 +215,13 @@ def wasserstein2_gaussians(m0, S0, m1, S1) -> float:
     m0 = _matrix(m0, "m0", 1)
     m1 = _matrix(m1, "m1", 1)
     if m1.shape != m0.shape:
-        raise ValueError(f"m1 must have shape {m0.shape} like m0, got {m1.shape}")
+        raise InputError.worded("m1", f"m1 must have shape {m0.shape} like m0, got {m1.shape}")
     mean_term = float(np.sum((m0 - m1) ** 2))
     if np.ndim(S0) == 1 and np.ndim(S1) == 1:
         v0 = _matrix(S0, "S0", 1)
         v1 = _matrix(S1, "S1", 1)
         if np.any(v0 < 0) or np.any(v1 < 0):
-            raise ValueError("S0 and S1 given as variances must be >= 0")
+            raise InputError.worded("S0", "S0 and S1 given as variances must be >= 0")
         return float(np.sqrt(mean_term + np.sum((np.sqrt(v0) - np.sqrt(v1)) ** 2)))
     dim = m0.shape[0]
     cov0 = _covariance(S0, "S0", dim)
@@ -247,7 +248,7 @@ def empirical_wasserstein2(x, y) -> float:
     x = _matrix(x, "x", 2)
     y = _matrix(y, "y", 2)
     if x.shape != y.shape:
-        raise ValueError(f"y must have the shape of x {x.shape}, got {y.shape}")
+        raise InputError.worded("y", f"y must have the shape of x {x.shape}, got {y.shape}")
     cost = np.sum(x**2, axis=1)[:, None] + np.sum(y**2, axis=1)[None, :] - 2.0 * x @ y.T
     rows, cols = scipy.optimize.linear_sum_assignment(cost)
     return float(np.sqrt(max(np.mean(cost[rows, cols]), 0.0)))
@@ -288,7 +289,7 @@ def mean_field_extra_error(draws, jitter: float = JITTER, seed: int = 0,
     elif diagonal == "closest":
         diag_var = closest_diagonal(mean, cov)[1]
     else:
-        raise ValueError(f"diagonal must be 'marginal' or 'closest', got {diagonal!r}")
+        raise InputError.worded("diagonal", f"diagonal must be 'marginal' or 'closest', got {diagonal!r}")
     rng = np.random.default_rng(seed)
     noise_full, noise_diag = rng.standard_normal((2,) + draws.shape)
     full = mean + noise_full @ _cholesky(cov, "cov").T

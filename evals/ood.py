@@ -39,6 +39,7 @@ import pandas as pd
 
 from evals import metrics
 from evals.scoring import classification_row, member_predictions
+from models.errors import ArgumentTypeError, InputError
 
 METRICS = ("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")
 CLEAN = "clean"
@@ -49,12 +50,14 @@ def as_scorer(predictor, num_samples=10, seed=0):
     of one set of draws (`evals.scoring.member_predictions`: one pass through ``log_predict`` where the
     predictor has it), from a callable, a ``.predict`` object or one with ``.log_predict``."""
     if not (callable(predictor) or hasattr(predictor, "predict") or hasattr(predictor, "log_predict")):
-        raise ValueError(f"predictors: expected callables or objects with .predict, got {type(predictor).__name__}")
+        raise InputError.worded("predictors",
+                                f"predictors: expected callables or objects with .predict, got {type(predictor).__name__}")
 
     def score(x, y):
         probs, log_lik = member_predictions(predictor, x, y, num_samples=num_samples, seed=seed)
         if probs.ndim != 3 or probs.shape[1] != len(x):
-            raise ValueError(f"predictors: expected probabilities (S, {len(x)}, C), got shape {probs.shape}")
+            raise InputError.worded("predictors",
+                                    f"predictors: expected probabilities (S, {len(x)}, C), got shape {probs.shape}")
         return probs, log_lik
 
     return score
@@ -160,7 +163,7 @@ def score_sets(predictors, sets, *, clean=None, num_samples=10, seed=0, preproce
     draws depend only on its seed). Returns OODResults.
     """
     if not isinstance(predictors, dict) or not predictors:
-        raise ValueError("predictors: expected a non-empty dict {name: predictor}")
+        raise InputError.worded("predictors", "predictors: expected a non-empty dict {name: predictor}")
     scorers = {name: as_scorer(p, num_samples, seed) for name, p in predictors.items()}
     rows, pools, labels, group = [], {}, {}, []
 
@@ -195,17 +198,19 @@ def merge(parts) -> OODResults:
     parts scored on different labels are refused. [OODResults] -> OODResults."""
     parts = list(parts)
     if not parts:
-        raise ValueError("parts: expected at least one OODResults, got none")
+        raise InputError.worded("parts", "parts: expected at least one OODResults, got none")
     probs, counts = {}, {}
     for i, part in enumerate(parts):
         if not isinstance(part, OODResults):
-            raise TypeError(f"parts[{i}]: expected an OODResults, got {type(part).__name__}")
+            raise ArgumentTypeError.worded(f"parts[{i}]",
+                                           f"parts[{i}]: expected an OODResults, got {type(part).__name__}")
         twice = sorted(set(probs) & set(part.probs))
         if twice:
-            raise ValueError(f"parts[{i}]: methods {twice} were scored in an earlier part too")
+            raise InputError.worded(f"parts[{i}]", f"parts[{i}]: methods {twice} were scored in an earlier part too")
         if part.labels.keys() != parts[0].labels.keys() or any(
                 not np.array_equal(part.labels[k], parts[0].labels[k]) for k in part.labels):
-            raise ValueError(f"parts[{i}]: scored on other sets than parts[0] (their labels differ)")
+            raise InputError.worded(f"parts[{i}]",
+                                    f"parts[{i}]: scored on other sets than parts[0] (their labels differ)")
         probs.update(part.probs)
         counts.update(part.num_params)
     return OODResults(table=pd.concat([p.table for p in parts], ignore_index=True), probs=probs,
@@ -238,7 +243,8 @@ def corruption_errors(table, reference):
     """CE_c x 100 per method (rows) and type (columns): 100 mean_s err_{c,s} / mean_s err^ref_{c,s}."""
     errors = 1 - _corrupted_rows(table).pivot_table(index="method", columns="type", values="accuracy", aggfunc="mean")
     if reference not in errors.index:
-        raise ValueError(f"reference: {reference!r} is not a scored method; got {list(errors.index)}")
+        raise InputError.worded("reference",
+                                f"reference: {reference!r} is not a scored method; got {list(errors.index)}")
     ref = errors.loc[reference].where(errors.loc[reference] > 0)
     return 100 * errors / ref
 

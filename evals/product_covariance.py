@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 import numpy as np
+from models.errors import InputError
 
 __all__ = [
     "ProductSimulation",
@@ -41,17 +42,17 @@ def _layers(means: Sequence, sds: Sequence, count: int | None) -> tuple[list, li
     means = [np.asarray(m, dtype=np.float64) for m in means]
     sds = [np.asarray(s, dtype=np.float64) for s in sds]
     if count is not None and len(means) != count:
-        raise ValueError(f"means must hold {count} layer matrices, got {len(means)}")
+        raise InputError.worded("means", f"means must hold {count} layer matrices, got {len(means)}")
     if len(sds) != len(means) or not means:
-        raise ValueError(f"sds must hold one matrix per layer like means ({len(means)}), got {len(sds)}")
+        raise InputError.worded("sds", f"sds must hold one matrix per layer like means ({len(means)}), got {len(sds)}")
     for index, (mean, sd) in enumerate(zip(means, sds)):
         if mean.ndim != 2 or sd.shape != mean.shape:
-            raise ValueError(
+            raise InputError.worded(f"means[{index}]",
                 f"means[{index}] must be a matrix and sds[{index}] of its shape, got "
                 f"{mean.shape} and {sd.shape}"
             )
         if index and mean.shape[0] != means[index - 1].shape[1]:
-            raise ValueError(
+            raise InputError.worded(f"means[{index}]",
                 f"means[{index}] has {mean.shape[0]} rows but means[{index - 1}] has "
                 f"{means[index - 1].shape[1]} columns"
             )
@@ -78,7 +79,7 @@ def sampled_product_covariance(weight_draws: Sequence) -> tuple[np.ndarray, np.n
     for index, layer in enumerate(weight_draws[1:], start=1):
         layer = np.asarray(layer, dtype=np.float64)
         if layer.ndim != 3 or layer.shape[0] != product.shape[0] or layer.shape[1] != product.shape[2]:
-            raise ValueError(
+            raise InputError.worded(f"weight_draws[{index}]",
                 f"weight_draws[{index}] must have shape ({product.shape[0]}, {product.shape[2]}, n), "
                 f"got {layer.shape}"
             )
@@ -111,7 +112,8 @@ def simulate_product_covariance(
       means (L, size, size), sds (L, size, size)).
     """
     if L < 1 or size < 1 or num_draws < 2:
-        raise ValueError(f"need L >= 1, size >= 1, num_draws >= 2; got L={L}, size={size}, num_draws={num_draws}")
+        raise InputError.worded("L",
+                                f"need L >= 1, size >= 1, num_draws >= 2; got L={L}, size={size}, num_draws={num_draws}")
     rng = np.random.default_rng(seed)
     means = rng.uniform(-mean_range, mean_range, size=(L, size, size))
     sds = np.full((L, size, size), float(sd))

@@ -7,7 +7,7 @@ import pandas as pd
 
 from evals import metrics
 from inference.data_args import as_arrays
-from inference.validation import check_positive_ints, check_targets
+from inference.validation import check_memory, check_positive_ints, check_seed, check_targets
 from models.errors import InputError
 
 
@@ -37,9 +37,12 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     if y is None:
         raise InputError("data", "<(x, None)>", "labels y to score against")
     check_positive_ints(num_samples=num_samples)
+    check_seed(seed)
+    check_score_memory(posterior, x, num_samples)
     name = name or posterior_label(posterior)
     if getattr(getattr(posterior, "model", None), "likelihood", None) is not None and not posterior.model.likelihood.classification:
         member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
+        check_finite_predictions(np.asarray(member))
         mean = member.mean(0)
         y = check_targets(y, arg="data.y", n=mean.shape[0])
         if mean.size != y.size:
@@ -53,6 +56,22 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     if verbose:
         print(f"{data_name}:\n{table.to_string(float_format=lambda v: f'{v:.4f}')}")
     return table
+
+
+SCORE_BYTES_PER_VALUE = 28
+"""Bytes `score` holds per draw, example and class: the float32 log-probabilities and three float64 arrays of
+their size (log-probabilities, probabilities, the checked probabilities)."""
+
+
+def check_score_memory(posterior, x, num_samples) -> None:
+    """Refuse (InputError naming num_samples) a `score` whose (S, N, C) arrays would not fit in memory."""
+    model = getattr(posterior, "model", None)
+    shape = np.shape(x)
+    if not hasattr(model, "output_width") or len(shape) < 2:
+        return  # not a zoo posterior, or inputs the posterior's own checks refuse
+    width = model.output_width(tuple(shape[1:]))
+    check_memory("num_samples", num_samples, SCORE_BYTES_PER_VALUE * float(num_samples) * shape[0] * width,
+                 f"scoring {num_samples} draws of {shape[0]} examples x {width} classes")
 
 
 def member_predictions(predictor, x, y=None, *, num_samples: int, seed: int):
@@ -70,7 +89,9 @@ def member_predictions(predictor, x, y=None, *, num_samples: int, seed: int):
     if callable(log_predict) and getattr(getattr(getattr(predictor, "model", None), "likelihood", None),
                                          "classification", True):
         log_probs = np.asarray(log_predict(x, num_samples=num_samples, seed=seed), np.float64)
-        probs = np.exp(log_probs)
+        with np.errstate(over="ignore", invalid="ignore"):
+            probs = np.exp(log_probs)
+        check_finite_predictions(probs)
         if y is None:
             return probs, None
         probs, labels = metrics.checked(probs, y, member=True, arg="member_probs")
@@ -84,9 +105,23 @@ def member_predictions(predictor, x, y=None, *, num_samples: int, seed: int):
                          "a callable x -> probabilities or an object with .predict / .log_predict")
     probs = np.asarray(probs, np.float64)
     probs = probs[None] if probs.ndim == 2 else probs
+    check_finite_predictions(probs)
     if y is None or not callable(getattr(predictor, "log_likelihood", None)):
         return probs, None
     return probs, np.asarray(predictor.log_likelihood(x, y, num_samples=num_samples, seed=seed))
+
+
+def check_finite_predictions(probs, arg: str = "posterior") -> None:
+    """Refuse predictions (S, N, ...) with NaN/inf entries as a fault of the posterior (InputError naming `arg`,
+    the inputs and draws affected), not of probabilities the caller never passed: a posterior whose parameters
+    are extreme (e.g. a NaN-stopped fit's ``err.posterior``) predicts NaN."""
+    bad = ~np.isfinite(probs)
+    if bad.any():
+        rows = bad.reshape(bad.shape[0], bad.shape[1], -1).any(axis=(0, 2)) if bad.ndim >= 2 else bad
+        draws = bad.reshape(bad.shape[0], -1).any(axis=1)
+        raise InputError(arg, f"<a posterior predicting NaN/inf for {int(rows.sum())} of {rows.size} inputs "
+                         f"({int(draws.sum())} of {draws.size} draws)>", "a posterior with finite predictions",
+                         "its parameters are extreme or NaN (a NaN-stopped fit's err.posterior?)")
 
 
 def classification_row(member_probs, y, log_likelihood=None) -> dict:

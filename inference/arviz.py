@@ -18,7 +18,7 @@ from inference.data_args import as_arrays
 from inference.posterior import Posterior
 from inference.site_names import arviz_names, resolve_sites
 from inference.training_data import check_training_data
-from models.errors import InputError
+from models.errors import ArgumentTypeError, InputError
 
 def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: int = 0,
              log_likelihood: bool | str = True, var_names=None) -> az.InferenceData:
@@ -42,6 +42,9 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
       False: no log_likelihood group; posterior_predictive and observed_data of any `data`.
     The group's ``attrs["data"]`` is "training" (checked), "unchecked" or "held_out".
     """
+    if not isinstance(posterior, Posterior):
+        raise ArgumentTypeError("posterior", f"<{type(posterior).__name__}>",
+                                "an inference.Posterior (from inference.fit, nuts or load)")
     if not (log_likelihood is True or log_likelihood is False or log_likelihood == "held_out"):
         raise InputError("log_likelihood", log_likelihood, "True (the training data, checked), 'held_out' or False")
     sites = posterior.site_names if var_names is None else resolve_sites(var_names, posterior.site_names)

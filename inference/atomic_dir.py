@@ -51,7 +51,7 @@ import time
 import warnings
 
 from models.errors import (CheckpointError, CheckpointWarning, FolderLockedError, FolderNotOwnedError, InputError,
-                           UnwritableError)
+                           PathNotFoundError, UnwritableError)
 
 MANIFEST = "MANIFEST.json"
 WRITER = "bnn-zoo"
@@ -367,7 +367,7 @@ def readable_path(path: str) -> str:
     previous = previous_path(path)
     if os.path.isdir(previous):
         return previous
-    raise FileNotFoundError(f"path: no checkpoint at {str(path)!r}")
+    raise PathNotFoundError.worded("path", f"path: no checkpoint at {str(path)!r}")
 
 
 def verify_directory(path: str, required: tuple[str, ...] = ()) -> dict:

@@ -7,6 +7,7 @@ step compiles once per shape and never retraces.
 from __future__ import annotations
 
 import numpy as np
+from models.errors import InputError
 
 
 def minibatches(n: int, batch_size: int, seed: int | np.random.Generator) -> np.ndarray:
@@ -17,9 +18,10 @@ def minibatches(n: int, batch_size: int, seed: int | np.random.Generator) -> np.
     Passing one `np.random.Generator` to successive calls gives successive, different epochs.
     """
     if n < 1 or batch_size < 1:
-        raise ValueError(f"n and batch_size must be >= 1; got n={n}, batch_size={batch_size}")
+        raise InputError.worded("batch_size", f"n and batch_size must be >= 1; got n={n}, batch_size={batch_size}")
     if batch_size > n:
-        raise ValueError(f"batch_size: expected at most n={n} (the data set size); got {batch_size}")
+        raise InputError.worded("batch_size",
+                                f"batch_size: expected at most n={n} (the data set size); got {batch_size}")
     num_batches = n // batch_size
     order = np.random.default_rng(seed).permutation(n)
     return order[:num_batches * batch_size].reshape(num_batches, batch_size)

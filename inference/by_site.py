@@ -20,6 +20,7 @@ from inference.point_estimate import DeltaFamily
 from inference.rank1_mixture import Rank1FactorFamily
 from inference.site_guide import SiteGuide
 from inference.zero_mean import VarianceLayerFamily, ZeroMeanFamily
+from models.errors import InputError
 
 FAMILIES = {cls.name: cls for cls in (DeltaFamily, NormalFamily, KTiedFamily, ZeroMeanFamily, VarianceLayerFamily,
                                       Rank1FactorFamily)}
@@ -30,7 +31,8 @@ def register_family(family_class) -> None:
     """Make a family class (with a ``name`` class attribute and keyword fields) available to `by_site` by name."""
     name = getattr(family_class, "name", None)
     if not isinstance(name, str) or not name:
-        raise ValueError(f"family_class: expected a class with a non-empty string attribute `name`, got {family_class!r}")
+        raise InputError.worded("family_class",
+                                f"family_class: expected a class with a non-empty string attribute `name`, got {family_class!r}")
     FAMILIES[name] = family_class
 
 
@@ -40,7 +42,7 @@ def normalize_spec(spec, arg: str) -> list:
         return [spec, {}]
     if isinstance(spec, (tuple, list)) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], dict):
         return [spec[0], dict(spec[1])]
-    raise ValueError(f"{arg}: expected a family name or a (name, kwargs dict) pair, got {spec!r}")
+    raise InputError.worded(arg, f"{arg}: expected a family name or a (name, kwargs dict) pair, got {spec!r}")
 
 
 def make_family(spec: list, arg: str = "families"):
@@ -48,18 +50,20 @@ def make_family(spec: list, arg: str = "families"):
     or keywords the family does not take."""
     name, kwargs = spec
     if name not in FAMILIES:
-        raise ValueError(f"{arg}: unknown family {name!r}; expected one of {sorted(FAMILIES)}")
+        raise InputError.worded(arg, f"{arg}: unknown family {name!r}; expected one of {sorted(FAMILIES)}")
     try:
         return FAMILIES[name](**kwargs)
     except TypeError as e:
-        raise ValueError(f"{arg}: family {name!r} does not take the keyword arguments {kwargs}: {e}") from None
+        raise InputError.worded(arg,
+                                f"{arg}: family {name!r} does not take the keyword arguments {kwargs}: {e}") from None
 
 
 def by_site(model, families: dict, *, default="point_estimate", prefix: str = "auto") -> SiteGuide:
     """One guide with a family per site: `families` {shell pattern: spec}, first match wins; sites no
     pattern matches get `default` (a spec, or None to refuse them). See the module docstring."""
     if not isinstance(families, dict) or not families:
-        raise ValueError(f"families: expected a non-empty {{pattern: family}} dict, got {families!r}")
+        raise InputError.worded("families",
+                                f"families: expected a non-empty {{pattern: family}} dict, got {families!r}")
     specs = {str(p): normalize_spec(s, f"families[{p!r}]") for p, s in families.items()}
     default_spec = None if default is None else normalize_spec(default, "default")
     objects = {p: make_family(s) for p, s in specs.items()}

@@ -226,4 +226,20 @@ def _json_default(o):
         return float(o)
     if isinstance(o, (tuple, set)):
         return list(o)
-    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+    raise ArgumentTypeError.worded("config", f"not JSON-serialisable: {type(o).__name__}")
+
+
+def check_config(config, arg: str = "config") -> dict:
+    """`config` (None or a dict) as the dict `save` will write, checked to be JSON-able the way `save` writes it
+    (NumPy scalars, tuples and sets are converted); raises ArgumentTypeError naming `arg` and the first value
+    that is not, so that `fit` / `nuts` refuse it before any work rather than `save` after it."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ArgumentTypeError(arg, config, "None or a JSON-able dict")
+    try:
+        json.dumps(config, default=_json_default)
+    except (TypeError, ValueError) as err:
+        raise ArgumentTypeError(arg, f"<a dict holding a value JSON cannot write ({err})>",
+                                "a JSON-able dict (str, numbers, bool, None, lists and dicts of them)") from None
+    return dict(config)

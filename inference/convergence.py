@@ -47,24 +47,31 @@ class ConvergenceWarning(UserWarning):
 
 
 def judge(losses, grad_norms=None, *, tail_fraction: float = TAIL_FRACTION, windows: int = WINDOWS,
-          t_crit: float = T_CRIT, rel_tol: float = REL_TOL, min_steps: int = MIN_STEPS) -> dict:
+          t_crit: float = T_CRIT, rel_tol: float = REL_TOL, min_steps: int = MIN_STEPS,
+          moved: bool | None = None) -> dict:
     """The convergence judgement of a loss curve, by the rule of the module docstring.
 
     Args:
       losses: (steps,) the loss of every step (finite).
       grad_norms: (steps,) the gradient's global norm at every step, or None (NaN entries: unknown).
       tail_fraction, windows, t_crit, rel_tol, min_steps: the rule's thresholds.
+      moved: whether the parameters changed during the run (None: unknown). False is never converged, whatever
+        the losses (a learning rate of 0 leaves a flat, noisy loss curve at the initial parameters).
     Returns:
-      a JSON-able dict: converged (bool), reason (str), steps, tail_steps, slope_t (t statistic of the
+      a JSON-able dict: converged (bool), reason (str), steps, moved (the argument), tail_steps, slope_t (t statistic of the
       tail's trend), change (fitted loss change across the tail), rel_change, loss_sd (step-to-step spread
       of the tail's losses), grad_norm_start / grad_norm_tail (mean gradient norm of the run's first window
       and of the tail; None when unknown) and the thresholds used (t_crit, rel_tol, tail_fraction).
     """
     losses = np.asarray(losses, np.float64).reshape(-1)
     steps = int(losses.size)
-    out = {"converged": False, "reason": "", "steps": steps, "tail_steps": 0, "slope_t": None, "change": None,
-           "rel_change": None, "loss_sd": None, "grad_norm_start": None, "grad_norm_tail": None,
+    out = {"converged": False, "reason": "", "steps": steps, "moved": moved, "tail_steps": 0, "slope_t": None,
+           "change": None, "rel_change": None, "loss_sd": None, "grad_norm_start": None, "grad_norm_tail": None,
            "t_crit": float(t_crit), "rel_tol": float(rel_tol), "tail_fraction": float(tail_fraction)}
+    if moved is False:
+        out["reason"] = (f"the parameters did not move in {steps} steps: every update was 0 (a learning rate of 0?), "
+                         "so the posterior is the initialisation")
+        return out
     if steps < max(min_steps, 2 * windows):
         out["reason"] = f"only {steps} steps, too few to judge: at least {max(min_steps, 2 * windows)} are needed"
         return out

@@ -8,6 +8,7 @@ identified, so convergence is judged on p(y | x)). ArviZ is imported on first us
 from __future__ import annotations
 
 import numpy as np
+from models.errors import InputError
 
 
 def ess_rhat(draws) -> dict:
@@ -52,5 +53,5 @@ def max_rhat(posterior, x, num_samples: int = 500, seed: int = 0) -> float:
     """The largest R-hat over the predictive probabilities p(y = c | x_n) of x (N, *feature_shape), all n and
     c (needs >= 2 chains)."""
     if posterior.num_chains < 2:
-        raise ValueError(f"posterior: R-hat needs at least 2 chains, got {posterior.num_chains}")
+        raise InputError.worded("posterior", f"posterior: R-hat needs at least 2 chains, got {posterior.num_chains}")
     return ess_rhat(predictive_draws(posterior, x, num_samples, seed))["rhat_max"]

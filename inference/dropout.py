@@ -21,6 +21,7 @@ from inference.families import ParamSpec, site_size
 from inference.point_estimate import DeltaFamily
 from inference.site_guide import SiteGuide
 from inference.zero_mean import variance_site_patterns
+from models.errors import InputError
 
 
 class BinaryDropout(dist.Distribution):
@@ -67,7 +68,7 @@ class BinaryDropoutFamily:
 
     def __post_init__(self):
         if not 0.0 <= float(self.rate) < 1.0:
-            raise ValueError(f"rate: expected a dropout rate in [0, 1), got {self.rate!r}")
+            raise InputError.worded("rate", f"rate: expected a dropout rate in [0, 1), got {self.rate!r}")
 
     def params(self, site):
         """{"loc": site.init_loc}."""

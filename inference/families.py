@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from numpyro.distributions import constraints
 
 from inference.sites import Site
+from models.errors import InputError
 
 
 class ParamSpec(NamedTuple):
@@ -67,5 +68,5 @@ def positive_number(arg: str, value) -> float:
     except (TypeError, ValueError):
         number = math.nan
     if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{arg}: expected a positive number, got {value!r}")
+        raise InputError.worded(arg, f"{arg}: expected a positive number, got {value!r}")
     return number

@@ -35,6 +35,7 @@ from inference.convergence import ConvergenceWarning, judge
 from inference.per_example import per_example_estimator, per_example_mode
 from inference.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
+from inference.checkpoint import check_config
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.model_identity import data_fingerprint
 from inference.posterior import Posterior, params_owner
@@ -387,9 +388,15 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
     check_fit_args(steps=steps, batch_size=batch_size, num_particles=num_particles, chunk_size=chunk_size,
                    kl_warmup=kl_warmup)
     temperature = validation.check_real("temperature", temperature, low=0.0)
+    validation.check_seed(seed)
+    validation.check_callable("on_chunk", on_chunk, "on_chunk(step, posterior)")
+    config = check_config(config)
     x, y = labelled_arrays(model, data, "training")
+    check_guide(model, guide, tuple(np.shape(x)[1:]))
     n = x.shape[0]
     batch_size = min(batch_size, n)
+    check_fit_memory(model, tuple(np.shape(x)[1:]), batch_size, chunk_size, num_particles)
+    probe = optimizer is not None  # the default one descends at every step
     optimizer = optimizer if optimizer is not None else default_optimizer(steps)
     start = start_params(init_params)
     t0 = time.perf_counter()
@@ -399,10 +406,11 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
     xb, yb = jnp.asarray(x[:batch_size]), jnp.asarray(y[:batch_size])
     guide.setup(xb)
     fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size, per_example_noise)
-    # after the lookup, which keys the optimiser as it was given: the probe may rewrite it (see below)
-    validation.check_optimizer(optimizer)
+    if probe:  # after the lookup, which keys the optimiser as it was given (the probe may rewrite it, see below),
+        validation.check_optimizer(optimizer, steps=steps)  # before anything is compiled for the fit
     traces_before = fns.traces[0]
     state = init_state(fns, init_key, xb, yb, start)
+    initial = state  # at step 0 (a resumed fit's too): whether the parameters moved is judged against it
     order, done, saver = MinibatchOrder(n, batch_size, seed), 0, None
     losses_before, norms_before = np.zeros(0, np.float32), np.zeros(0, np.float32)
     if checkpoint_dir is not None:
@@ -450,7 +458,8 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
         structure.cached("fit", _fit_parts(model, guide, optimizer, n, num_particles, xb, yb, chunk_size,
                                            per_example_noise), lambda: fns)
     losses = np.concatenate([losses_before, run.losses])
-    convergence = judge(losses, np.concatenate([norms_before, run.grad_norms]))
+    moved = None if not len(losses) else not _same_values(initial.params, run.state.params)
+    convergence = judge(losses, np.concatenate([norms_before, run.grad_norms]), moved=moved)
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
                    traces=fns.traces[0] - traces_before, temperature=temperature,
                    converged=convergence["converged"], convergence=convergence)
@@ -459,7 +468,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
                          feature_shape=tuple(np.shape(x)[1:]), config=config, info=info,
                          training_data=data_fingerprint(x, y))
     if run.bad_step is not None:
-        raise non_finite_error(run, post)
+        raise non_finite_error(run, post, x)
     if progress:
         print(f"SVI {getattr(model, 'name', 'model')}: {len(losses)} steps, final loss "
                   f"{float(np.mean(losses[-max(1, len(losses) // 20):])):.6g}; {info.summary()}", file=sys.stderr)
@@ -617,12 +626,13 @@ def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: dict | None 
     compiled.ensure_traced(rng_key, xb, yb)
     missing = sorted(set(compiled.param_shapes) - set(init_params))
     if missing:
-        raise ValueError(f"init_params: missing guide parameters {missing[:5]}"
+        raise InputError.worded("init_params", f"init_params: missing guide parameters {missing[:5]}"
                          + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     for name, want in compiled.param_shapes.items():
         if tuple(np.shape(init_params[name])) != tuple(want.shape):
-            raise ValueError(f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
-                             f"{tuple(np.shape(init_params[name]))}")
+            raise InputError.worded(f"init_params[{name!r}]",
+                                    f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
+                                    f"{tuple(np.shape(init_params[name]))}")
     return compiled.init(rng_key, xb, yb, {k: init_params[k] for k in compiled.param_shapes})
 
 
@@ -682,15 +692,81 @@ def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float
     return StepsRun(state, params, _concat(losses), first_step_s, None, None, _concat(norms))
 
 
-def non_finite_error(run: StepsRun, posterior: Posterior) -> NonFiniteLossError:
-    """The NonFiniteLossError of a run stopped at ``run.bad_step``, carrying `posterior` (the last finite state)."""
+def non_finite_error(run: StepsRun, posterior: Posterior, x=None) -> NonFiniteLossError:
+    """The NonFiniteLossError of a run stopped at ``run.bad_step``, carrying `posterior` (the last finite state).
+
+    x (N, ...): training inputs; when given, `posterior` is checked on up to `PREDICTION_CHECK_ROWS` of them
+    (`prediction_check`): parameters driven to extreme values before the stop predict NaN/inf for some inputs,
+    and the message says so (``err.nonfinite_rows``: (bad rows, rows checked), None when not checked)."""
     step = run.bad_step
-    return NonFiniteLossError(
+    check = None if x is None or not hasattr(posterior.model, "predictive") else prediction_check(posterior, x)
+    note = ""
+    if check is not None and check[0]:
+        note = (f" Its parameters are extreme (largest |value| {check[2]:.3g}) and it predicts NaN/inf for "
+                f"{check[0]} of {check[1]} training inputs ({check[0] / check[1]:.0%}): do not use it for "
+                "predictions.")
+    error = NonFiniteLossError(
         f"fit: the {run.bad_what} became NaN/inf at step {step}; "
         "training stopped and err.posterior holds "
-        + (f"the parameters after step {step - 1}. " if step else "the initial parameters. ")
-        + "Lower the learning rate, raise kl_warmup or check the data for extreme values.",
+        + (f"the parameters after step {step - 1}." if step else "the initial parameters.") + note
+        + " Lower the learning rate, raise kl_warmup or check the data for extreme values.",
         posterior, step)
+    error.nonfinite_rows = None if check is None else check[:2]
+    return error
+
+
+PREDICTION_CHECK_ROWS = 256  # training inputs a NaN-stopped fit's posterior is checked on
+PREDICTION_CHECK_DRAWS = 10  # its draws per input
+
+
+def prediction_check(posterior: Posterior, x) -> tuple[int, int, float]:
+    """(rows with a NaN/inf prediction, rows checked, largest |parameter|) of `posterior` on the first
+    `PREDICTION_CHECK_ROWS` rows of x (N, ...), `PREDICTION_CHECK_DRAWS` draws each."""
+    rows = np.asarray(x[:PREDICTION_CHECK_ROWS])
+    largest = max((float(np.max(np.abs(v))) for v in jax.tree.leaves(posterior.params) if np.size(v)), default=0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        probs = posterior.predict(rows, num_samples=PREDICTION_CHECK_DRAWS)
+    bad = ~np.isfinite(probs).reshape(probs.shape[0], probs.shape[1], -1).all(axis=(0, 2))
+    return int(bad.sum()), int(rows.shape[0]), largest
+
+
+def check_fit_memory(model, feature_shape: tuple, batch_size: int, chunk_size: int, num_particles: int) -> None:
+    """Refuse (InputError) a `chunk_size` whose minibatch indices (chunk_size, B) int32, or a `num_particles`
+    whose weight draws (num_particles, weights) float32, would not fit in memory, before anything is compiled."""
+    validation.check_memory("chunk_size", chunk_size, 8.0 * chunk_size * batch_size,
+                            f"the minibatch indices of a chunk ({chunk_size}, {batch_size})")
+    validation.check_memory("num_particles", num_particles,
+                            4.0 * num_particles * validation.num_latent(model, feature_shape),
+                            f"{num_particles} draws of the weights")
+
+
+def check_guide(model, guide, feature_shape: tuple) -> None:
+    """Refuse a guide built for another model: its model's latent sites (names and shapes) for inputs of
+    `feature_shape`, or the sites it was already set up with, must be `model`'s (a guide reused for another
+    network would otherwise fail inside Haiku, or fit sites the model does not have). Guides that do not say
+    which model they belong to (no ``model`` attribute) are not checked."""
+    own = getattr(guide, "model", None)
+    if own is None or not hasattr(model, "site_shapes"):
+        return
+    want = model.site_shapes(feature_shape)
+    if own is not model and hasattr(own, "site_shapes"):
+        problem = validation.site_mismatch(want, own.site_shapes(feature_shape), got_name="the guide's model")
+        if problem:
+            raise InputError("guide", f"<a guide built for another model: {problem}>",
+                             "a guide built for this model, e.g. inference.mean_field(model)")
+    sites = getattr(guide, "sites", None)
+    if sites is not None:
+        problem = validation.site_mismatch(want, {k: v.shape for k, v in sites.items()}, got_name="the guide")
+        if problem:
+            raise InputError("guide", f"<a guide set up for other inputs or another model: {problem}>",
+                             "a guide of this model for these inputs: build a new one, e.g. "
+                             "inference.mean_field(model)")
+
+
+def _same_values(a, b) -> bool:
+    """Whether the pytrees `a` and `b` (of one structure) hold equal values, compared on the host."""
+    return all(np.array_equal(u, v) for u, v in zip(jax.tree.leaves(jax.device_get(a)),
+                                                   jax.tree.leaves(jax.device_get(b))))
 
 
 def svi_posterior(model, guide, state: SVIState, params, losses: np.ndarray, *, feature_shape: tuple,

@@ -17,6 +17,7 @@ from numpyro import handlers
 from numpyro.infer.autoguide import AutoGuide
 
 from inference.sites import site_table
+from models.errors import InputError
 
 
 class BNNGuide(AutoGuide):
@@ -33,7 +34,7 @@ class BNNGuide(AutoGuide):
 
     def __init__(self, model, *, prefix: str = "auto", config: dict):
         if not isinstance(prefix, str) or not prefix:
-            raise ValueError(f"prefix: expected a non-empty string, got {prefix!r}")
+            raise InputError.worded("prefix", f"prefix: expected a non-empty string, got {prefix!r}")
         super().__init__(model, prefix=prefix)
         self.sites = None  # {name: Site} once `setup` has seen the inputs' shape
         self._guide_config = {**config, "prefix": prefix}
@@ -60,8 +61,9 @@ class BNNGuide(AutoGuide):
     def site_shapes(self) -> dict:
         """{latent site: shape} in model order (after `setup`)."""
         if self.sites is None:
-            raise ValueError(f"{type(self).__name__}: the guide has not seen the model's inputs yet; call "
-                             "guide.setup(x) (fit does) before asking for sites or parameter counts")
+            raise InputError.worded("guide",
+                                    f"{type(self).__name__}: the guide has not seen the model's inputs yet; call "
+                                    "guide.setup(x) (fit does) before asking for sites or parameter counts")
         return {name: site.shape for name, site in self.sites.items()}
 
     def latent_names(self) -> list:
@@ -86,6 +88,7 @@ class BNNGuide(AutoGuide):
     def num_free_params(self, params: dict) -> int:
         """Free scalar variational parameters counted from the constrained `params` {name: array}."""
         if not isinstance(params, dict):
-            raise ValueError(f"params: expected the guide parameters as a dict (Posterior.params), got "
-                             f"{type(params).__name__}")
+            raise InputError.worded("params",
+                                    f"params: expected the guide parameters as a dict (Posterior.params), got "
+                                    f"{type(params).__name__}")
         return int(sum(math.prod(v.shape) for v in jax.tree.leaves(params)))

@@ -35,6 +35,7 @@ from inference.families import positive_number
 from inference.gaussian_kl import row_variances
 from inference.guide_base import BNNGuide
 from inference.sites import constrain
+from models.errors import InputError
 
 BLOCKS = ("all", "layer", "site")
 COVARIANCES = ("full", "low_rank")
@@ -58,11 +59,11 @@ class JointGaussian(BNNGuide):
                  init_scale: float = 1e-3, max_latent_dim: int = DEFAULT_MAX_LATENT_DIM, prefix: str = "auto",
                  config: dict):
         if blocks not in BLOCKS:
-            raise ValueError(f"blocks: expected one of {BLOCKS}, got {blocks!r}")
+            raise InputError.worded("blocks", f"blocks: expected one of {BLOCKS}, got {blocks!r}")
         if covariance not in COVARIANCES:
-            raise ValueError(f"covariance: expected one of {COVARIANCES}, got {covariance!r}")
+            raise InputError.worded("covariance", f"covariance: expected one of {COVARIANCES}, got {covariance!r}")
         if covariance == "low_rank" and (isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1):
-            raise ValueError(f"rank: expected a positive integer, got {rank!r}")
+            raise InputError.worded("rank", f"rank: expected a positive integer, got {rank!r}")
         self.blocks = blocks
         self.covariance = covariance
         self.rank = None if rank is None else int(rank)
@@ -85,7 +86,7 @@ class JointGaussian(BNNGuide):
                 what = "full covariance" if block == "" else f"block {block!r} (full covariance)"
                 check_covariance_size(size, self.max_latent_dim, what)
             elif self.rank > size:
-                raise ValueError(f"rank: {self.rank} exceeds the {size} latent dimensions of "
+                raise InputError.worded("rank", f"rank: {self.rank} exceeds the {size} latent dimensions of "
                                  f"{'the model' if block == '' else f'block {block!r}'}; use rank <= {size} "
                                  f"(rank {size - 1} already represents any covariance)")
 
@@ -225,7 +226,7 @@ def check_covariance_size(num_dims: int, max_latent_dim: int, what: str = "full 
     if num_dims <= max_latent_dim:
         return
     itemsize = np.dtype(jax.dtypes.canonicalize_dtype(np.float64)).itemsize
-    raise ValueError(
+    raise InputError.worded("guide",
         f"{what} over {num_dims:,} latent dimensions needs {_bytes(num_dims * num_dims * itemsize)} for the "
         f"{num_dims:,} x {num_dims:,} Cholesky factor ({8 * itemsize}-bit floats; about 4x that while training "
         f"with Adam), over max_latent_dim={max_latent_dim:,}; raise max_latent_dim if the memory is there, or use "
@@ -243,7 +244,8 @@ def _bytes(n: int) -> str:
 def check_max_latent_dim(max_latent_dim) -> int:
     """`max_latent_dim` validated as a positive integer."""
     if isinstance(max_latent_dim, bool) or not isinstance(max_latent_dim, (int, np.integer)) or max_latent_dim < 1:
-        raise ValueError(f"max_latent_dim: expected a positive integer, got {max_latent_dim!r}")
+        raise InputError.worded("max_latent_dim",
+                                f"max_latent_dim: expected a positive integer, got {max_latent_dim!r}")
     return int(max_latent_dim)
 
 
@@ -265,7 +267,7 @@ def block_diagonal(model, *, blocks: str = "site", init_scale: float = 1e-3,
                    max_latent_dim: int = DEFAULT_MAX_LATENT_DIM, prefix: str = "auto") -> JointGaussian:
     """A full-covariance Gaussian per weight tensor (``blocks="site"``) or per layer (``"layer"``)."""
     if blocks not in ("site", "layer"):
-        raise ValueError(f"blocks: expected 'site' or 'layer', got {blocks!r}")
+        raise InputError.worded("blocks", f"blocks: expected 'site' or 'layer', got {blocks!r}")
     return JointGaussian(model, blocks=blocks, covariance="full", init_scale=init_scale, max_latent_dim=max_latent_dim,
                          prefix=prefix, config={"name": "block_diagonal", "blocks": blocks, "init_scale": init_scale,
                                                 "max_latent_dim": max_latent_dim})

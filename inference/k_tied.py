@@ -25,6 +25,7 @@ from numpyro.distributions import constraints
 from inference.families import ParamSpec, positive_number
 from inference.mean_field import NormalFamily
 from inference.site_guide import SiteGuide
+from models.errors import InputError
 
 
 def matrix_shape(shape) -> tuple:
@@ -53,10 +54,11 @@ class KTiedFamily:
 
     def __post_init__(self):
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"k: expected a positive integer (the rank of sigma = U Vᵀ), got {self.k!r}")
+            raise InputError.worded("k", f"k: expected a positive integer (the rank of sigma = U Vᵀ), got {self.k!r}")
         object.__setattr__(self, "init_scale", positive_number("init_scale", self.init_scale))
         if not self.init_noise >= 0:
-            raise ValueError(f"init_noise: expected a non-negative standard deviation, got {self.init_noise!r}")
+            raise InputError.worded("init_noise",
+                                    f"init_noise: expected a non-negative standard deviation, got {self.init_noise!r}")
 
     def _vector_family(self) -> NormalFamily:
         return NormalFamily(self.init_scale)

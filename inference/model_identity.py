@@ -15,6 +15,7 @@ import json
 import numpy as np
 
 from models.structure import array_digest
+from models.errors import ArgumentTypeError
 
 FIELDS = ("network", "arguments", "prior", "likelihood", "data")
 
@@ -115,4 +116,4 @@ def _json_default(o):
         return o.tolist()
     if callable(o):
         return f"{getattr(o, '__module__', '?')}.{getattr(o, '__qualname__', type(o).__name__)}"
-    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+    raise ArgumentTypeError.worded("config", f"not JSON-serialisable: {type(o).__name__}")

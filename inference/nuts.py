@@ -47,9 +47,11 @@ from numpyro.distributions import biject_to, constraints
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
 
+from inference.checkpoint import check_config
 from inference.fit import labelled_arrays
 from inference.model_identity import data_fingerprint
-from inference.validation import check_choice, check_nuts_settings, check_seed
+from inference.validation import (MAX_SEED, check_choice, check_memory, check_nuts_settings, check_seed, num_latent,
+                                  site_mismatch)
 from inference.posterior import Posterior
 from inference.run_info import NutsInfo
 from models import structure
@@ -109,6 +111,7 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       chain_method: the method that ran).
     """
     reject_removed_arguments(removed)
+    config = check_config(config)
     check_nuts_settings(num_chains=num_chains, num_warmup=num_warmup, draws_per_chain=draws_per_chain,
                         target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
                         divergence_threshold=divergence_threshold)
@@ -121,6 +124,14 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     if init is not None and tuple(init.feature_shape) != feature_shape:
         raise InputError("init", f"<a posterior for feature shape {tuple(init.feature_shape)}>",
                          f"a posterior of this model for the data's feature shape {feature_shape}")
+    if init is not None:
+        problem = site_mismatch(model.site_shapes(feature_shape), init.site_shapes(), got_name="the init posterior")
+        if problem:
+            raise InputError("init", f"<a posterior of another model: {problem}>",
+                             "a posterior of this model (the same latent sites and shapes) to start the chains from")
+    check_memory("draws_per_chain", draws_per_chain,
+                 4.0 * num_chains * draws_per_chain * num_latent(model, feature_shape),
+                 f"the kept draws ({num_chains} chains x {draws_per_chain} draws of the weights, float32)")
     site_priors = model.site_priors(feature_shape)
     key = jax.random.PRNGKey(seed)
     init_u = initial_positions(model, site_priors, feature_shape, init, num_chains, key, seed)
@@ -165,13 +176,13 @@ def warn_divergences(count: int, total: int, threshold: float) -> None:
 def reject_removed_arguments(removed: dict) -> None:
     """Raise TypeError for keyword arguments `nuts` does not take, explaining ``num_samples``'s rename."""
     if "num_samples" in removed:
-        raise TypeError(
+        raise ArgumentTypeError.worded("num_samples",
             f"num_samples: nuts got num_samples={removed['num_samples']!r}, but the argument was renamed to "
             "draws_per_chain: everywhere else in the package (Posterior.predict, draws, to_arviz, evals.score) "
             "num_samples is the TOTAL number of posterior draws, while nuts takes draws per chain "
             "(total = num_chains * draws_per_chain). Pass draws_per_chain= instead.")
     if removed:
-        raise TypeError(f"nuts: unexpected keyword arguments {sorted(removed)}")
+        raise ArgumentTypeError.worded("nuts", f"nuts: unexpected keyword arguments {sorted(removed)}")
 
 
 def default_chain_method(num_chains: int) -> str:
@@ -207,9 +218,10 @@ def resolve_chain_method(chain_method: str | None, num_chains: int) -> str:
 def initial_positions(model, site_priors: dict, feature_shape: tuple, init: Posterior | None, num_chains: int,
                       key, seed: int) -> dict:
     """Unconstrained start values {site: (C, *site_shape)} (no chain axis when C = 1): one draw of `init`
-    per chain (drawn with seed + 1), or Haiku's initialisation with key split per chain when `init` is None."""
+    per chain (drawn with seed + 1, modulo 2**32), or Haiku's initialisation with key split per chain when
+    `init` is None."""
     if init is not None:
-        start = init.draws(num_chains, seed=seed + 1)
+        start = init.draws(num_chains, seed=(seed + 1) % (MAX_SEED + 1))
     else:
         keys = jax.random.split(key, num_chains)
         per_chain = jax.device_get([model.init_values(k, feature_shape) for k in keys])
@@ -399,7 +411,7 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
 
         init, chunk = jax.jit(init_seq), jax.jit(chunk_seq)
     else:
-        raise ValueError(f"chain_method: expected one of {CHAIN_METHODS}, got {chain_method!r}")
+        raise InputError.worded("chain_method", f"chain_method: expected one of {CHAIN_METHODS}, got {chain_method!r}")
     return CompiledSampler(init, chunk, num_chains, chain_method, num_warmup, chunk_len)
 
 

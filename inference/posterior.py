@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from inference.run_info import FitInfo, NutsInfo, check_info
-from inference.validation import check_choice, check_positive_ints, check_seed
+from inference.validation import check_choice, check_memory, check_positive_ints, check_seed, num_latent
 from models import structure
-from models.errors import InputError
+from models.errors import ArgumentTypeError, InputError
 from models.prng import flat_key
 
 # Draws per compiled call: the default chunk of `predict` and its kin, and the smallest SVI sampler (`draws` of
@@ -65,11 +65,11 @@ class Posterior:
 
     def __post_init__(self):
         if self.kind not in ("svi", "mcmc"):
-            raise ValueError(f"kind: expected 'svi' or 'mcmc', got {self.kind!r}")
+            raise InputError.worded("kind", f"kind: expected 'svi' or 'mcmc', got {self.kind!r}")
         if self.kind == "svi" and (self.guide is None or self.params is None):
-            raise ValueError("an SVI Posterior needs both guide and params")
+            raise InputError.worded("params", "an SVI Posterior needs both guide and params")
         if self.kind == "mcmc" and self.samples is None:
-            raise ValueError("an MCMC Posterior needs samples")
+            raise InputError.worded("samples", "an MCMC Posterior needs samples")
         check_info(self.info)
         if self.params is not None:
             _PARAMS_OWNERS[id(self.params)] = self
@@ -127,9 +127,16 @@ class Posterior:
         first S of that many draws with the same key, so that one compiled sampler serves every small S (the
         same numbers as S draws made alone: element i of a threefry draw depends only on the key and i; a dense
         covariance's product L eps may round differently). MCMC: all chains x draws flattened chain-major, or
-        `num_samples` of them (the total, not per chain) evenly spaced when given.
+        `num_samples` of them (the total, not per chain) evenly spaced when given. `num_samples`: a positive
+        integer (or None); `seed`: an integer in [0, 2**32 - 1] (InputError otherwise, as `predict`).
         """
+        if num_samples is not None:
+            check_positive_ints(num_samples=num_samples)
+        check_seed(seed)
         if self.kind == "svi":
+            wanted = max(100 if num_samples is None else num_samples, DRAW_CHUNK)
+            check_memory("num_samples", num_samples, 4.0 * wanted * num_latent(self.model, self.feature_shape),
+                         f"{wanted} draws of the weights (float32)")
             num_samples = 100 if num_samples is None else int(num_samples)
             return self._svi_draws(jax.random.PRNGKey(seed), max(num_samples, DRAW_CHUNK), keep=num_samples)
         # on the host: reshaping, picking and chunking device arrays op by op compiles one small program each
@@ -143,6 +150,8 @@ class Posterior:
     def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
         """{site: (chains, draws, *site_shape)}: MCMC samples as stored; SVI: (1, num_samples, *site_shape),
         `num_samples` guide draws as one chain."""
+        check_positive_ints(num_samples=num_samples)
+        check_seed(seed)
         if self.kind == "mcmc":
             return dict(self.samples)
         return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
@@ -232,6 +241,16 @@ class Posterior:
         check_seed(seed)
         check_choice("reduce", reduce, list(reductions))
         x, y = check_model_data(self.model, x, y, arg="x", feature_shape=self.feature_shape)
+        if draws is not None:
+            draws = self.checked_draws(draws)
+        if self.kind == "svi" and draws is None:  # a chunk of guide draws at a time
+            check_memory("chunk_size", chunk_size, 4.0 * chunk_size * num_latent(self.model, self.feature_shape),
+                         f"a chunk of {chunk_size} draws of the weights (float32)")
+        if reduce is None:  # the whole (S, N, ...) output is held: refused before any work when it cannot be
+            total = len(next(iter(draws.values()))) if draws is not None else num_samples
+            width = self.model.output_width(x.shape[1:]) if hasattr(self.model, "output_width") else 1
+            check_memory("num_samples", num_samples, 4.0 * total * x.shape[0] * width,
+                         f"the per-draw output ({total}, {x.shape[0]}, {width}) float32")
         args = tuple(jax.device_put(a) for a in ((x,) if y is None else (x, y)))  # on the device once, not per chunk
         # apply(draws, state, *args): the network state is an argument, not a captured constant, so the
         # compiled function depends only on the model's structure and the shapes, never on this Posterior's
@@ -262,10 +281,8 @@ class Posterior:
                 chunk = self._svi_draws(jax.random.fold_in(base, i), chunk_size, keep=min(chunk_size, total))
                 yield start, chunk, min(chunk_size, total - start), total
             return
-        draws = self.draws(num_samples) if draws is None else {k: np.asarray(v) for k, v in draws.items()}
+        draws = self.draws(num_samples) if draws is None else draws  # `_per_draw` checked them
         total = next(iter(draws.values())).shape[0]
-        if total == 0:
-            raise InputError("draws", "<0 draws>", "at least one draw")
         width = min(chunk_size, total)
         for start in range(0, total, width):
             chunk = {k: v[start:start + width] for k, v in draws.items()}
@@ -273,6 +290,32 @@ class Posterior:
             if n < width:
                 chunk = {k: np.concatenate([v, np.repeat(v[-1:], width - n, 0)]) for k, v in chunk.items()}
             yield start, chunk, n, total
+
+
+    def site_shapes(self) -> dict:
+        """{latent site: shape} of this posterior's model for its feature shape (model order)."""
+        return {k: tuple(v) for k, v in self.model.site_shapes(self.feature_shape).items()}
+
+    def checked_draws(self, draws, arg: str = "draws") -> dict:
+        """`draws` {site: (S, *site_shape)} as NumPy arrays, checked to be draws of this posterior's model: a dict
+        with every latent site (extra entries are ignored) of its shape, the same S >= 1 for all. Raises
+        InputError naming `arg` and what differs (draws of another model would otherwise be broadcast or fail
+        inside the compiled network)."""
+        from inference.validation import site_mismatch
+
+        if not isinstance(draws, dict) or not draws:
+            raise ArgumentTypeError(arg, draws, "a non-empty dict {site: (S, *site_shape) array} (Posterior.draws)")
+        want = self.site_shapes()
+        arrays = {k: np.atleast_1d(np.asarray(v)) for k, v in draws.items() if k in want}
+        got = {k: v.shape[1:] for k, v in arrays.items()}
+        problem = site_mismatch(want, got, got_name=arg)
+        if problem:
+            raise InputError(arg, f"<draws of other sites: {problem}>", "draws {site: (S, *site_shape)} of this "
+                             "posterior's model", "draws of another model cannot be pushed through this network")
+        counts = {v.shape[0] for v in arrays.values()}
+        if len(counts) != 1 or 0 in counts:
+            raise InputError(arg, f"<draws counts {sorted(counts)}>", "the same number S >= 1 of draws for every site")
+        return arrays
 
 
 _PARAMS_OWNERS: "weakref.WeakValueDictionary[int, Posterior]" = weakref.WeakValueDictionary()

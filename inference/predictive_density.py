@@ -15,7 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from inference.data_args import as_arrays
+from inference.posterior import Posterior
 from inference.validation import check_positive_ints
+from models.errors import ArgumentTypeError, InputError
 
 
 class PredictiveDensity(NamedTuple):
@@ -60,6 +62,8 @@ def log_predictive_density(posterior, data, *, num_samples: int | None = None, s
     standard error, pointwise (N,), S). Held-out data are the intended use; for the training data ``az.loo``
     of `inference.to_arviz` estimates the same quantity for new data.
     """
+    if not isinstance(posterior, Posterior):
+        raise ArgumentTypeError("posterior", f"<{type(posterior).__name__}>", "an inference.Posterior")
     x, y, _, _ = as_arrays(data)
     s = default_num_samples(posterior, num_samples)
     pointwise = np.asarray(posterior.log_likelihood(x, y, num_samples=s, seed=seed, chunk_size=chunk_size,
@@ -80,6 +84,8 @@ def predictive_density_table(posteriors: dict, data, *, num_samples: int | None 
     """
     import pandas as pd
 
+    if not isinstance(posteriors, dict) or not posteriors:
+        raise InputError("posteriors", posteriors, "a non-empty dict {label: Posterior}")
     results = {label: log_predictive_density(post, data, num_samples=num_samples, seed=seed, chunk_size=chunk_size)
                for label, post in posteriors.items()}
     best = max(results, key=lambda k: results[k].lpd)

@@ -29,6 +29,7 @@ from inference.families import ParamSpec, site_size
 from inference.point_estimate import DeltaFamily
 from inference.site_guide import SiteGuide
 from models.rank1 import RANK1_SITE_SUFFIXES, log_factor_init, random_sign_init, scale_from_dropout
+from models.errors import InputError
 
 
 class RatioCauchy(dist.Cauchy):
@@ -75,7 +76,7 @@ class Rank1FactorFamily:
 
     def __post_init__(self):
         if self.family not in COMPONENTS:
-            raise ValueError(f"family: expected one of {sorted(COMPONENTS)}, got {self.family!r}")
+            raise InputError.worded("family", f"family: expected one of {sorted(COMPONENTS)}, got {self.family!r}")
         object.__setattr__(self, "factor_sites", tuple(self.factor_sites))
         scale_from_dropout(self.dropout_rate)  # validates p in (0, 1)
         random_sign_init(self.sign_init)  # validates v <= 1
@@ -99,8 +100,9 @@ class Rank1FactorFamily:
         """Factor sites: Normal/Cauchy/LogNormal(loc, scale) or Delta(loc), (K, c); others Delta(loc). Event shape ``site.shape``."""
         component = COMPONENTS[self.family]
         if self.family == "lognormal" and self.is_factor(site.name) and site.is_real:
-            raise ValueError(f"family='lognormal' needs a positive-valued prior on {site.name} (models.rank1."
-                             f"rank1_prior('lognormal')); its prior is real-valued")
+            raise InputError.worded("family",
+                                    f"family='lognormal' needs a positive-valued prior on {site.name} (models.rank1."
+                                    f"rank1_prior('lognormal')); its prior is real-valued")
         if not self.is_factor(site.name) or component is None:
             return DeltaFamily().distribution(site, values)
         return component(values["loc"], values["scale"]).to_event(len(site.shape))

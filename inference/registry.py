@@ -9,6 +9,7 @@ from inference.mean_field import mean_field
 from inference.point_estimate import point_estimate
 from inference.rank1_mixture import rank1_mixture
 from inference.zero_mean import variance_layers, zero_mean
+from models.errors import InputError
 
 GUIDES = {
     "mean_field": mean_field,
@@ -30,12 +31,13 @@ __all__ = ["GUIDES", "FAMILIES", "register_guide", "register_family", "make_guid
 def register_guide(name: str, factory) -> None:
     """Make ``factory(model, **kwargs) -> guide`` available as `name`."""
     if not isinstance(name, str) or not name or not callable(factory):
-        raise ValueError(f"register_guide: expected a non-empty name and a callable factory, got {name!r}, {factory!r}")
+        raise InputError.worded("register_guide",
+                                f"register_guide: expected a non-empty name and a callable factory, got {name!r}, {factory!r}")
     GUIDES[name] = factory
 
 
 def make_guide(name: str, model, **kwargs):
     """Build the guide called `name` for `model`; unknown names raise ValueError listing the known ones."""
     if name not in GUIDES:
-        raise ValueError(f"guide: unknown name {name!r}; expected one of {sorted(GUIDES)}")
+        raise InputError.worded("guide", f"guide: unknown name {name!r}; expected one of {sorted(GUIDES)}")
     return GUIDES[name](model, **kwargs)

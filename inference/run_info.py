@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from inference.convergence import describe
+from models.errors import ArgumentTypeError, InputError
 
 
 class FitInfo(NamedTuple):
@@ -89,7 +90,8 @@ def info_from_record(type_name: str | None, fields: dict | None, kind: str) -> F
     elif type_name in INFO_TYPES:
         cls = INFO_TYPES[type_name]
     else:
-        raise ValueError(f"info_type: expected one of {sorted(INFO_TYPES)} or None, got {type_name!r}")
+        raise InputError.worded("info_type",
+                                f"info_type: expected one of {sorted(INFO_TYPES)} or None, got {type_name!r}")
     fields = fields or {}
     if cls is None or not any(name in fields for name in cls._fields):
         return None
@@ -99,4 +101,5 @@ def info_from_record(type_name: str | None, fields: dict | None, kind: str) -> F
 def check_info(info) -> None:
     """Raise TypeError unless `info` is a FitInfo, a NutsInfo or None."""
     if info is not None and not isinstance(info, (FitInfo, NutsInfo)):
-        raise TypeError(f"info: expected an inference.run_info.FitInfo, NutsInfo or None, got {type(info).__name__}")
+        raise ArgumentTypeError.worded("info",
+                                       f"info: expected an inference.run_info.FitInfo, NutsInfo or None, got {type(info).__name__}")

@@ -27,6 +27,7 @@ from inference.families import Family
 from inference.guide_base import BNNGuide
 from inference.sites import constrain
 from models.prng import normal_draws
+from models.errors import InputError
 
 
 class SiteGuide(BNNGuide):
@@ -44,9 +45,10 @@ class SiteGuide(BNNGuide):
                  patterns_arg: str = "families"):
         for pattern, family in families.items():
             if not isinstance(family, Family):
-                raise ValueError(f"{patterns_arg}[{pattern!r}]: expected a variational family, got {family!r}")
+                raise InputError.worded(f"{patterns_arg}[{pattern!r}]",
+                                        f"{patterns_arg}[{pattern!r}]: expected a variational family, got {family!r}")
         if default is not None and not isinstance(default, Family):
-            raise ValueError(f"default: expected a variational family or None, got {default!r}")
+            raise InputError.worded("default", f"default: expected a variational family or None, got {default!r}")
         super().__init__(model, prefix=prefix, config=config)
         self.families = dict(families)
         self.default = default
@@ -58,13 +60,15 @@ class SiteGuide(BNNGuide):
         names = list(self.sites)
         unmatched = [p for p in self.families if not any(fnmatch.fnmatchcase(n, p) for n in names)]
         if unmatched:
-            raise ValueError(f"{self.patterns_arg}: patterns {unmatched} match no site of the model; sites are {names}")
+            raise InputError.worded(self.patterns_arg,
+                                    f"{self.patterns_arg}: patterns {unmatched} match no site of the model; sites are {names}")
         chosen = {n: next((f for p, f in self.families.items() if fnmatch.fnmatchcase(n, p)), self.default)
                   for n in names}
         uncovered = [n for n, f in chosen.items() if f is None]
         if uncovered:
-            raise ValueError(f"{self.patterns_arg}: sites {uncovered} match no pattern and default=None; add a "
-                             "pattern for them or pass a default family (e.g. 'point_estimate' or 'mean_field')")
+            raise InputError.worded(self.patterns_arg,
+                                    f"{self.patterns_arg}: sites {uncovered} match no pattern and default=None; add a "
+                                    "pattern for them or pass a default family (e.g. 'point_estimate' or 'mean_field')")
         self.assignment = chosen
 
     def family_of(self, name: str) -> Family:

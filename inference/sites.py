@@ -17,6 +17,7 @@ import jax
 from numpyro.distributions import biject_to, constraints
 
 from models.bridge import BNN
+from models.errors import InputError
 
 
 class Site(NamedTuple):
@@ -53,7 +54,7 @@ def site_table(model, x, rng_key=None) -> "OrderedDict[str, Site]":
       ValueError naming `model` when it is not a `models.BNN`.
     """
     if not isinstance(model, BNN):
-        raise ValueError(f"model: expected a models.BNN (built with models.bnn or zoo.get), got "
+        raise InputError.worded("model", f"model: expected a models.BNN (built with models.bnn or zoo.get), got "
                          f"{type(model).__name__}; for another NumPyro model use NumPyro's own autoguides")
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     priors = model.site_priors(x)

@@ -45,11 +45,47 @@ def check_non_negative_ints(**values) -> None:
             raise InputError(arg, value, "a non-negative integer")
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed: a JAX key holds 32 bits of it (with 64-bit types off ``PRNGKey(2**32)`` is ``PRNGKey(0)``'s
+key and ``PRNGKey(-1)`` is ``PRNGKey(2**32 - 1)``'s), so larger and negative seeds would repeat other seeds' draws."""
+
+
 def check_seed(seed, arg: str = "seed") -> int:
-    """A random seed: any Python or NumPy integer (not a float, not None). Returns it as an int."""
+    """A random seed: a Python or NumPy integer in [0, `MAX_SEED`] (not a float, a bool or None). Returns it as
+    an int; raises ArgumentTypeError for a non-integer, InputError for one out of range."""
+    expected = f"an integer seed in [0, {MAX_SEED}] (2**32 - 1)"
     if not is_int(seed):
-        raise ArgumentTypeError(arg, seed, "an integer seed")
+        raise ArgumentTypeError(arg, seed, expected)
+    if not 0 <= seed <= MAX_SEED:
+        raise InputError(arg, seed, expected, "a JAX key keeps 32 bits of the seed: another seed's draws would repeat")
     return int(seed)
+
+
+def check_callable(arg: str, value, expected: str) -> None:
+    """Raise ArgumentTypeError naming `arg` unless `value` is None or callable (`expected` says what it is called
+    with), so that a wrong value fails before any work, not when it is first called."""
+    if value is not None and not callable(value):
+        raise ArgumentTypeError(arg, value, f"None or a callable {expected}")
+
+
+def site_mismatch(want: dict, got: dict, *, want_name: str = "this model", got_name: str = "it") -> str | None:
+    """None when {site: shape} `got` equals `want`, else a sentence naming what differs: sites missing, sites
+    extra and the first sites of other shapes (at most `MAX_LISTED` of each)."""
+    want = {k: tuple(v) for k, v in want.items()}
+    got = {k: tuple(v) for k, v in got.items()}
+    if want == got:
+        return None
+    parts = []
+    missing, extra = [k for k in want if k not in got], [k for k in got if k not in want]
+    if missing:
+        parts.append(f"sites {_listed(missing)} of {want_name} are missing")
+    if extra:
+        parts.append(f"sites {_listed(extra)} are not sites of {want_name}")
+    other = [f"{k!r} is {got[k]} in {got_name}, {want[k]} in {want_name}" for k in want if k in got and got[k] != want[k]]
+    if other:
+        parts.append("; ".join(other[:MAX_LISTED]) + (f" and {len(other) - MAX_LISTED} more" if len(other) > MAX_LISTED
+                                                      else ""))
+    return "; ".join(parts)
 
 
 def check_choice(arg: str, value, choices) -> None:
@@ -83,44 +119,97 @@ def check_learning_rate(value, arg: str = "learning_rate") -> float:
     return check_real(arg, value, low=0.0)
 
 
-def check_optimizer(optimizer, arg: str = "optimizer") -> None:
-    """Refuse an optax optimiser whose first step climbs the loss or is not finite: a negative learning rate
-    (gradient ascent), a NaN one, or anything that is not an optax GradientTransformation.
+def check_optimizer(optimizer, arg: str = "optimizer", steps: int = 1) -> None:
+    """Refuse an optax optimiser that climbs the loss or gives non-finite updates at any of its first `steps`
+    updates: a negative learning rate (gradient ascent), a NaN one, a schedule that turns negative or NaN
+    after some steps, or anything that is not an optax GradientTransformation.
 
-    Probed with one update of a 3-vector at 0 with the gradient (1, -2, 0.5): every descent method (SGD,
-    momentum, Adam and its relatives, any schedule) moves against the gradient, so the update's inner
-    product with it must be <= 0 (0: a schedule that starts at 0, as warm-up schedules do) and finite. An
-    optimiser that cannot be probed this way (it needs extra arguments to `update`) is not checked.
+    Probed with `steps` updates of a 3-vector held at 0 under the constant gradient g = (1, -2, 0.5), the
+    optimiser's state carried from update to update: every descent method (SGD, momentum, Adam and its
+    relatives, any non-negative schedule) moves against a constant gradient, so each update's inner product
+    with g must be <= 0 (0: a schedule at 0, as warm-up schedules start) and finite. The parameters stay at
+    0, so weight decay adds nothing. One small compile per optimiser structure, `steps` a run-time argument
+    (a while loop that stops at the first bad update). An optimiser that cannot be probed this way (it needs
+    extra arguments to `update`) is not checked.
     """
     if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
         raise ArgumentTypeError(arg, optimizer, "an optax GradientTransformation (e.g. optax.adam(1e-3))")
-    # one small compile per optimiser structure (its code and hyperparameters), cached like fit's own
-    slope = structure.cached("optimizer probe", (optimizer,), lambda: _first_step_slope(optimizer))
-    if slope is None:
+    probe = structure.cached("optimizer probe", (optimizer,), lambda: _update_probe(optimizer))
+    found = probe(steps)
+    if found is None:
         return
+    step, slope = found
+    if step < 0:
+        return
+    when = f" at update {step} of {steps} (a schedule that turns bad after the first updates?)" if step else ""
     if not math.isfinite(slope):
-        raise InputError(arg, "<an optimiser whose first update is NaN/inf>",
-                         "finite updates", "is the learning rate NaN or inf?")
-    if slope > 0:
-        raise InputError(arg, "<an optimiser that moves along the gradient (gradient ascent)>",
-                         "an optimiser that descends the loss", "is the learning rate negative?")
+        raise InputError(arg, f"<an optimiser whose update is NaN/inf{when}>", "finite updates",
+                         "is the learning rate NaN or inf?")
+    raise InputError(arg, f"<an optimiser that moves along the gradient (gradient ascent){when}>",
+                     "an optimiser that descends the loss", "is the learning rate negative?")
 
 
-def _first_step_slope(optimizer) -> float | None:
-    """<update, gradient> of `optimizer`'s first update at w = 0 for the gradient (1, -2, 0.5) (None when the
-    optimiser cannot be called as ``update(grads, state, params)``)."""
+def _update_probe(optimizer):
+    """``probe(steps) -> (first bad update or -1, its <update, g>)`` over `steps` updates of `optimizer` (see
+    `check_optimizer`), or a probe returning None when the optimiser cannot be run on the 3-vector."""
     import jax
     import jax.numpy as jnp
 
-    def probe():
-        params, grads = {"w": jnp.zeros(3)}, {"w": jnp.array([1.0, -2.0, 0.5])}
-        updates, _ = optimizer.update(grads, optimizer.init(params), params)
-        return jnp.vdot(updates["w"], grads["w"])
+    def run(steps):
+        params, g = {"w": jnp.zeros(3)}, jnp.array([1.0, -2.0, 0.5])
+
+        def body(carry):
+            i, state, _, _ = carry
+            updates, state = optimizer.update({"w": g}, state, params)
+            slope = jnp.vdot(updates["w"], g).astype(jnp.float32)
+            bad = ~jnp.isfinite(slope) | (slope > 0)
+            return i + 1, state, jnp.where(bad, i, -1), slope
+
+        carry = (jnp.int32(0), optimizer.init(params), jnp.int32(-1), jnp.float32(0.0))
+        _, _, bad, slope = jax.lax.while_loop(lambda c: (c[0] < steps) & (c[2] < 0), body, carry)
+        return bad, slope
 
     try:
-        return float(jax.jit(probe)())
-    except Exception:  # noqa: BLE001 - an optimiser with another update signature: not probed
-        return None
+        jitted = jax.jit(run)
+        jitted.lower(jnp.int32(1))  # traces now: an optimiser with another update signature is not probed
+    except Exception:  # noqa: BLE001 - not an update(grads, state, params) optimiser, or a state of changing type
+        return lambda steps: None
+    return lambda steps: tuple(v.item() for v in jitted(jnp.int32(steps)))
+
+
+def available_memory() -> int | None:
+    """Bytes of memory free for a new allocation: the system's available physical memory (Linux), else its
+    total physical memory, or None when the system does not say."""
+    import os
+
+    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+        try:
+            return int(os.sysconf(pages)) * int(os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            continue
+    return None
+
+
+def check_memory(arg: str, value, nbytes: float, what: str) -> None:
+    """Refuse (InputError naming `arg` and `value`) a request whose arrays would need `nbytes` bytes, more than
+    `available_memory` (`what`: which arrays, e.g. "the predictions (S, N, C) float32"), before it allocates
+    anything: a MemoryError after minutes of work, or a machine swapping, says less."""
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise InputError(arg, value, f"a value whose arrays fit in memory ({_gib(free)} available)",
+                         f"{what} would need {_gib(nbytes)}")
+
+
+def num_latent(model, feature_shape) -> int:
+    """Scalars in one draw of `model`'s latent sites for inputs of `feature_shape` (0 when the model does not
+    list its sites)."""
+    if not hasattr(model, "site_shapes"):
+        return 0
+    return int(sum(math.prod(shape) for shape in model.site_shapes(tuple(feature_shape)).values()))
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:,.1f} GiB"
 
 
 def check_nuts_settings(*, num_chains, num_warmup, draws_per_chain, target_accept_prob, max_tree_depth,
@@ -159,6 +248,9 @@ def check_inputs(x, *, arg: str = "x", feature_shape=None, allow_empty: bool = T
     if x.ndim < 2:
         raise InputError(arg, f"<array of shape {x.shape}>", "shape (N, features...)",
                          "one row per example; reshape a single example with x[None]" if x.ndim == 1 else "")
+    if 0 in x.shape[1:]:
+        raise InputError(arg, f"<array of shape {x.shape}>", "at least one feature (every feature axis of length "
+                         ">= 1)", "a network on zero features would predict the same for every input")
     if feature_shape is not None and tuple(x.shape[1:]) != tuple(feature_shape):
         raise InputError(arg, f"<feature shape {tuple(x.shape[1:])}>",
                          f"feature shape {tuple(feature_shape)} (the shape the model was built for)")

@@ -22,6 +22,7 @@ from numpyro.distributions import biject_to
 from inference.data_args import as_arrays
 from inference.fit import guide_param_init
 from inference.joint_gaussian import JointGaussian
+from models.errors import InputError
 
 
 def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
@@ -36,15 +37,17 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
       {param name: unconstrained array}, ready for ``fit(..., init_params=...)``.
     """
     if not isinstance(guide, JointGaussian):
-        raise ValueError(f"guide: expected a full_covariance, low_rank or block_diagonal guide, got {type(guide).__name__}")
+        raise InputError.worded("guide",
+                                f"guide: expected a full_covariance, low_rank or block_diagonal guide, got {type(guide).__name__}")
     x, y, _, _ = as_arrays(data)
     params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(seed), jnp.asarray(x[:2]),
                                                 jnp.asarray(y[:2]), len(x))
     source_prefix = posterior.guide.prefix
     missing = [s for s in guide.sites if f"{s}_{source_prefix}_scale" not in posterior.params]
     if missing:
-        raise ValueError(f"posterior: expected a mean-field posterior of the same model (params '<site>_"
-                         f"{source_prefix}_loc' and '_scale'); none for sites {missing[:3]}")
+        raise InputError.worded("posterior",
+                                f"posterior: expected a mean-field posterior of the same model (params '<site>_"
+                                f"{source_prefix}_loc' and '_scale'); none for sites {missing[:3]}")
 
     def place(start, source):
         """The mean field's loc and sd (`source`, constrained) placed into `start` (unconstrained), per block."""

@@ -27,6 +27,7 @@ from inference.families import ParamSpec, positive_number, site_size
 from inference.mean_field import NormalFamily
 from inference.site_guide import SiteGuide
 from models.variance import log_alpha_shape, scale_from_log_alpha
+from models.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ def variance_site_patterns(variance_sites) -> list:
     """`variance_sites` (a pattern or a list of patterns) as a non-empty list of strings."""
     patterns = [variance_sites] if isinstance(variance_sites, str) else list(variance_sites or [])
     if not patterns or not all(isinstance(p, str) for p in patterns):
-        raise ValueError(f"variance_sites: expected at least one site name pattern, got {variance_sites!r}")
+        raise InputError.worded("variance_sites",
+                                f"variance_sites: expected at least one site name pattern, got {variance_sites!r}")
     return patterns
 
 

@@ -31,6 +31,7 @@ from models import likelihoods as likelihoods_lib
 from models import structure
 from models import priors as priors_lib
 from models.prng import flat_key
+from models.errors import InputError
 
 STATE_SITE = "network_state"
 
@@ -130,7 +131,7 @@ class BNN:
             else:
                 d = self.prior(name, shape)
                 if tuple(d.batch_shape) != tuple(shape):
-                    raise ValueError(
+                    raise InputError.worded("prior",
                         f"prior: for site {name!r} expected a distribution of batch shape {shape}, "
                         f"got {tuple(d.batch_shape)}"
                     )

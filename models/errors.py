@@ -31,9 +31,21 @@ class InputError(ZooError, ValueError):
         message = f"{argument}: expected {expected}, got {shown}"
         super().__init__(message + (f"; {hint}" if hint else ""))
 
+    @classmethod
+    def worded(cls, argument: str, message: str, value=None):
+        """This error with `message` as written, for a check whose message already names `argument`, the value
+        and what was expected in its own words (``expected`` is then None)."""
+        err = cls(argument, value, "")
+        err.expected, err.args = None, (message,)
+        return err
+
 
 class ArgumentTypeError(InputError, TypeError):
     """An argument of the wrong type (also a TypeError)."""
+
+
+class PathNotFoundError(InputError, FileNotFoundError):
+    """A path argument naming nothing (also a FileNotFoundError), e.g. ``zoo.load`` of a missing folder."""
 
 
 class CheckpointError(ZooError, ValueError):

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
+from models.errors import InputError
 
 
 class Categorical:
@@ -66,7 +67,7 @@ class Normal:
 
     def __init__(self, noise: float | None = 0.1, noise_prior_scale: float = 1.0):
         if noise is not None and not noise > 0:
-            raise ValueError(f"noise: expected a positive number or None (learned), got {noise!r}")
+            raise InputError.worded("noise", f"noise: expected a positive number or None (learned), got {noise!r}")
         self.noise = noise
         self.noise_prior_scale = noise_prior_scale
         self.spec = {"kind": "normal", "noise": noise, "noise_prior_scale": noise_prior_scale}
@@ -123,4 +124,5 @@ def from_spec(spec):
         from models.rank1 import rank1_likelihood
 
         return rank1_likelihood(from_spec(spec["base"]), spec["num_components"], spec["objective"])
-    raise ValueError(f"likelihood: unknown kind {kind!r}; expected 'categorical', 'normal' or 'rank1'")
+    raise InputError.worded("likelihood",
+                            f"likelihood: unknown kind {kind!r}; expected 'categorical', 'normal' or 'rank1'")

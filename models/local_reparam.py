@@ -25,6 +25,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpyro
+from models.errors import InputError
 
 __all__ = ["gaussian_preactivation", "dropout_preactivation", "GaussianRule", "DropoutRule", "local_noise"]
 
@@ -86,8 +87,9 @@ def local_noise(rules: dict, key=None):
             return jax.random.fold_in(key, paths.index(path))
         fresh = numpyro.prng_key()
         if fresh is None:
-            raise ValueError("local_noise: key=None needs a seeded NumPyro model around the network "
-                             "(numpyro.handlers.seed)")
+            raise InputError.worded("local_noise",
+                                    "local_noise: key=None needs a seeded NumPyro model around the network "
+                                    "(numpyro.handlers.seed)")
         return fresh
 
     def interceptor(next_f, args, kwargs, context):
@@ -98,8 +100,9 @@ def local_noise(rules: dict, key=None):
             return next_f(*args, **kwargs)
         z = args[0]
         if z.ndim != 2:
-            raise ValueError(f"local_noise: the dense module {path!r} got an input of shape {z.shape}, expected "
-                             "(batch, features)")
+            raise InputError.worded("local_noise",
+                                    f"local_noise: the dense module {path!r} got an input of shape {z.shape}, expected "
+                                    "(batch, features)")
         params = context.module.params_dict()
         bias = next((v for k, v in params.items() if k.endswith("/b")), None)
         seen.add(path)

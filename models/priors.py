@@ -205,7 +205,7 @@ def by_pattern(rules: Mapping[str, Prior], default: Prior | None = None) -> Prio
             if fnmatch.fnmatchcase(name, pattern):
                 return rule
         if default is None:
-            raise ValueError(
+            raise InputError.worded("prior",
                 f"prior: no pattern matches site {name!r}; patterns are {list(rules)} and no default was given"
             )
         return default
@@ -274,7 +274,8 @@ def from_spec(spec) -> Prior:
         return by_pattern({k: from_spec(v) for k, v in spec["rules"].items()},
                           from_spec(spec["default"]) if spec.get("default") else None)
     if kind not in PRIORS:
-        raise ValueError(f"prior: unknown kind {kind!r}; expected one of {sorted(PRIORS) + ['by_pattern']}")
+        raise InputError.worded("prior",
+                                f"prior: unknown kind {kind!r}; expected one of {sorted(PRIORS) + ['by_pattern']}")
     if kind == "per_site":
         return per_site(_rules_value(spec.pop("prior")), _rules_value(spec.pop("prior_scale")), **spec)
     return PRIORS[kind](**spec)

@@ -32,6 +32,7 @@ from numpyro.distributions import Distribution
 
 from models import priors as priors_lib
 from models.networks.mlp import activation_fn
+from models.errors import InputError
 
 RANK1_SITE_SUFFIXES = ("alpha", "gamma")
 """Parameter names of the rank-1 factors, the sites the rank-1 mixture guide samples."""
@@ -52,7 +53,7 @@ def random_sign_init(v):
     """
     v = float(v)
     if v > 1.0:
-        raise ValueError(f"random_sign_init: v is a probability when positive, expected v <= 1, got {v}")
+        raise InputError.worded("v", f"random_sign_init: v is a probability when positive, expected v <= 1, got {v}")
 
     def init(key, shape, dtype=jnp.float32):
         if v > 0:
@@ -69,7 +70,7 @@ def log_factor_init(v):
     positive factor has no sign to flip). Returns an array of ``shape``."""
     v = float(v)
     if v > 1.0:
-        raise ValueError(f"log_factor_init: v is a probability when positive, expected v <= 1, got {v}")
+        raise InputError.worded("v", f"log_factor_init: v is a probability when positive, expected v <= 1, got {v}")
 
     def init(key, shape, dtype=jnp.float32):
         if v > 0:
@@ -86,7 +87,7 @@ def scale_from_dropout(p):
     """
     p_arr = np.asarray(p, np.float64)
     if np.any(p_arr <= 0) or np.any(p_arr >= 1):
-        raise ValueError(f"scale_from_dropout: the dropout rate p must lie in (0, 1), got {p}")
+        raise InputError.worded("p", f"scale_from_dropout: the dropout rate p must lie in (0, 1), got {p}")
     return np.sqrt(p_arr / (1.0 - p_arr)) if p_arr.ndim else math.sqrt(float(p_arr) / (1.0 - float(p_arr)))
 
 
@@ -98,7 +99,7 @@ def tile_components(x, num_components):
 def split_components(x, num_components):
     """Undo the tiling layout: (K n, ...) -> (K, n, ...), ``out[k]`` = rows of component k."""
     if x.shape[0] % num_components:
-        raise ValueError(
+        raise InputError.worded("x",
             f"rank-1 layers need a batch tiled over {num_components} components (a multiple of "
             f"{num_components} rows, see tile_components); got {x.shape[0]} rows"
         )
@@ -142,10 +143,10 @@ class _Rank1Factors(hk.Module):
     def __init__(self, num_components, with_bias, sign_init, clip, fixed, name):
         super().__init__(name=name)
         if num_components < 1:
-            raise ValueError(f"num_components must be >= 1, got {num_components}")
+            raise InputError.worded("num_components", f"num_components must be >= 1, got {num_components}")
         unknown = sorted(set(fixed or {}) - set(FIXABLE))
         if unknown:
-            raise ValueError(f"fixed: only {FIXABLE} can be fixed in a rank-1 layer, got {unknown}")
+            raise InputError.worded("fixed", f"fixed: only {FIXABLE} can be fixed in a rank-1 layer, got {unknown}")
         self.num_components = num_components
         self.with_bias = with_bias
         self.sign_init = random_sign_init(sign_init)
@@ -157,7 +158,8 @@ class _Rank1Factors(hk.Module):
             return hk.get_parameter(name, list(shape), dtype, init=init)
         value = jnp.asarray(self.fixed[name], dtype)
         if value.shape != tuple(shape):
-            raise ValueError(f"fixed[{name!r}]: expected shape {tuple(shape)}, got {value.shape}")
+            raise InputError.worded(f"fixed[{name!r}]",
+                                    f"fixed[{name!r}]: expected shape {tuple(shape)}, got {value.shape}")
         return value
 
     def _factors(self, c_in, c_out, dtype):
@@ -210,7 +212,7 @@ class Rank1Conv2D(_Rank1Factors):
         self.kernel_shape = (kernel_shape,) * 2 if isinstance(kernel_shape, int) else tuple(kernel_shape)
         self.stride = (stride,) * 2 if isinstance(stride, int) else tuple(stride)
         if padding not in ("SAME", "VALID"):
-            raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+            raise InputError.worded("padding", f"padding must be 'SAME' or 'VALID', got {padding!r}")
         self.padding = padding
 
     def __call__(self, x):
@@ -243,9 +245,10 @@ class ComponentMixture(Distribution):
 
     def __init__(self, components, objective="average", *, validate_args=None):
         if objective not in OBJECTIVES:
-            raise ValueError(f"objective: expected one of {OBJECTIVES}, got {objective!r}")
+            raise InputError.worded("objective", f"objective: expected one of {OBJECTIVES}, got {objective!r}")
         if len(components.batch_shape) != 2:
-            raise ValueError(f"components: expected batch shape (n, K), got {components.batch_shape}")
+            raise InputError.worded("components",
+                                    f"components: expected batch shape (n, K), got {components.batch_shape}")
         self.components = components
         self.objective = objective
         super().__init__(components.batch_shape[:1], components.event_shape, validate_args=validate_args)
@@ -293,9 +296,10 @@ class Rank1Likelihood:
 
     def __init__(self, base, num_components, objective="average"):
         if objective not in OBJECTIVES:
-            raise ValueError(f"objective: expected one of {OBJECTIVES}, got {objective!r}")
+            raise InputError.worded("objective", f"objective: expected one of {OBJECTIVES}, got {objective!r}")
         if not isinstance(num_components, int) or num_components < 1:
-            raise ValueError(f"num_components: expected a positive integer, got {num_components!r}")
+            raise InputError.worded("num_components",
+                                    f"num_components: expected a positive integer, got {num_components!r}")
         self.base = base
         self.num_components = num_components
         self.objective = objective
@@ -346,7 +350,8 @@ def _lognormal(scale, loc=1.0):
     from numpyro.distributions import LogNormal
 
     if not loc > 0:
-        raise ValueError(f"factor_loc: a log-normal factor prior needs factor_loc > 0, got {loc!r}")
+        raise InputError.worded("factor_loc",
+                                f"factor_loc: a log-normal factor prior needs factor_loc > 0, got {loc!r}")
 
     def prior(name, shape):
         return LogNormal(math.log(loc), scale).expand(tuple(shape))
@@ -363,7 +368,7 @@ def rank1_prior(factor="normal", factor_loc=1.0, factor_scale=0.1, weight_prior=
     """
     factor_priors = {"normal": priors_lib.normal, "cauchy": priors_lib.cauchy, "lognormal": _lognormal}
     if factor not in factor_priors:
-        raise ValueError(f"factor: expected 'normal', 'cauchy' or 'lognormal', got {factor!r}")
+        raise InputError.worded("factor", f"factor: expected 'normal', 'cauchy' or 'lognormal', got {factor!r}")
     fp = factor_priors[factor](factor_scale, loc=factor_loc)
     return priors_lib.by_pattern({f"*/{s}": fp for s in RANK1_SITE_SUFFIXES},
                                  default=weight_prior or priors_lib.normal(1.0))

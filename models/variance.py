@@ -30,6 +30,7 @@ import numpy as np
 from numpyro.distributions import Distribution, Normal, constraints
 from numpyro.distributions.kl import kl_divergence
 from scipy import integrate
+from models.errors import InputError
 
 K1, K2, K3 = 0.63576, 1.87320, 1.48695
 """Constants of the eq. 10 approximation (Molchanov et al., 2017)."""
@@ -64,7 +65,7 @@ class LogUniform(Distribution):
 
     def sample(self, key, sample_shape=()):
         """Refused: the log-uniform prior is improper (eq. 4) and has no distribution to draw from."""
-        raise ValueError(
+        raise InputError.worded("prior",
             "LogUniform is an improper prior p(w) ∝ 1/|w| and cannot be sampled; sample the "
             "weights from a guide (posterior) instead of from the prior"
         )
@@ -172,7 +173,7 @@ def log_alpha_shape(weight_shape, granularity):
     ``"weight"`` -> ``weight_shape`` (eq. 19). Any such array broadcasts against the weight.
     """
     if granularity not in GRANULARITIES:
-        raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
+        raise InputError.worded("granularity", f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
     weight_shape = tuple(weight_shape)
     return {"layer": (), "neuron": weight_shape[-1:], "weight": weight_shape}[granularity]
 

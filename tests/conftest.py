@@ -66,3 +66,18 @@ def moons_nuts(moons_entry, moons_svi):
     return inference.nuts(moons_entry.model, moons_entry.train, init=moons_svi, num_chains=2,
                           num_warmup=200, draws_per_chain=200, seed=0, progress=False,
                           config={"entry": moons_entry.config})
+
+
+@pytest.fixture(scope="session")
+def moons_tiny():
+    """The smallest entry: a two-moons MLP 2-4-2 on 100 points (80 training), for the tests of bad inputs."""
+    return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
+
+
+@pytest.fixture(scope="session")
+def moons_tiny_svi(moons_tiny):
+    """A 20-step mean-field fit of `moons_tiny` (one small compile), with its entry in the config so that a saved
+    copy loads back (``zoo.load``)."""
+    return inference.fit(moons_tiny.model, inference.mean_field(moons_tiny.model), moons_tiny.train, steps=20,
+                         batch_size=16, optimizer=optax.adam(1e-2), progress=False,
+                         config={"entry": moons_tiny.config})

@@ -36,14 +36,13 @@ HYPOTHESIS = settings(max_examples=60, deadline=None, derandomize=True,
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
+def tiny(moons_tiny):
+    return moons_tiny
 
 
 @pytest.fixture(scope="module")
-def post(tiny):
-    return inference.fit(tiny.model, inference.mean_field(tiny.model), tiny.train, steps=20, batch_size=16,
-                         optimizer=optax.adam(1e-2), progress=False)
+def post(moons_tiny_svi):
+    return moons_tiny_svi
 
 
 SEEN = {"bad": set(), "good": set()}  # distinct hypothesis examples, by property and repr, for test_counts

@@ -4,13 +4,20 @@
 Importing `zoo` turns on JAX's persistent compilation cache in a per-user folder (see
 `zoo.compilation_cache`: ``BNN_ZOO_COMPILATION_CACHE=off`` or another folder changes that)."""
 
-from zoo import compilation_cache
+from zoo import startup as _startup
+
+if _startup.is_zoo_command():  # before the first heavy import: Ctrl-C while starting exits quietly
+    _startup.quiet_interrupts()
+
+from zoo import compilation_cache  # noqa: E402
 
 from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
+from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo.checkpoints import load
 from zoo.registry import Entry, get, names, register, register_data
 from zoo.registry import list_entries as list  # noqa: A001
 
 compilation_cache.configure_default()
 
-__all__ = ["compilation_cache", "Entry", "get", "list", "load", "names", "register", "register_data"]
+__all__ = ["compilation_cache", "Entry", "get", "list", "load", "names", "register", "register_data", "ZooError",
+           "InputError", "ArgumentTypeError", "CheckpointError"]

@@ -19,9 +19,9 @@ import sys
 import threading
 import types
 import traceback
-from pathlib import Path
 
-from zoo import guide_options
+from models.errors import InputError
+from zoo import guide_options, startup
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 
@@ -85,22 +85,38 @@ def _number(kind, low, inclusive, what):
     return parse
 
 
+def _seed(text):
+    """--seed: an integer in [0, 2**32 - 1] (argparse type; `inference.validation.check_seed`)."""
+    from inference.validation import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected an integer seed in [0, {MAX_SEED}], got {text!r}")
+    return value
+
+
+_seed.__name__ = "an integer seed"
 _positive_int = _number(int, 1, True, "a positive integer")
 _non_negative_int = _number(int, 0, True, "a non-negative integer")
 _positive_float = _number(float, 0.0, False, "a finite number > 0")
 _learning_rate = _number(float, 0.0, False, "a learning rate > 0 (finite; a negative one would be gradient ascent)")
 
 
-def _int_list(low: int, example: str, what: str):
-    """An argparse type: comma-separated integers >= `low` such as `example` -> a tuple of ints."""
+def _int_list(low: int, example: str, what: str, high: int | None = None):
+    """An argparse type: comma-separated integers in [`low`, `high`] such as `example` -> a tuple of ints."""
 
     def parse(text):
         try:
             values = tuple(int(t) for t in text.split(",") if t.strip())
         except ValueError:
             values = ()
-        if not values or min(values) < low:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {what} integers such as {example}, got {text!r}")
+        if not values or min(values) < low or (high is not None and max(values) > high):
+            bound = "" if high is None else f" <= {high}"
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what} integers{bound} such as {example}, "
+                                             f"got {text!r}")
         return values
 
     parse.__name__ = f"comma-separated {what} integers"
@@ -119,7 +135,7 @@ def _prior_scale(text):
 
 _prior_scale.__name__ = "a finite number > 0 or PATTERN=SCALE,..."
 _ints = _int_list(1, "64,64", "positive")  # hidden widths, depths
-_seeds = _int_list(0, "0,1,2", "non-negative")
+_seeds = _int_list(0, "0,1,2", "non-negative", 2**32 - 1)
 
 
 def _corruption_grid_arguments(parser):
@@ -161,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "wins; default: the entry's)")
         sp.add_argument("--n", type=_positive_int, default=None,
                         help="number of points (two_moons, regression_1d; default: the data set's)")
-        sp.add_argument("--seed", type=int, default=0, help="random seed")
+        sp.add_argument("--seed", type=_seed, default=0, help="random seed")
         sp.add_argument("--out", required=True, help="folder to save the posterior in")
         sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -230,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--quick", action="store_true", help="a smoke-test sized run")
     size.add_argument("--full", action="store_true",
                       help="every row at its documented settings, trained to convergence (about 15-30 min on 2 cores)")
-    r.add_argument("--seed", type=int, default=0, help="random seed")
+    r.add_argument("--seed", type=_seed, default=0, help="random seed")
     r.add_argument("--workers", type=_positive_int, default=None,
                    help="processes that run the job's parts side by side (default: BNN_ZOO_WORKERS or the CPU "
                         "cores; 1: one after the other, with progress bars)")
@@ -240,8 +256,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# what each command imports before its work begins (`zoo.startup`: Ctrl-C during these imports exits quietly)
+STARTUP_IMPORTS = {"fit": ("optax", "inference", "evals"), "nuts": ("inference", "evals"), "score": ("evals",),
+                   "corruptions": ("evals.corruption_grid",), "run": ("zoo.run",), "reproduce": ("inference", "evals")}
+
+
 def main(argv=None) -> int:
-    """Run the `zoo` command line on `argv` (default: sys.argv[1:]) and return the exit status (see the module)."""
+    """Run the `zoo` command line on `argv` (default: sys.argv[1:]) and return the exit status (see the module).
+
+    Until the command's work begins (parsing, the compilation cache, the command's imports:
+    `STARTUP_IMPORTS`) Ctrl-C exits at once with `EXIT_INTERRUPTED` and one line (`zoo.startup`); during the
+    work it raises KeyboardInterrupt as usual (the command reports it, `zoo fit` saves its state first)."""
+    previous = startup.quiet_interrupts()
+    try:
+        return _main(argv, previous)
+    finally:
+        startup.restore(previous)
+
+
+def _main(argv, previous) -> int:
+    import importlib
+
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -262,6 +297,10 @@ def main(argv=None) -> int:
     import numpyro
 
     numpyro.set_host_device_count(max(2, os.cpu_count() or 1))  # before JAX starts: parallel NUTS chains
+    for module in STARTUP_IMPORTS.get(args.command, ()):
+        importlib.import_module(module)
+    # the work: Python's own handler (KeyboardInterrupt), or the caller's when main() was called in-process
+    startup.restore(signal.default_int_handler if startup.is_quiet(previous) else previous)
     return _run(args.command, lambda: COMMANDS[args.command](args), args.debug)
 
 
@@ -288,35 +327,18 @@ def _run(command: str | None, call, debug: bool) -> int:
 
 
 def exit_status(err: BaseException) -> int:
-    """The exit status for `err`: `EXIT_USAGE` for a bad argument or input (`models.errors.InputError`, and a
-    ValueError / TypeError / FileNotFoundError raised by the package's own code), `EXIT_NON_FINITE` for
-    `inference.NonFiniteLossError`, `EXIT_FAILURE` for any other `models.errors.ZooError` (a damaged
-    checkpoint, an unprepared data set), `EXIT_BUG` for anything else (raised inside a library: a bug)."""
+    """The exit status for `err`, by its type alone: `EXIT_USAGE` for a bad argument or input
+    (`models.errors.InputError`), `EXIT_NON_FINITE` for `inference.NonFiniteLossError`, `EXIT_FAILURE` for any
+    other `models.errors.ZooError` (a damaged checkpoint, an unprepared data set), `EXIT_BUG` for anything else
+    (every deliberate refusal of the package is a ZooError; another exception is a bug)."""
     from models.errors import InputError, ZooError
 
     if isinstance(err, InputError):
         return EXIT_USAGE
     if isinstance(err, ZooError):
-        return EXIT_NON_FINITE if type(err).__name__ == "NonFiniteLossError" else EXIT_FAILURE
-    if isinstance(err, (ValueError, TypeError, FileNotFoundError)) and raised_by_package(err):
-        return EXIT_USAGE
+        non_finite = any(c.__name__ == "NonFiniteLossError" for c in type(err).__mro__)
+        return EXIT_NON_FINITE if non_finite else EXIT_FAILURE
     return EXIT_BUG
-
-
-_PACKAGES = ("models", "inference", "evals", "zoo")
-
-
-def raised_by_package(err: BaseException) -> bool:
-    """Whether `err` was raised by a line of the package's own code (its innermost frame lies in models/,
-    inference/, evals/ or zoo/), i.e. a deliberate check rather than a failure inside NumPy, JAX or Haiku."""
-    tb = err.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    where = Path(tb.tb_frame.f_code.co_filename).resolve()
-    root = Path(__file__).resolve().parent.parent
-    return any(where.is_relative_to(root / name) for name in _PACKAGES)
 
 
 def one_line(err: BaseException) -> str:
@@ -573,8 +595,9 @@ def _init_posterior(path, entry):
     init = zoo.load(path)
     feature_shape = entry.train.feature_shape
     if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
-        raise ValueError(f"--init: the posterior at {path!r} is of entry {init.model.origin}, whose sites differ "
-                         f"from those of {entry.config}")
+        raise InputError.worded("--init",
+                                f"--init: the posterior at {path!r} is of entry {init.model.origin}, whose sites differ "
+                                f"from those of {entry.config}")
     return init
 
 

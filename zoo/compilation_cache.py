@@ -19,6 +19,7 @@ costs about what compiling it does).
 from __future__ import annotations
 
 import os
+from models.errors import InputError
 
 ENV_VAR = "BNN_ZOO_COMPILATION_CACHE"
 OFF_VALUES = {"", "0", "off", "false", "no", "none"}
@@ -53,14 +54,14 @@ def configure(path: str | bool | None = None) -> str | None:
         jax.config.update("jax_compilation_cache_dir", None)
         return None
     if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"path: expected a folder, False or None, got {path!r}")
+        raise InputError.worded("path", f"path: expected a folder, False or None, got {path!r}")
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as err:
-        raise ValueError(f"path: cannot create the compilation cache folder {path!r}: {err}") from err
+        raise InputError.worded("path", f"path: cannot create the compilation cache folder {path!r}: {err}") from err
     if not os.access(path, os.W_OK):
-        raise ValueError(f"path: the compilation cache folder {path!r} is not writable")
+        raise InputError.worded("path", f"path: the compilation cache folder {path!r} is not writable")
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     return path

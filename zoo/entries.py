@@ -10,6 +10,8 @@ apply ``prior`` and ``prior_scale`` to the other sites; a pattern that picks no 
 
 from __future__ import annotations
 
+import fnmatch
+
 from models import likelihoods, priors
 from models.bridge import bnn
 from models.networks.budget_mlp import widest_mlp_under_budget
@@ -21,6 +23,7 @@ from models.networks.mlp import activation_fn, deep_linear, mlp
 from models.networks.resnet import resnet18
 from models.networks.vgg import vgg
 from models.networks.wide_resnet import wide_resnet
+from models.errors import ArgumentTypeError, InputError
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
 from zoo.registry import register
 
@@ -67,15 +70,33 @@ def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=DEFAULT_PRI
     """An MLP BNN: ``hidden`` widths, ``activation``, the `prior` of kind ``prior`` at ``prior_scale``;
     sites matching a pattern of `log_uniform_sites` get the improper log-uniform prior of variance networks
     (`prior` and `prior_scale` then set the other sites)."""
-    return _model(mlp(tuple(hidden), _num_outputs(train), activation), train, "mlp", prior, prior_scale,
-                  _likelihood(train, noise), _log_uniform_on(log_uniform_sites))
+    model = _model(mlp(tuple(hidden), _num_outputs(train), activation), train, "mlp", prior, prior_scale,
+                   _likelihood(train, noise), _log_uniform_on(log_uniform_sites))
+    return _check_site_patterns(model, train, "log_uniform_sites", log_uniform_sites)
 
 
 def _log_uniform_on(log_uniform_sites):
-    """None, or the `special` of `_model` giving the sites matching `log_uniform_sites` the log-uniform prior."""
+    """None, or the `special` of `_model` giving the sites matching `log_uniform_sites` the log-uniform prior.
+    Refuses (ArgumentTypeError) anything but a list or tuple of non-empty strings (a single string would be
+    read letter by letter)."""
+    if isinstance(log_uniform_sites, str) or not isinstance(log_uniform_sites, (list, tuple)) or \
+            not all(isinstance(p, str) and p for p in log_uniform_sites):
+        raise ArgumentTypeError("log_uniform_sites", log_uniform_sites,
+                                "a list of site name patterns, e.g. ['mlp/~/linear_0/w']")
     if not log_uniform_sites:
         return None
     return lambda base: priors.by_pattern({p: priors.log_uniform() for p in log_uniform_sites}, default=base)
+
+
+def _check_site_patterns(model, train, argument: str, patterns):
+    """`model`, once every shell-style pattern of `patterns` matches one of its latent sites at least; raises
+    InputError naming `argument`, the patterns that match nothing and the sites there are."""
+    names = list(model.site_shapes(train.feature_shape)) if patterns else []
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+    if unmatched:
+        raise InputError(argument, unmatched, "site name patterns each matching a latent site",
+                         f"the sites are {names[:8]}{' ...' if len(names) > 8 else ''}")
+    return model
 
 
 @register("deep_linear", default_data="digits", guides=("mean_field", "point_estimate"),
@@ -123,7 +144,8 @@ def build_lenet5(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, ac
     (`models.networks.mlp.ACTIVATIONS`), `log_uniform_sites` as for the mlp."""
     net = _image_network(lenet5, train, num_outputs=_num_outputs(train), activation=activation_fn(activation),
                          **_small_image_kwargs(train, kwargs))
-    return _model(net, train, "lenet5", prior, prior_scale, special=_log_uniform_on(log_uniform_sites))
+    model = _model(net, train, "lenet5", prior, prior_scale, special=_log_uniform_on(log_uniform_sites))
+    return _check_site_patterns(model, train, "log_uniform_sites", log_uniform_sites)
 
 
 @register("lenet_cnn", default_data="cifar100", guides=("mean_field", "point_estimate", "k_tied"),

@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+from models.errors import ArgumentTypeError, InputError
 
 __all__ = ["Task", "TaskError", "run_parallel", "default_workers", "WORKERS_ENV"]
 
@@ -38,10 +39,12 @@ class Task:
 
     def __post_init__(self):
         if not callable(self.fn):
-            raise TypeError(f"fn: expected a function, got {type(self.fn).__name__} {self.fn!r} (task {self.name!r})")
+            raise ArgumentTypeError.worded("fn",
+                                           f"fn: expected a function, got {type(self.fn).__name__} {self.fn!r} (task {self.name!r})")
         if "<locals>" in getattr(self.fn, "__qualname__", "") or getattr(self.fn, "__name__", "") == "<lambda>":
-            raise ValueError(f"fn: task {self.name!r} needs a function defined at a module's top level, got "
-                             f"{self.fn.__qualname__!r} (a worker process imports it by name)")
+            raise InputError.worded("fn",
+                                    f"fn: task {self.name!r} needs a function defined at a module's top level, got "
+                                    f"{self.fn.__qualname__!r} (a worker process imports it by name)")
 
 
 class TaskError(RuntimeError):
@@ -57,7 +60,7 @@ def default_workers() -> int:
         except ValueError:
             n = 0
         if n < 1:
-            raise ValueError(f"{WORKERS_ENV}: expected a positive integer, got {value!r}")
+            raise InputError.worded(WORKERS_ENV, f"{WORKERS_ENV}: expected a positive integer, got {value!r}")
         return n
     try:
         return len(os.sched_getaffinity(0))
@@ -104,10 +107,11 @@ def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callabl
     tasks = list(tasks)
     for t in tasks:
         if not isinstance(t, Task):
-            raise TypeError(f"tasks: expected zoo.parallel.Task items, got {type(t).__name__} {t!r}")
+            raise ArgumentTypeError.worded("tasks",
+                                           f"tasks: expected zoo.parallel.Task items, got {type(t).__name__} {t!r}")
     workers = default_workers() if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers: expected a positive integer, got {workers!r}")
+        raise InputError.worded("workers", f"workers: expected a positive integer, got {workers!r}")
     say = log or (lambda line: None)
     workers = min(workers, len(tasks))
     if workers <= 1:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import optax
 import pandas as pd
+from models.errors import ArgumentTypeError, InputError
 
 from inference.atomic_dir import check_output_folder
 
@@ -239,7 +240,8 @@ def fit_with_settings(entry, guide, settings: FitSettings, *, steps: int | None 
     import inference
 
     if not isinstance(settings, FitSettings):
-        raise TypeError(f"settings: expected a zoo.run.FitSettings, got {type(settings).__name__} {settings!r}")
+        raise ArgumentTypeError.worded("settings",
+                                       f"settings: expected a zoo.run.FitSettings, got {type(settings).__name__} {settings!r}")
     steps = settings.steps if steps is None else steps
     return inference.fit(entry.model, guide, entry.train, steps=steps, batch_size=128,
                          optimizer=settings.optimizer(steps), init_params=init_params,
@@ -278,7 +280,7 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
 
     size = ("quick" if quick else "main") if size is None else size
     if size not in SIZES:
-        raise ValueError(f"size: expected one of {sorted(SIZES)}, got {size!r}")
+        raise InputError.worded("size", f"size: expected one of {sorted(SIZES)}, got {size!r}")
     sizes = SIZES[size]
     workers = default_workers() if workers is None else workers
     check_output_folder(out, "out")  # before any work: an empty path, a file, a read-only place
@@ -373,7 +375,7 @@ def digits_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False,
     specs = [s for s in DIGITS_GUIDES if labels is None or s.label in labels]
     missing = sorted(set(labels or ()) - {s.label for s in specs})
     if missing:
-        raise ValueError(f"labels: {missing} are not DIGITS_GUIDES rows (expected some of "
+        raise InputError.worded("labels", f"labels: {missing} are not DIGITS_GUIDES rows (expected some of "
                          f"{[s.label for s in DIGITS_GUIDES]})")
     rows, posteriors = [], {}
     for spec in specs:

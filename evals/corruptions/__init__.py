@@ -57,6 +57,8 @@ from evals.corruptions.registry import (
     tfds_name,
 )
 from evals.corruptions.scale import canvas_factor, from_canvas, spatial_scale, to_canvas
+from inference.validation import check_seed
+from models.errors import ArgumentTypeError, InputError
 
 __all__ = [
     "ALIASES",
@@ -75,32 +77,62 @@ CHUNK = 1024
 
 
 def _check_images(images):
-    if not isinstance(images, np.ndarray) or images.ndim != 4 or images.shape[-1] not in (1, 3):
-        shape = getattr(images, "shape", type(images).__name__)
-        raise ValueError(f"images: expected a NumPy array (N, H, W, C) with C 1 or 3, got {shape}")
+    """`images` as a NumPy array, checked: (N, H, W, C) with H, W >= 1 and C 1 or 3, float, finite, in [0, 1].
+    A JAX array (or anything else NumPy converts without copying semantics changing) is accepted as its
+    values; lists and other objects are refused (InputError / ArgumentTypeError naming ``images``)."""
+    if not isinstance(images, np.ndarray) and hasattr(images, "__array__") and hasattr(images, "shape"):
+        images = np.asarray(images)  # a JAX array: its values on the host
+    if not isinstance(images, np.ndarray):
+        raise ArgumentTypeError("images", f"<{type(images).__name__}>", "a NumPy or JAX array (N, H, W, C)")
+    if images.ndim != 4 or images.shape[-1] not in (1, 3) or 0 in images.shape[1:3]:
+        raise InputError("images", f"<array of shape {images.shape}>",
+                         "images (N, H, W, C) with H, W >= 1 and C 1 (grey) or 3 (RGB)")
     if not np.issubdtype(images.dtype, np.floating):
-        raise ValueError(f"images: expected a float array in [0, 1], got dtype {images.dtype}")
+        raise InputError("images", f"<array of dtype {images.dtype}>", "a float array in [0, 1]",
+                         "scale integer pixels first, e.g. images / 255")
     if images.size and not (np.isfinite(images).all() and images.min() >= 0 and images.max() <= 1):
-        raise ValueError("images: values must be finite and in [0, 1]")
+        raise InputError("images", f"<values in [{np.nanmin(images):.4g}, {np.nanmax(images):.4g}]"
+                         + (", some NaN/inf" if not np.isfinite(images).all() else "") + ">", "finite values in [0, 1]")
+    return images
 
 
-def _check_severity(severity):
+def _check_severity(severity, arg="severity"):
     if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or not 0 <= severity <= 5:
-        raise ValueError(f"severity: expected an int in 0..5, got {severity!r}")
+        raise InputError(arg, severity, "an int in 0..5")
+
+
+def _names(types):
+    """Canonical corruption names of `types` (None: all 19); a single string is refused, not iterated."""
+    if types is None:
+        return list(CORRUPTIONS)
+    if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
+        raise ArgumentTypeError("types", types, "a list of corruption names (e.g. ['fog']) or None (all)")
+    return [resolve(t) for t in types]
+
+
+def _severities(severities):
+    """`severities` (any iterable of ints) as a list of ints in 0..5; a single int is refused (pass [3])."""
+    if isinstance(severities, (str, bytes)) or not hasattr(severities, "__iter__"):
+        raise ArgumentTypeError("severities", severities, "a list of severities in 0..5 (e.g. [3])")
+    for i, severity in enumerate(severities):
+        _check_severity(severity, f"severities[{i}]")
+    return list(severities)
 
 
 def corrupt(images, kind, severity, seed=0):
     """Apply corruption ``kind`` at ``severity`` to ``images``.
 
-    images: (N, H, W, C) float array in [0, 1], C = 1 (grey) or 3 (RGB), any H, W.
+    images: (N, H, W, C) float array in [0, 1] (NumPy, or a JAX array: its values), C = 1 (grey) or 3 (RGB),
+    any H, W >= 1.
     kind: a name of ``CORRUPTIONS`` or an alias of ``ALIASES``. severity: 0 (identity) .. 5.
-    seed: int; the same seed gives the same output.
-    Returns an array of the same shape and dtype, clipped to [0, 1].
-    ValueError naming the argument for a bad ``images``, ``kind`` or ``severity``.
+    seed: an integer in [0, 2**32 - 1]; the same seed gives the same output.
+    Returns a NumPy array of the same shape and dtype, clipped to [0, 1].
+    InputError (a ValueError) naming the argument for a bad ``images``, ``kind``, ``severity`` or ``seed``.
     """
-    _check_images(images)
+    images = _check_images(images)
     corruption = REGISTRY[resolve(kind)]
     _check_severity(severity)
+    seed = check_seed(seed)
     if severity == 0:
         return images.copy()
     param = corruption.params[severity - 1]
@@ -116,25 +148,31 @@ def corrupt(images, kind, severity, seed=0):
 
 
 def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=None):
-    """Yield ``(type, severity, images, labels)`` for every type in ``types`` and severity.
+    """An iterator of ``(type, severity, images, labels)`` for every type in ``types`` and severity.
 
     test_set: any object with ``.x`` (N, H, W, C) float in [0, 1] (or (N, D) flat features with
     ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on inference.data.Dataset;
     images then come back flat, (N, D)) and ``.y`` (N,) labels. Standardised features are not
     images: corrupt the raw pixels and standardise in the predictor.
-    types: names or aliases (default: all 19 ``CORRUPTIONS``); yielded under canonical names.
-    severities: ints in 1..5 (0 gives the clean set). Same ``seed``, same sets.
+    types: a list of names or aliases (default: all 19 ``CORRUPTIONS``); yielded under canonical names.
+    severities: a list of ints in 1..5 (0 gives the clean set). Same ``seed``, same sets. Every argument is
+    checked before the first set is made (InputError / ArgumentTypeError naming it).
     """
     x, y = np.asarray(test_set.x), np.asarray(test_set.y)
     flat = x.ndim == 2
     image_shape = image_shape if image_shape is not None else getattr(test_set, "image_shape", None)
     if flat:
         if image_shape is None or int(np.prod(image_shape)) != x.shape[1]:
-            raise ValueError(f"image_shape: flat features (N, {x.shape[1]}) need image_shape (H, W, C), got {image_shape}")
+            raise InputError("image_shape", image_shape, f"(H, W, C) with H * W * C = {x.shape[1]} for flat "
+                             f"features (N, {x.shape[1]})")
         x = x.reshape((len(x), *image_shape))
-    names = [resolve(t) for t in (CORRUPTIONS if types is None else types)]
-    for severity in severities:
-        _check_severity(severity)
+    names, severities = _names(types), _severities(severities)
+    x = _check_images(x)
+    return _sets(x, y, names, severities, check_seed(seed), flat)
+
+
+def _sets(x, y, names, severities, seed, flat):
+    """The generator `corrupted` returns once its arguments are checked."""
     for name in names:
         for severity in severities:
             images = corrupt(x, name, severity, seed)

@@ -8,6 +8,7 @@ runs on the canvas of :mod:`evals.corruptions.scale`.
 from typing import Any, Callable, NamedTuple
 
 from evals.corruptions import blur, digital, noise, weather
+from models.errors import InputError
 
 
 class Corruption(NamedTuple):
@@ -96,7 +97,8 @@ def resolve(kind):
     """Canonical name of ``kind`` (a CIFAR-10-C file name or a TFDS alias); ValueError otherwise."""
     name = ALIASES.get(kind, kind)
     if name not in REGISTRY:
-        raise ValueError(f"kind: unknown corruption {kind!r}; expected one of {CORRUPTIONS} or aliases {tuple(ALIASES)}")
+        raise InputError.worded("kind",
+                                f"kind: unknown corruption {kind!r}; expected one of {CORRUPTIONS} or aliases {tuple(ALIASES)}")
     return name
 
 

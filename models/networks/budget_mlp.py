@@ -10,13 +10,14 @@ depth = number of hidden layers, all of width w (so depth + 1 weight matrices):
 """
 
 from __future__ import annotations
+from models.errors import InputError
 
 
 def mlp_param_count(depth: int, width: int, in_dim: int = 2, num_outputs: int = 2,
                     count_biases: bool = True) -> int:
     """Parameters of an MLP in_dim -> [width] * depth -> num_outputs (see the module formula)."""
     if depth < 1 or width < 1 or in_dim < 1 or num_outputs < 1:
-        raise ValueError("depth, width, in_dim and num_outputs must be >= 1; got "
+        raise InputError.worded("depth", "depth, width, in_dim and num_outputs must be >= 1; got "
                          f"{depth}, {width}, {in_dim}, {num_outputs}")
     weights = in_dim * width + (depth - 1) * width * width + width * num_outputs
     biases = depth * width + num_outputs
@@ -35,7 +36,7 @@ def widest_mlp_under_budget(depth: int, in_dim: int = 2, num_outputs: int = 2, b
         return mlp_param_count(depth, w, in_dim, num_outputs, count_biases)
 
     if count(1) >= budget:
-        raise ValueError(f"budget {budget} is too small for depth {depth}: width 1 already has "
+        raise InputError.worded("budget", f"budget {budget} is too small for depth {depth}: width 1 already has "
                          f"{count(1)} parameters")
     lo, hi = 1, 2  # count(lo) < budget; grow hi until count(hi) >= budget
     while count(hi) < budget:

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from models.rank1 import Rank1Conv2D, Rank1Dense, tile_components
+from models.errors import InputError
 
 Activation = Callable[[jax.Array], jax.Array]
 
@@ -108,7 +109,7 @@ def global_avg_pool(x: jax.Array) -> jax.Array:
 def check_image_batch(x: jax.Array, network: str) -> None:
     """Raise ValueError unless `x` is an NHWC image batch (rank 4)."""
     if x.ndim != 4:
-        raise ValueError(f"{network}: argument x must be an image batch of shape (N, H, W, C); "
+        raise InputError.worded("x", f"{network}: argument x must be an image batch of shape (N, H, W, C); "
                          f"got shape {tuple(x.shape)}")
 
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from models.networks.layers import PLAIN, Layers
+from models.errors import InputError
 
 # Keras LSTM kernel initialiser (glorot uniform); rank-1 layers use their own.
 GLOROT = hk.initializers.VarianceScaling(1.0, "fan_avg", "uniform")
@@ -92,7 +93,7 @@ class LSTMClassifier(hk.Module):
         """
         del is_training  # no batch norm or dropout
         if tokens.ndim != 2:
-            raise ValueError("lstm_classifier: argument tokens must have shape (N, T); "
+            raise InputError.worded("lstm_classifier", "lstm_classifier: argument tokens must have shape (N, T); "
                              f"got shape {tuple(tokens.shape)}")
         x = hk.Embed(self.vocab_size, self.embed_dim, name="embedding")(tokens.astype(jnp.int32))
         x = self.layers.tile(x)

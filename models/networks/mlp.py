@@ -7,6 +7,7 @@ from typing import Sequence
 import haiku as hk
 import jax
 import jax.numpy as jnp
+from models.errors import InputError
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -21,7 +22,8 @@ ACTIVATIONS = {
 def activation_fn(name: str):
     """The activation called `name` (one of ACTIVATIONS)."""
     if name not in ACTIVATIONS:
-        raise ValueError(f"activation: unknown name {name!r}; expected one of {sorted(ACTIVATIONS)}")
+        raise InputError.worded("activation",
+                                f"activation: unknown name {name!r}; expected one of {sorted(ACTIVATIONS)}")
     return ACTIVATIONS[name]
 
 
@@ -33,8 +35,9 @@ def mlp(hidden: Sequence[int], num_outputs: int, activation: str = "relu", with_
     """
     hidden = tuple(int(h) for h in hidden)
     if any(h <= 0 for h in hidden) or num_outputs <= 0:
-        raise ValueError(f"hidden/num_outputs: expected positive widths, got hidden={hidden}, "
-                         f"num_outputs={num_outputs}")
+        raise InputError.worded("hidden/num_outputs",
+                                f"hidden/num_outputs: expected positive widths, got hidden={hidden}, "
+                                f"num_outputs={num_outputs}")
     act = activation_fn(activation)
 
     def network(x):
@@ -51,7 +54,7 @@ def deep_linear(depth: int, width: int, num_outputs: int, name: str = "deep_line
     W_1 ... W_L (D, num_outputs) is `product_matrix(params)`.
     """
     if depth < 1:
-        raise ValueError(f"depth: expected at least 1 layer, got {depth}")
+        raise InputError.worded("depth", f"depth: expected at least 1 layer, got {depth}")
     return mlp((width,) * (depth - 1), num_outputs, activation="linear", with_bias=False, name=name)
 
 
@@ -65,7 +68,7 @@ def product_matrix(params: dict, name: str = "deep_linear"):
         key=lambda k: int(k.split("linear_")[1].split("/")[0]),
     )
     if not layers:
-        raise ValueError(f"params: no weight sites named {name}/~/linear_i/w")
+        raise InputError.worded("params", f"params: no weight sites named {name}/~/linear_i/w")
     product = params[layers[0]]
     for k in layers[1:]:
         product = jnp.matmul(product, params[k])

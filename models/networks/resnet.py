@@ -20,6 +20,7 @@ import jax
 
 from models.networks.layers import (PLAIN, Layers, ResidualBlock, batch_norm, check_image_batch,
                                     global_avg_pool)
+from models.errors import InputError
 
 
 class BasicBlock(ResidualBlock):
@@ -47,7 +48,7 @@ class ResNet(hk.Module):
                  layers: Layers = PLAIN, name: str = "resnet18"):
         super().__init__(name=name)
         if len(blocks) != len(widths):
-            raise ValueError(f"blocks and widths must have equal lengths; got {blocks}, {widths}")
+            raise InputError.worded("blocks", f"blocks and widths must have equal lengths; got {blocks}, {widths}")
         self.num_outputs = num_outputs
         self.blocks = tuple(blocks)
         self.widths = tuple(max(1, round(w * width_multiplier)) for w in widths)

@@ -19,6 +19,7 @@ import jax
 
 from models.networks.layers import (PLAIN, Activation, Layers, batch_norm, check_image_batch,
                                     max_pool2)
+from models.errors import InputError
 
 VGG_WIDTHS = (64, 128, 256, 512, 512)
 VGG_DEPTHS = (2, 2, 3, 3, 3)
@@ -33,7 +34,7 @@ class VGG(hk.Module):
                  layers: Layers = PLAIN, name: str = "vgg"):
         super().__init__(name=name)
         if len(widths) != len(depths):
-            raise ValueError(f"widths and depths must have equal lengths; got {widths}, {depths}")
+            raise InputError.worded("widths", f"widths and depths must have equal lengths; got {widths}, {depths}")
         self.num_outputs = num_outputs
         self.widths = tuple(max(1, round(w * width_multiplier)) for w in widths)
         self.depths = tuple(depths)

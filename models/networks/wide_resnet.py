@@ -18,6 +18,7 @@ import jax
 
 from models.networks.layers import (PLAIN, Layers, ResidualBlock, batch_norm, check_image_batch,
                                     global_avg_pool)
+from models.errors import InputError
 
 
 class PreActBlock(ResidualBlock):
@@ -39,7 +40,7 @@ class PreActBlock(ResidualBlock):
 def blocks_per_group(depth: int) -> int:
     """Blocks per group of a WRN of the given depth: (depth - 4) / 6; depth must be 6n + 4."""
     if depth < 10 or (depth - 4) % 6:
-        raise ValueError(f"depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...); got {depth}")
+        raise InputError.worded("depth", f"depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...); got {depth}")
     return (depth - 4) // 6
 
 
@@ -50,7 +51,7 @@ class WideResNet(hk.Module):
                  layers: Layers = PLAIN, name: str = "wide_resnet"):
         super().__init__(name=name)
         if k < 1:
-            raise ValueError(f"widen factor k must be >= 1; got {k}")
+            raise InputError.worded("k", f"widen factor k must be >= 1; got {k}")
         self.num_outputs = num_outputs
         self.n = blocks_per_group(depth)
         self.widths = (16 * k, 32 * k, 64 * k)

@@ -48,7 +48,7 @@ def test_corruptions_is_a_subcommand_with_its_own_help(capsys):
 
 @pytest.mark.parametrize("argv, says", [
     (["corruptions", "--bogus"], "zoo corruptions: error: unrecognized arguments: --bogus"),
-    (["corruptions", "--index", "one"], "zoo corruptions: error: argument --index: invalid int value: 'one'"),
+    (["corruptions", "--index", "one"], "zoo corruptions: error: argument --index: expected an integer index >= 0, got 'one'"),
 ])
 def test_corruptions_usage_errors_are_one_line_with_status_2(argv, says, capsys):
     with pytest.raises(SystemExit) as exit_:

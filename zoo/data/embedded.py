@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from inference.data import Dataset
-from inference.validation import check_real, is_int
+from inference.validation import check_memory, check_real, check_seed, is_int
 from models.errors import InputError
 
 
@@ -94,9 +94,7 @@ def two_moons(n: int = 10_000, noise: float = 0.1, test_fraction: float = 0.2, s
     """
     from sklearn.datasets import make_moons
 
-    if not is_int(n) or n < 10:
-        raise InputError("n", n, "an integer number of points >= 10")
-    check_real("noise", noise, low=0.0, low_open=False)
+    _check_points(n, noise, seed)
     x, y = make_moons(n_samples=n, noise=noise, random_state=seed)
     train_idx, test_idx = _split(n, test_fraction, seed)
     return (
@@ -111,9 +109,7 @@ def regression_1d(n: int = 500, noise: float = 0.1, test_fraction: float = 0.2, 
     Returns:
       (train, test): x float32 (N, 1), y float32 (N,).
     """
-    if not is_int(n) or n < 10:
-        raise InputError("n", n, "an integer number of points >= 10")
-    check_real("noise", noise, low=0.0, low_open=False)
+    _check_points(n, noise, seed)
     rng = np.random.default_rng(seed)
     x = rng.uniform(-2.0, 2.0, size=4 * n)
     x = x[np.abs(x) > 0.5][:n]
@@ -125,8 +121,22 @@ def regression_1d(n: int = 500, noise: float = 0.1, test_fraction: float = 0.2, 
     )
 
 
+BYTES_PER_POINT = 160  # what a synthetic set holds per point while it is made: float64 draws, copies, the split
+
+
+def _check_points(n, noise, seed) -> None:
+    """A synthetic set's arguments: n an integer >= 10 whose arrays fit in memory, noise >= 0, a seed in
+    [0, 2**32 - 1]; InputError naming the first bad one."""
+    if not is_int(n) or n < 10:
+        raise InputError("n", n, "an integer number of points >= 10")
+    check_real("noise", noise, low=0.0, low_open=False)
+    check_seed(seed)
+    check_memory("n", n, BYTES_PER_POINT * float(n), f"a data set of {n:,} points")
+
+
 def _split(n: int, test_fraction: float, seed: int):
     check_real("test_fraction", test_fraction, low=0.0, high=1.0)
+    check_seed(seed)
     perm = np.random.default_rng(seed).permutation(n)
     n_test = int(round(n * test_fraction))
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])

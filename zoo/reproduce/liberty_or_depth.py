@@ -34,6 +34,7 @@ from evals.product_covariance import (
 from inference import fit, mean_field, nuts
 from models.networks.budget_mlp import widest_mlp_under_budget
 from zoo.registry import get
+from models.errors import InputError
 
 __all__ = [
     "DepthSweepConfig",
@@ -195,7 +196,7 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
     """
     settings = {"quick": QUICK, "medium": MEDIUM, "full": FULL}
     if setting not in settings:
-        raise ValueError(f"setting: expected 'quick', 'medium' or 'full', got {setting!r}")
+        raise InputError.worded("setting", f"setting: expected 'quick', 'medium' or 'full', got {setting!r}")
     log = log or (lambda line: None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

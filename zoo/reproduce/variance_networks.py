@@ -207,7 +207,7 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
     """
     if settings is None:
         if setting not in ("quick", "full"):
-            raise ValueError(f"setting: expected 'quick' or 'full', got {setting!r}")
+            raise InputError.worded("setting", f"setting: expected 'quick' or 'full', got {setting!r}")
         settings = QUICK if setting == "quick" else FULL
     if seeds is not None:
         settings = replace(settings, seeds=tuple(seeds))
