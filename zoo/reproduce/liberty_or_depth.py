@@ -91,8 +91,8 @@ class DepthSweepConfig:
 FULL = DepthSweepConfig(num_chains=2, draws_per_chain=500)
 # FULL: the paper's 1,000 draws per run as 2 chains of 500 (one chain has no R-hat; a KL is reported only for
 # mixed chains, R-hat <= 1.05).
-# Under 10 minutes on 2 CPU cores: 1,000 two-moons points instead of 10,000 and a 100-parameter
-# budget instead of 1,000 (widths 19, 7, 5, 4 for depths 1-4), 3 seeds instead of 20. NUTS runs 2
+# Quick: 1,000 two-moons points instead of 10,000 and a 100-parameter
+# budget instead of 1,000 (widths 19, 7, 5, 4 for depths 1-4), 5 seeds instead of 20. NUTS runs 2
 # chains in parallel (one per host device; the `zoo` CLI sets 2), each started from its own draw of
 # the SVI posterior, with 400 warm-up steps, trees up to depth 8 (255 leapfrog steps; depth 7 left
 # the deeper nets unmixed, R-hat up to 1.8) and 400 draws per chain: S = 800 pooled draws for
@@ -101,11 +101,11 @@ FULL = DepthSweepConfig(num_chains=2, draws_per_chain=500)
 # hence ``kl_null_shift``, ``ess_bulk_min`` and ``rhat_max`` in every row. With 800 training points
 # 100 epochs are 1,200 Adam steps, about the paper's 10 epochs of 10,000 points (1,560 steps).
 QUICK = replace(
-    FULL, depths=(1, 2, 3, 4), activations=("relu",), seeds=(0, 1, 2), weight_budget=100, n_data=1000,
+    FULL, depths=(1, 2, 3, 4), activations=("relu",), seeds=(0, 1, 2, 3, 4), weight_budget=100, n_data=1000,
     svi_epochs=100, num_warmup=400, draws_per_chain=400, num_chains=2, max_tree_depth=8,
 )
 # QUICK's models and seeds with longer chains (1,000 warm-up steps, 1,000 draws per chain: S = 2,000,
-# S / D >= 20), about 20 minutes on 2 CPU cores: does QUICK's answer survive better mixing?
+# S / D >= 20): does QUICK's answer survive better mixing?
 MEDIUM = replace(QUICK, num_warmup=1000, draws_per_chain=1000)
 
 
@@ -198,8 +198,8 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
 
     Args:
       out_dir: folder for the files (created).
-      setting: "quick" (under 10 minutes on 2 CPU cores), "medium" (QUICK with longer chains,
-        about 20 minutes) or "full" (the paper's settings: hours).
+      setting: "quick" (`QUICK`: depths 1-4, 5 seeds), "medium" (QUICK with longer chains) or "full" (the
+        paper's settings: hours).
       log: a callable taking progress lines, or None.
       **overrides: fields of `DepthSweepConfig` replacing the setting's (e.g. ``seeds=(0, 1)``,
         ``activations=("relu", "linear")``).

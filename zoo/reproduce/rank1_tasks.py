@@ -162,7 +162,8 @@ def rank1_tasks(job, log=None) -> list:
     wrn = () if job.wrn is None else job.wrn.methods
 
     def wrn_task(method):
-        return Task(f"wrn {method}", wrn_method_runs, {"method": method, "wrn": job.wrn, "seeds": job.seeds,
+        return Task(f"wrn {method}", wrn_method_runs, {"method": method, "wrn": job.wrn,
+                                                      "seeds": job.wrn_seeds,
                                                       "types": job.types, "severities": job.severities, "log": log})
 
     groups = [tuple(n for n in group if n in job.ablations) for group in ABLATION_GROUPS]
