@@ -67,3 +67,17 @@ def test_data_is_an_option_of_k_tied_and_variance_networks_only(monkeypatch, tmp
     assert main(["reproduce", "rank1", "--data", "u.npz", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--data" in err and "u.npz" in err and "--seeds, --data-dir, --workers" in err
+
+
+def test_variance_networks_lenet5_takes_the_28x28_images(tmp_path):
+    """`--data` gives the variance-networks job's LeNet-5 the paper's input size: VALID 5x5 convolutions and 2x2
+    pools take 28 -> 24 -> 12 -> 8 -> 4, so dense1 has 4 * 4 * 16 inputs (the digits' SAME padding: 2 * 2 * 16)."""
+    from dataclasses import replace
+
+    from zoo.reproduce.variance_networks import QUICK
+    from zoo.reproduce.variance_networks_train import TABLE1, entry
+
+    path, _ = _npz(tmp_path / "d.npz")
+    e = entry(replace(QUICK, data_path=str(path)), TABLE1[4])
+    assert e.train.feature_shape == (28, 28, 1) and len(e.train.y) == 40 and len(e.test.y) == 10
+    assert e.model.site_shapes(e.train.feature_shape)["lenet5/dense1/w"] == (4 * 4 * 16, 128)

@@ -32,7 +32,7 @@ from evals.product_covariance import (
     posterior_product_covariance,
     simulate_product_covariance,
 )
-from evals.verdicts import Interval, combine, judge, paired_interval, t_interval
+from evals.verdicts import combine, judge, paired_interval, t_interval
 from inference import fit, mean_field, nuts
 from models.errors import InputError
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
