@@ -192,7 +192,7 @@ def reproduce_k_tied(out_dir, setting: str = "quick", log=print, seeds=None, dat
         cfg = replace(cfg, seeds=tuple(seeds))
     if data_path is not None:
         arrays = load_image_npz(data_path)
-        cfg = replace(cfg, mlp=(cfg.mlp[0], arrays, cfg.mlp[2], cfg.mlp[3]),
+        cfg = replace(cfg, mlp=(cfg.mlp[0], arrays, cfg.mlp[2], 0.2),  # validation: the last 20 % of training
                       accuracy=None if cfg.accuracy is None else (cfg.accuracy[0], arrays, cfg.accuracy[2]),
                       notes=cfg.notes + (f"Data: {data_path} ({len(arrays[1])} training images, {len(arrays[3])} test "
                                          "images, resized to 28 x 28; the last 20 % of the training part is the "
