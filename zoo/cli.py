@@ -236,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--data-dir", default=None,
                     help="TFDS data directory holding the prepared real data sets that --full uses where present "
                          "(default: TFDS_DATA_DIR or TFDS's own)")
+    rp.add_argument("--data", dest="data_path", default=None,
+                    help="k-tied, variance-networks: an .npz of images 'imgs' (N, H, W) and labels 'labs' (N,), e.g. "
+                         "USPS or MNIST, resized to 28x28 and split 80/20 by a seeded permutation (default: the "
+                         "setting's data)")
     rp.add_argument("--workers", type=_positive_int, default=None,
                     help="rank1: processes for the job's independent parts (default: BNN_ZOO_WORKERS, else the CPU "
                          "cores; 1: one after the other, the same results)")
@@ -624,11 +628,17 @@ def cmd_score(args):
 # Each job is ``function(out_dir, setting, log=print, **overrides)`` with setting "quick" or "full".
 REPRODUCE = {
     "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
-    "k-tied": ("zoo.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir")),
-    "variance-networks": ("zoo.reproduce.variance_networks", "reproduce_variance_networks", ("seeds", "data_dir")),
+    "k-tied": ("zoo.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir", "data_path")),
+    "variance-networks": ("zoo.reproduce.variance_networks", "reproduce_variance_networks",
+                          ("seeds", "data_dir", "data_path")),
     "rank1": ("zoo.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir", "workers")),
 }
-_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "workers")
+_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "data_path", "workers")
+
+
+def _option_name(key: str) -> str:
+    """The command-line spelling of a `zoo reproduce` option (``data_path`` is ``--data``)."""
+    return "--data" if key == "data_path" else "--" + key.replace("_", "-")
 
 
 def cmd_reproduce(args):
@@ -638,8 +648,8 @@ def cmd_reproduce(args):
     given = {k: getattr(args, k) for k in _REPRODUCE_OPTIONS if getattr(args, k) is not None}
     refused = [k for k in given if k not in accepted]
     if refused:
-        option = "--" + refused[0].replace("_", "-")
-        takes = ", ".join("--" + k.replace("_", "-") for k in accepted) or "none"
+        option = _option_name(refused[0])
+        takes = ", ".join(_option_name(k) for k in accepted) or "none"
         from models.errors import InputError
 
         raise InputError(option, given[refused[0]], f"an option of {args.paper} (it takes {takes})")

@@ -74,3 +74,32 @@ def test_summary_gives_the_mean_and_standard_error_over_seeds():
     assert summary["n"].tolist() == [2, 2]
     fig = plot_depth_sweep(summary, metrics=("kl_diag_full",))
     np.testing.assert_array_equal(fig.axes[0].lines[0].get_ydata(), [3.0, 1.0])
+
+
+def test_kl_floor_exact_expectation_matches_simulation_and_the_papers_d_and_s():
+    """The estimator's floor for an exactly diagonal Gaussian: the digamma closed form at the paper's D = 990 gives
+    1,855 nats for S = 1,000 (the issue's "about 1,900") and 26.2 for S = 10,000; it matches simulation at a small
+    D, tends to D (D - 1) / (4 S) for S >> D and is infinite when S <= D (singular covariance)."""
+    from evals.depth_sweep import kl_floor, simulated_kl_floor
+
+    assert kl_floor(990, 1000) == pytest.approx(1855.23, abs=0.01)
+    assert kl_floor(990, 10_000) == pytest.approx(26.23, abs=0.01)
+    sims = simulated_kl_floor(10, 30, repeats=400, seed=1)
+    se = sims.std(ddof=1) / np.sqrt(sims.size)
+    assert abs(sims.mean() - kl_floor(10, 30)) < 3 * se
+    assert kl_floor(10, 100_000) == pytest.approx(10 * 9 / (4 * 100_000), rel=0.01)
+    assert kl_floor(5, 5) == np.inf
+
+
+def test_mixed_summary_reports_the_kl_above_floor_of_mixed_seeds_only():
+    from evals.depth_sweep import mixed_summary
+
+    runs = pd.DataFrame({
+        "activation": ["relu"] * 6, "depth": [1, 1, 1, 2, 2, 2], "seed": [0, 1, 2, 0, 1, 2], "num_weights": [9] * 6,
+        "kl_diag_full": [5.0, 6.0, 7.0, 3.0, 3.0, 3.0], "kl_null_shift": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        "rhat_max": [1.01, 1.02, 1.30, 1.2, 1.01, np.nan]})
+    out = mixed_summary(runs).set_index("depth")
+    assert out.loc[1, "n_mixed"] == 2 and bool(out.loc[1, "mixed"])  # seed 2's R-hat 1.30: left out
+    assert out.loc[1, "kl_excess_mean"] == pytest.approx(4.5)  # (4 + 5) / 2; t_{0.975,1} = 12.706, SE 0.5
+    assert out.loc[1, "kl_excess_hi"] == pytest.approx(4.5 + 12.7062 * 0.5, abs=1e-3)
+    assert not out.loc[2, "mixed"] and np.isnan(out.loc[2, "kl_excess_mean"])  # one mixed seed (NaN R-hat: unmixed)

@@ -12,6 +12,7 @@ from zoo.reproduce.rank1 import Rank1Job, reproduce_rank1
 from zoo.reproduce.rank1_setup import QUICK_RECIPE, digits_split, score_rows, score_table, summary_of_rows
 from zoo.reproduce.rank1_tasks import rank1_tasks
 from zoo.reproduce.rank1_wrn import WRN_CLAIM, WRN_RECIPE, DigitsWrn
+from zoo.reproduce.rank1_verdicts import CAUCHY_CLAIM
 from zoo.reproduce.report import VERDICTS
 
 # Few structures: the K sweep's only K and the first dropout rate are the recipe's rank-1 Normal fit (trained once,
@@ -50,11 +51,13 @@ def test_job_writes_tables_figures_and_a_verdict_per_finding(tiny_report):
     runs = pd.read_csv(out / "table2_runs.csv").set_index("method")
     assert runs.loc["deterministic", "mCE"] == pytest.approx(100.0)
     assert runs.loc["rank1_normal", "#params"] > runs.loc["batch_ensemble", "#params"] > runs.loc["deterministic", "#params"]
-    assert len(report.findings) == 9 and all(v in VERDICTS for _, v, _ in report.findings)
-    verdicts = {claim: v for claim, v, _ in report.findings}
+    assert len(report.findings) == 10 and all(f.verdict in VERDICTS for f in report.findings)
+    verdicts = {f.claim: f.verdict for f in report.findings}
     assert [c for c, v in verdicts.items() if v == "not run"] == [
-        "training with the average per-component likelihood generalises better than the log-mixture",
+        CAUCHY_CLAIM, "training with the average per-component likelihood generalises better than the log-mixture",
         "priors on both vectors generalise best on corruptions", WRN_CLAIM]
+    # one seed: every paired interval is infinite, so no verdict can be more than inconclusive
+    assert set(verdicts.values()) == {"inconclusive", "not run"}
     wrn = pd.read_csv(out / "table2_wrn_runs.csv")
     assert list(wrn["method"]) == ["deterministic"] and wrn["mCE"].iloc[0] == pytest.approx(100.0)
     assert wrn["#params"].iloc[0] > runs.loc["deterministic", "#params"]  # WRN-10-1 is bigger than the 8-unit MLP
@@ -158,3 +161,40 @@ def test_k1_batch_ensemble_is_the_deterministic_network_with_w_times_s_r_transpo
     pe = dataclasses.replace(pe, params={k: np.asarray(v) for k, v in plain_params.items()})
     np.testing.assert_allclose(np.asarray(be.predict(x, num_samples=1)), np.asarray(pe.predict(x, num_samples=1)),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_unregularised_batch_ensemble_has_a_flat_factor_prior_and_keeps_the_weight_prior():
+    """Wen et al.'s BatchEnsemble: no prior on the factors r, s (log density 0 everywhere), the library's Normal(0, 1)
+    on W; the library's batch_ensemble keeps Normal(1, 0.1) on the factors."""
+    from zoo.reproduce.rank1_setup import entry_for
+
+    split = digits_split(seed=0)
+    recipe = QUICK_RECIPE.replace(hidden=(4,))
+    plain = entry_for("batch_ensemble_unregularised", split, recipe).model.site_priors(split.train.feature_shape)
+    lib = entry_for("batch_ensemble", split, recipe).model.site_priors(split.train.feature_shape)
+    alpha, w = "rank1_mlp/rank1_dense_0/alpha", "rank1_mlp/rank1_dense_0/w"
+    far = np.full(plain[alpha].event_shape, 40.0, np.float32)  # 390 sds from the library's prior mean 1
+    assert float(plain[alpha].log_prob(far)) == 0.0 and float(lib[alpha].log_prob(far)) < -1e5
+    x = np.full(plain[w].event_shape, 0.5, np.float32)
+    assert float(plain[w].log_prob(x)) == pytest.approx(float(lib[w].log_prob(x)))
+    assert float(plain[w].log_prob(x)) == pytest.approx(x.size * (-0.125 - 0.5 * np.log(2 * np.pi)), rel=1e-5)
+
+
+def test_cauchy_verdict_from_paired_intervals_over_seeds(tmp_path):
+    from zoo.reproduce.rank1_verdicts import cauchy_finding
+    from zoo.reproduce.report import Report
+
+    rows = []
+    for seed in range(5):
+        for method, nll in (("deterministic", 0.20), ("batch_ensemble", 0.19), ("rank1_normal", 0.17),
+                            ("rank1_cauchy", 0.25)):  # the Cauchy row worst in every seed
+            rows.append({"method": method, "seed": seed, "NLL": nll + 0.001 * seed * (method == "rank1_cauchy"),
+                         "cNLL": 2 * nll + 0.002 * seed})
+    runs = pd.DataFrame(rows)
+    report = Report(tmp_path, "t", "quick", log=None)
+    cauchy_finding(report, runs)
+    assert report.findings[0].verdict == "contradicts" and "0.120" in report.findings[0].paper
+    report = Report(tmp_path, "t", "quick", log=None)
+    cauchy_finding(report, runs.assign(NLL=np.where(runs.method == "rank1_cauchy", runs.NLL - 0.2, runs.NLL),
+                                       cNLL=np.where(runs.method == "rank1_cauchy", runs.cNLL - 0.5, runs.cNLL)))
+    assert report.findings[0].verdict == "consistent"

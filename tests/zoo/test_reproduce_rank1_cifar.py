@@ -29,7 +29,7 @@ def test_without_the_data_sets_the_finding_is_not_run_with_the_reason(tmp_path):
     report = Report(tmp_path / "out", "t", "full", log=None)
     assert cifar_part(report, TINY, None, log=None) is None
     assert cifar_part(report, TINY, str(tmp_path / "empty"), log=None) is None
-    (claim, verdict, reason), (_, verdict2, reason2) = report.findings
+    (claim, verdict, reason, *_), (_, verdict2, reason2, *_) = report.findings
     assert claim == CIFAR_CLAIM and verdict == verdict2 == "not run"
     assert "--data-dir" in reason and "not usable" in reason2 and "cifar10" in reason2
 
@@ -44,4 +44,4 @@ def test_tiny_wrn_end_to_end_on_mock_tfds(tmp_path):
     assert runs["#params"].iloc[1] > runs["#params"].iloc[0]
     shown = pd.read_csv(tmp_path / "out" / "table2_cifar10.csv")
     assert {"NLL", "Acc", "ECE", "cNLL", "cA", "cECE", "mCE"} <= set(shown.columns)
-    assert [c for c, _, _ in report.findings] == [CIFAR_CLAIM]
+    assert [f.claim for f in report.findings] == [CIFAR_CLAIM]

@@ -20,12 +20,17 @@ def test_mean_se_over_seeds_uses_ddof_one():
 def test_report_writes_tables_findings_and_refuses_an_unknown_verdict(tmp_path):
     report = Report(tmp_path / "r", "A paper", setting="quick", log=None)
     report.table("t", pd.DataFrame({"k": [1, 2], "nll": [0.123456, 0.2]}), "Table 2")
-    report.finding("rank 2 loses nothing", "reproduces", "NLL 0.123 +- 0.001 vs 0.124 +- 0.001 (3 seeds)")
+    report.finding("rank 2 loses nothing", "consistent", "rule: in [-0.02, 0.02]", paper="+0.007 (Table 2)",
+                   ours="0.001 [-0.004, 0.006] (n = 5, paired t over seeds)")
     report.note("digits stand in for MNIST")
-    with pytest.raises(InputError, match="verdict"):
-        report.finding("x", "maybe", "")
+    for old in ("maybe", "reproduces", "partly", "does not reproduce"):  # the old words are refused
+        with pytest.raises(InputError, match="verdict"):
+            report.finding("x", old, "")
     text = report.write().read_text()
-    assert "| rank 2 loses nothing | reproduces | NLL 0.123" in text and "| 1 | 0.1235 |" in text
+    assert ("| rank 2 loses nothing | +0.007 (Table 2) | 0.001 [-0.004, 0.006] (n = 5, paired t over seeds) | "
+            "consistent | rule: in [-0.02, 0.02] |") in text and "| 1 | 0.1235 |" in text
+    assert "| finding | paper | ours (95 % interval) | verdict | evidence |" in text
+    assert report.findings[0].verdict == "consistent" and report.findings[0].paper == "+0.007 (Table 2)"
     assert "digits stand in for MNIST" in text and "`t.csv`" in text
     assert pd.read_csv(tmp_path / "r" / "t.csv").nll[0] == 0.123456
 

@@ -5,6 +5,7 @@ ensembles and attacks need), not nine: compiles are its cost. The Table 2 findin
 """
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from zoo.reproduce.variance_networks import QUICK, reproduce_variance_networks
@@ -34,8 +35,11 @@ def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
     for claim in ("deterministic procedure is at chance", "phase transition happens", "highest ELBO",
                   "kappa crosses", "zeroed without losing", "resist iterative FGSM"):
         assert claim in text
-    assert sum(text.count(f"| {v} |") for v in ("reproduces", "partly", "does not reproduce", "not run")) == 6
+    assert sum(text.count(f"| {v} |") for v in ("consistent", "inconclusive", "contradicts", "not run")) == 6
     assert text.count("| not run |") == 1  # Table 2's parameterisations were not trained
+    # kappa_0 scaled to the training set: 1.5 + log10(1,348 / 60,000) = -0.15, one of Fig. 5's thresholds
+    assert "log10 kappa_0 = 1.5 + log10(1348 / 60,000) = -0.15" in text
+    assert np.isclose(out["sparse"].log10_threshold, 1.5 + np.log10(1348 / 60_000)).sum() == 1
 
 
 def test_variance_parameters_get_their_own_adam_rate():
@@ -69,3 +73,43 @@ def test_noise_per_example_by_method():
     assert per_example(QUICK, TABLE2["additive"]) == "local"
     weights = replace(QUICK, per_example_noise=True)
     assert [per_example(weights, m) for m in TABLE1] == [False, True, True, False, True, False, True]
+
+
+def test_kappa_0_scales_with_the_training_set_size():
+    """kappa (eq. 16) sums the curvature over the N training examples: the threshold moves by log10(N / 60,000)."""
+    from zoo.reproduce.variance_networks_train import log10_kappa_threshold
+
+    assert log10_kappa_threshold(1.5, 60_000) == pytest.approx(1.5)
+    assert log10_kappa_threshold(1.5, 6_000) == pytest.approx(0.5)
+    assert log10_kappa_threshold(1.5, 1348) == pytest.approx(-0.1485, abs=1e-4)
+
+
+def test_the_zero_mean_row_is_not_tested_for_chance_and_one_network_uses_binomial_intervals(tmp_path):
+    """Table 1's finding tests only the layer-wise variance rows (the zero-mean row's deterministic net is at chance
+    by construction); one seed: binomial intervals (p +- 1.96 sqrt(p (1 - p) / n))."""
+    import pandas as pd
+
+    from zoo.reproduce import variance_networks as vn
+    from zoo.reproduce.report import Report
+
+    labels = [m.label for m in vn.TABLE1]
+    accs = {labels[0]: (0.98, 0.98), labels[1]: (0.97, 0.975), labels[4]: (0.10, 0.985), labels[5]: (0.11, 0.96),
+            labels[6]: (0.10, 0.20)}  # the zero-mean row's ensemble is poor: it must not decide anything
+    t1 = pd.DataFrame([{"method": m, "seed": 0, "deterministic_acc": d, "ensemble_acc": e, "elbo": -1.0}
+                       for m, (d, e) in accs.items()])
+    i = vn._accuracy_interval(t1, "method", labels[4], "deterministic_acc", 1000)
+    assert i.hi == pytest.approx(0.10 + 1.959964 * np.sqrt(0.1 * 0.9 / 1000), abs=1e-6)  # 0.1186 <= 0.15
+    report = Report(tmp_path, "t", "quick", log=None)
+    vn._table1_finding(report, t1, 0.1, 1000)
+    # det 0.10 / 0.11 (hi 0.119, 0.129 <= 0.15); ens - dropout +0.010 +- 0.0123 (>= -0.01) and -0.015 +- 0.0152
+    # (spans -0.01): inconclusive; the zero-mean row's poor ensemble is only reported
+    finding = report.findings[0]
+    assert finding.verdict == "inconclusive" and "zero-mean row" in finding.evidence and "zero-mean" not in finding.ours
+    t1.loc[t1.method == labels[5], "ensemble_acc"] = 0.985
+    report = Report(tmp_path, "t", "quick", log=None)
+    vn._table1_finding(report, t1, 0.1, 1000)
+    assert report.findings[0].verdict == "consistent"
+    t1.loc[t1.method == labels[4], "deterministic_acc"] = 0.9  # no transition: the deterministic net is accurate
+    report = Report(tmp_path, "t", "quick", log=None)
+    vn._table1_finding(report, t1, 0.1, 1000)
+    assert report.findings[0].verdict == "contradicts"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 
 from evals.elbo_draws import negative_elbo_draws
 from evals.gradient_snr import snr_summary
@@ -20,12 +21,14 @@ from zoo.data.tfds_loaders import load_tfds
 from zoo.registry import TFDS_DATA, get
 from evals.seed_summary import sem
 
-__all__ = ["model_data", "make_guide", "sd_param_names", "train_with_trace", "step_time_rounds"]
+__all__ = ["model_data", "make_guide", "sd_param_names", "train_with_trace", "step_time_rounds", "accuracy_runs"]
 
 
-def model_data(entry: str, data: str, kwargs: dict, validation, data_dir=None, prior_scale: float = 1.0,
+def model_data(entry: str, data, kwargs: dict, validation, data_dir=None, prior_scale: float = 1.0,
                data_kwargs: dict | None = None):
-    """(entry, train (x, y), validation (x, y)) for `entry` on `data`.
+    """(entry, train (x, y), validation (x, y)) for `entry` on `data` (a data set's name, or a user's 4-tuple
+    (x_train, y_train, x_test, y_test), e.g. from `zoo.reproduce.image_npz.load_image_npz`, treated as a
+    shipped set).
 
     A TFDS data set (`data_dir`): the loader's "train" split (the papers' training part) and its
     "validation" split (the last 10,000 / 5,000 training examples, section 2.2); `validation` is ignored.
@@ -33,7 +36,7 @@ def model_data(entry: str, data: str, kwargs: dict, validation, data_dir=None, p
     part (shuffled when shipped) are the validation set, the rest the training set; `data_kwargs` go to the
     shipped data set's function (e.g. {"n": 100} for two_moons).
     """
-    if data in TFDS_DATA:
+    if isinstance(data, str) and data in TFDS_DATA:
         e = get(entry, data=data, data_kwargs={"data_dir": data_dir}, prior_scale=prior_scale, **kwargs)
         val = load_tfds(data, "validation", data_dir)
         return e, (e.train.x, e.train.y), (val.x, val.y)
@@ -112,3 +115,25 @@ def step_time_rounds(entry, ks, rounds: int, steps: int, batch_size: int, chunk_
                              batch_size=batch_size, chunk_size=chunk_size, seed=r)
             rows.append({"round": r, "k": "mean field" if k is None else k, "ms": ms})
     return rows
+
+
+def accuracy_runs(entry, ks, settings, seeds, num_samples: int = 100, log=None) -> pd.DataFrame:
+    """Fig. 6 left on `entry`: one fit per (k, seed) of mean field (k None) or k-tied rank k (sigma init 0.01,
+    `make_guide`) under `settings` (a `zoo.run.FitSettings`, e.g. `zoo.run.CONVERGED`: Adam 1e-2 cosine-decayed
+    to 1e-4 over 10,000 steps, KL annealed over 20 %), scored on ``entry.test`` with `num_samples` weight draws.
+    Returns one row per run: k ("mean field" or the rank), seed, accuracy, nll, ece, final_loss (the mean loss
+    over the last 5 % of steps). `benchmarks/bench_k_tied_accuracy.py` and `zoo reproduce k-tied` call it."""
+    from evals import score
+    from zoo.run import fit_with_settings
+
+    rows = []
+    for k in ks:
+        for seed in seeds:
+            post = fit_with_settings(entry, make_guide(entry.model, k), settings, seed=seed)
+            s = score(post, entry.test, num_samples=num_samples, seed=seed, verbose=False).iloc[0]
+            rows.append({"k": "mean field" if k is None else k, "seed": seed, "accuracy": float(s.accuracy),
+                         "nll": float(s.nll), "ece": float(s.ece),
+                         "final_loss": float(np.mean(post.losses[-max(1, settings.steps // 20):]))})
+            if log is not None:
+                log(f"  accuracy run {rows[-1]['k']} seed {seed}: accuracy {s.accuracy:.4f}, NLL {s.nll:.4f}")
+    return pd.DataFrame(rows)

@@ -39,7 +39,7 @@ ABLATION_TYPES = ("gaussian_noise", "impulse_noise", "defocus_blur", "motion_blu
 @dataclass(frozen=True)
 class Rank1Job:
     """Sizes of `reproduce_rank1`. ``FULL`` has the paper's grid (10 seeds for the tables, 5 for the K sweep);
-    ``QUICK`` fits in 10 minutes on 2 CPU cores.
+    ``QUICK``: 5 seeds for the MLP's Table 2 and the ablations, 3 for the digits WRN.
 
     seeds: Table 2 / Table 8 / Fig. 6 runs; recipe: the training recipe of every method (`Rank1Settings`);
     types, severities: the corruption suite of Table 2 (None: all 19 types); ensemble_hidden,
@@ -52,10 +52,11 @@ class Rank1Job:
     mc_dropout_rates: MC dropout's rate is the one of these with the best validation NLL (seed 0, the recipe);
     cifar: the WRN on CIFAR-10 / CIFAR-10-C part (`zoo.reproduce.rank1_cifar`, needs the TFDS sets in data_dir;
     None: left out, as in QUICK); wrn: the small WRN's Table 2 on digits (`zoo.reproduce.rank1_wrn.DigitsWrn`, on
-    ``seeds``, ``types`` x ``severities``; None: left out).
+    the first ``wrn_seed_count`` of ``seeds``, ``types`` x ``severities``; None: left out); wrn_seed_count: None for
+    every seed (QUICK keeps 3: a rank-1 WRN method costs ~3x the whole MLP Table 2).
     """
 
-    seeds: tuple = (0, 1, 2)
+    seeds: tuple = (0, 1, 2, 3, 4)
     recipe: Rank1Settings = QUICK_RECIPE
     types: tuple | None = None
     severities: tuple = (1, 2, 3, 4, 5)
@@ -63,25 +64,31 @@ class Rank1Job:
     ensemble_members: int = 4
     eval_samples: tuple = (1, 4, 25)
     diversity_from: float = 0.6
-    ablation_seeds: tuple = (0, 1, 2)
+    ablation_seeds: tuple = (0, 1, 2, 3, 4)
     ablation_steps: int = 1500
     ablation_types: tuple | None = ABLATION_TYPES
     ablation_severities: tuple = (1, 3, 5)
     components: tuple = (1, 2, 4, 8, 16)
     total_batch: int = 512
     dropout_rates: tuple = (1e-3, 0.1, 0.3)
-    methods: tuple = ("deterministic", "batch_ensemble", "rank1_normal", "rank1_cauchy", "mean_field",
-                      "mc_dropout", "deep_ensemble")
+    methods: tuple = ("deterministic", "batch_ensemble", "batch_ensemble_unregularised", "rank1_normal",
+                      "rank1_cauchy", "mean_field", "mc_dropout", "deep_ensemble")
     ablations: tuple = ("objectives", "components", "dropout_init", "prior_placement", "positive_priors")
     mc_dropout_rates: tuple = (0.05, 0.1, 0.2)
     cifar: CifarJob | None = None
     wrn: DigitsWrn | None = DIGITS_WRN
+    wrn_seed_count: int | None = 3
+
+    @property
+    def wrn_seeds(self) -> tuple:
+        """The digits WRN's seeds: the first ``wrn_seed_count`` of ``seeds`` (all when None)."""
+        return self.seeds if self.wrn_seed_count is None else self.seeds[: self.wrn_seed_count]
 
 
 QUICK = Rank1Job()
 # The paper's grid on the same data: 10 seeds (Table 2), 5 for the K sweep (Fig. 3), dropout rates over the
 # range of Fig. 5, full-length ablations, every corruption type; hours on 2 CPU cores.
-FULL = Rank1Job(seeds=tuple(range(10)), recipe=QUICK_RECIPE.replace(steps=6000), ablation_seeds=tuple(range(5)),
+FULL = Rank1Job(seeds=tuple(range(10)), wrn_seed_count=None, recipe=QUICK_RECIPE.replace(steps=6000), ablation_seeds=tuple(range(5)),
                 ablation_steps=6000, ablation_types=None, ablation_severities=(1, 2, 3, 4, 5),
                 dropout_rates=(1e-6, 1e-3, 0.01, 0.1, 0.2, 0.3), cifar=CIFAR_FULL)
 
@@ -141,7 +148,7 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
 
     Args:
       out_dir: output folder (tables as CSV + Markdown, figures as PNG, report.md).
-      setting: "quick" (`QUICK`, under 10 minutes on 2 CPU cores) or "full" (`FULL`), or a `Rank1Job`.
+      setting: "quick" (`QUICK`) or "full" (`FULL`), or a `Rank1Job`.
       seeds: the Table-2 seeds (default: the setting's); the ablations use the first ``len(ablation_seeds)``.
       data_dir: TFDS folder with cifar10 and cifar10_corrupted for the WRN part (``job.cifar``, in "full"); without
         it, or when a set is missing, that finding is "not run" with the reason and the digits parts still run.
@@ -174,8 +181,9 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
     report.note(("The paper's WRN-28-10 on CIFAR-10 / CIFAR-10-C runs in --full with a TFDS data_dir (its finding "
                  "says \"not run\" and why when the sets are missing)" if job.cifar is not None else
                  "The WRN on CIFAR-10 / CIFAR-10-C is left out of this setting (--full runs it from a TFDS data_dir)")
-                + "; both settings run the digits experiments. BatchEnsemble is the rank-1 model with point-mass "
-                "factors, i.e. MAP under the Normal(1, 0.1) factor prior (Wen et al.'s factors have no prior). The "
+                + "; both settings run the digits experiments. batch_ensemble is the rank-1 model with point-mass "
+                "factors, i.e. MAP under the Normal(1, 0.1) factor prior; batch_ensemble_unregularised drops that "
+                "prior (a flat one: Wen et al.'s BatchEnsemble, factors trained on the likelihood alone). The "
                 f"Cauchy row's sigma is initialised from p = {r.cauchy_dropout_rate:g} (the paper's appendix Table 5 "
                 f"for Cauchy; Normal: {r.dropout_rate:g}). Mean field and MC dropout are scored with K x "
                 f"{r.eval_samples} = {r.num_components * r.eval_samples} draws (the rank-1 nets' forward passes); MC "
@@ -269,5 +277,5 @@ def _wrn_note(job) -> str:
         return ""
     w, r = job.wrn, job.wrn.recipe
     return (f"; and WRN-{w.depth}-{w.width} on the 8x8 images (rank-1 K = {r.num_components}; methods "
-            f"{', '.join(w.methods)}; Adam {r.lr:g} ({r.schedule}), {r.steps} steps of batch {r.batch_size}, the "
+            f"{', '.join(w.methods)}; seeds {job.wrn_seeds}; Adam {r.lr:g} ({r.schedule}), {r.steps} steps of batch {r.batch_size}, the "
             f"rest as the MLP's)")

@@ -7,8 +7,10 @@ The pieces every table and ablation of `zoo.reproduce.rank1` shares:
   the corruption suite and the training standardisation as ``preprocess``.
 * `Rank1Settings`: one training recipe (steps, Adam and its schedule, KL annealing, K, initialisation,
   evaluation draws); `QUICK_RECIPE` is what the investigation of issue 17 chose on the validation set.
-* `METHODS` and `fit_method`: deterministic, BatchEnsemble, rank-1 Normal / Cauchy, mean field and a deep
-  ensemble of point estimates, each ``zoo.get`` + ``inference.make_guide`` + ``inference.fit``.
+* `METHODS` and `fit_method`: deterministic, BatchEnsemble (the library's: MAP under the Normal(1, 0.1) factor
+  prior; and Wen et al.'s unregularised one: no factor prior, `unregularised_factors`), rank-1 Normal / Cauchy,
+  mean field and a deep ensemble of point estimates, each ``zoo.get`` + ``inference.make_guide`` +
+  ``inference.fit``.
 * `corruption_summary`: clean + corrupted scores of several predictors in the layout of the paper's
   Table 2 (``evals.ood.summary_table``, mCE relative to the deterministic network).
 """
@@ -25,7 +27,7 @@ from models.errors import InputError
 
 __all__ = ["DigitsSplit", "digits_split", "task_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
            "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "validation_nll",
-           "fit_method", "entry_for", "corrupted_sets", "corruption_summary", "score_rows", "summary_of_rows",
+           "fit_method", "entry_for", "unregularised_factors", "corrupted_sets", "corruption_summary", "score_rows", "summary_of_rows",
            "score_table", "optimizer_of"]
 
 
@@ -155,6 +157,7 @@ def optimizer_of(settings: Rank1Settings) -> optax.GradientTransformation:
 METHODS = {
     "deterministic": ("mlp", "point_estimate"),
     "batch_ensemble": ("rank1_mlp", "delta"),
+    "batch_ensemble_unregularised": ("rank1_mlp", "delta"),
     "rank1_normal": ("rank1_mlp", "normal"),
     "rank1_cauchy": ("rank1_mlp", "cauchy"),
     "mean_field": ("mlp", "mean_field"),
@@ -162,15 +165,43 @@ METHODS = {
     "rank1_lognormal": ("rank1_mlp", "lognormal"),
 }
 """{method: (catalogue entry, guide or rank-1 family)}; the deep ensemble is K deterministic fits. MC dropout drops
-the input rows of every dense weight but the first (`MC_DROPOUT_SITES`: hidden units, not pixels)."""
+the input rows of every dense weight but the first (`MC_DROPOUT_SITES`: hidden units, not pixels).
+"batch_ensemble" is MAP under the rank-1 model's Normal(1, 0.1) factor prior; "batch_ensemble_unregularised" drops
+that prior (`unregularised_factors`: a flat one), as Wen et al.'s BatchEnsemble trains its factors."""
 MC_DROPOUT_SITES = ("*/linear_[1-9]*/w",)
 SAMPLED = ("mean_field", "mc_dropout")
 """Methods whose every draw is one network: scored with K x eval_samples draws, the forward passes of a rank-1
 net with K components and eval_samples draws per component."""
 
 
+def unregularised_factors(model):
+    """`model` (a rank-1 `models.BNN`) with an improper flat prior (log density 0) on its factor sites
+    (``*/alpha``, ``*/gamma``) and its own prior elsewhere: under a point-mass guide its fit is Wen et al.'s
+    BatchEnsemble, the factors trained on the likelihood alone (the shared weights keep their Normal prior, an
+    L2 penalty, as BatchEnsemble's weight decay). Returns a new `models.BNN`."""
+    import fnmatch
+
+    import numpyro.distributions as dist
+
+    from models import bnn
+    from models.rank1 import RANK1_SITE_SUFFIXES
+
+    base = model.prior
+
+    def prior(name, shape):
+        if any(fnmatch.fnmatchcase(name, f"*/{suffix}") for suffix in RANK1_SITE_SUFFIXES):
+            return dist.ImproperUniform(dist.constraints.real, tuple(shape), ())
+        return base(name, shape)
+
+    prior.spec = {"kind": "by_pattern", "rules": {f"*/{s}": {"kind": "flat"} for s in RANK1_SITE_SUFFIXES},
+                  "default": getattr(base, "spec", None)}
+    return bnn(model.network_fn, prior, model.likelihood, name=model.name)
+
+
 def entry_for(method: str, split: DigitsSplit, settings: Rank1Settings, hidden=None, factor=None):
     """The catalogue entry of `method` on the split's training data (test = the standardised test set)."""
+    import dataclasses
+
     import zoo
 
     if method not in METHODS:
@@ -182,9 +213,12 @@ def entry_for(method: str, split: DigitsSplit, settings: Rank1Settings, hidden=N
     if entry == "mlp":
         return zoo.get("mlp", data=data, data_kwargs={"num_classes": 10}, hidden=hidden,
                        prior_scale=settings.prior_scale)
-    return zoo.get("rank1_mlp", data=data, data_kwargs={"num_classes": 10}, hidden=hidden,
-                   num_components=settings.num_components, factor=factor or family.replace("delta", "normal"),
-                   objective=settings.objective, sign_init=settings.sign_init, prior_scale=settings.prior_scale)
+    e = zoo.get("rank1_mlp", data=data, data_kwargs={"num_classes": 10}, hidden=hidden,
+                num_components=settings.num_components, factor=factor or family.replace("delta", "normal"),
+                objective=settings.objective, sign_init=settings.sign_init, prior_scale=settings.prior_scale)
+    if method == "batch_ensemble_unregularised":
+        return dataclasses.replace(e, model=unregularised_factors(e.model))
+    return e
 
 
 def _guide(method, model, settings):

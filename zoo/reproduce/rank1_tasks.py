@@ -27,6 +27,8 @@ from zoo.reproduce.stages import StageTimes, stage as _stage
 __all__ = ["table2", "mlp_table2_part", "ablations_part", "rank1_tasks", "ABLATION_GROUPS", "METRICS"]
 
 METRICS = ("NLL", "Acc", "ECE", "cNLL", "cA", "cECE", "mCE")
+DIVERSE = ("rank1_normal", "batch_ensemble", "batch_ensemble_unregularised")
+"""The methods whose late checkpoints make Fig. 6 (member diversity)."""
 
 ABLATION_GROUPS = (("objectives", "components"), ("dropout_init", "prior_placement", "positive_priors"))
 """The ablations in two tasks of about equal cost (each trains the recipe's own arm once per seed, `FitCache`;
@@ -48,7 +50,7 @@ def table2(job, split, log=print):
     Returns (runs: one row per (method, seed) with the Table-2 columns and #params; samples: rank-1 Normal
     scored with ``job.eval_samples`` draws per component, one row per (draws, seed) (Table 8); diversity: one
     row per (method, seed, checkpoint) of `evals.diversity.diversity_table` for rank-1 Normal and
-    BatchEnsemble over the checkpoints after ``diversity_from`` of training (Fig. 6))."""
+    both BatchEnsembles (`DIVERSE`) over the checkpoints after ``diversity_from`` of training (Fig. 6))."""
     recipe = job.recipe
     late = job.diversity_from * recipe.steps
     xte, yte = split.standardised(split.test_raw)
@@ -68,7 +70,7 @@ def table2(job, split, log=print):
                     continue
                 seen = []
                 hook = (lambda step, p, seen=seen: seen.append((step, p)) if step > late else None) \
-                    if method in ("rank1_normal", "batch_ensemble") else None
+                    if method in DIVERSE else None
                 posts[method] = fit_method(method, split, recipe, seed, on_chunk=hook)
                 draws[method], counts[method] = draws_for(method, recipe), _num_params(posts[method])
                 if seen:
@@ -160,7 +162,8 @@ def rank1_tasks(job, log=None) -> list:
     wrn = () if job.wrn is None else job.wrn.methods
 
     def wrn_task(method):
-        return Task(f"wrn {method}", wrn_method_runs, {"method": method, "wrn": job.wrn, "seeds": job.seeds,
+        return Task(f"wrn {method}", wrn_method_runs, {"method": method, "wrn": job.wrn,
+                                                      "seeds": job.wrn_seeds,
                                                       "types": job.types, "severities": job.severities, "log": log})
 
     groups = [tuple(n for n in group if n in job.ablations) for group in ABLATION_GROUPS]

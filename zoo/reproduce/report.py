@@ -1,27 +1,39 @@
 """The files of a paper reproduction: figures, CSV tables and one Markdown report that states, finding by
-finding, whether it reproduces here.
+finding, the paper's number, ours with its 95 % interval and the verdict (`evals.verdicts`).
 
     report = Report(out_dir, "k-tied Normal (Swiatkowski et al., 2020)", setting="quick")
     report.table("truncation", table, "Post-hoc rank-k truncation (Tables 2, 3)")
     report.figure("fig3_spectra", fig, "Fraction of variance in the top singular values (Fig. 3)")
-    report.finding("sigma is low-rank, the means are not", "reproduces", "top-2 share 0.97 +- 0.01 vs 0.41 +- 0.02")
+    report.finding("sigma is low-rank, the means are not", "consistent", "rule: ...", paper="top-2 share > 0.9",
+                   ours="0.97 [0.95, 0.99] (n = 5, t over seeds)")
     report.write()   # out_dir/report.md, listing every file written
 
-A verdict is one of ``VERDICTS``; the evidence is the numbers (with their uncertainty) that decided it.
+A verdict is one of ``VERDICTS`` ("consistent", "inconclusive", "contradicts", "not run"), computed by
+`evals.verdicts.judge` from the paper's region and our interval; the evidence is the rest of the numbers.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
+from evals.verdicts import VERDICTS
 from models.errors import InputError
 
-__all__ = ["Report", "VERDICTS"]
+__all__ = ["Report", "Finding", "VERDICTS"]
 
-VERDICTS = ("reproduces", "partly", "does not reproduce", "not run")
+
+class Finding(NamedTuple):
+    """One row of the report's findings: the claim, the verdict, the evidence, the paper's number, ours."""
+
+    claim: str
+    verdict: str
+    evidence: str
+    paper: str = ""
+    ours: str = ""
 
 
 class Report:
@@ -41,7 +53,7 @@ class Report:
         self.log = log or (lambda line: None)
         self.files: list[str] = []
         self.sections: list[str] = []
-        self.findings: list[tuple[str, str, str]] = []
+        self.findings: list[Finding] = []
         self.notes: list[str] = []
         self._start = time.perf_counter()
 
@@ -64,18 +76,20 @@ class Report:
         self.log(f"wrote {path}")
         return path
 
-    def finding(self, claim: str, verdict: str, evidence: str) -> None:
-        """Record whether one of the paper's findings reproduces here.
+    def finding(self, claim: str, verdict: str, evidence: str, paper: str = "", ours: str = "") -> None:
+        """Record one of the paper's findings: the paper's number, ours and the verdict.
 
         Args:
           claim: the paper's finding, in a few words.
-          verdict: one of ``VERDICTS``.
-          evidence: the measured numbers (with mean +- SE and the number of seeds) behind the verdict.
+          verdict: one of ``VERDICTS`` (`evals.verdicts.judge` / `combine`).
+          evidence: the rule and the other measured numbers behind the verdict.
+          paper: the paper's number (or direction) and the region the verdict tests.
+          ours: our number with its 95 % interval (`evals.verdicts.Interval.text`).
         """
         if verdict not in VERDICTS:
             raise InputError("verdict", verdict, f"one of {VERDICTS}")
-        self.findings.append((claim, verdict, evidence))
-        self.log(f"finding: {claim}: {verdict} ({evidence})")
+        self.findings.append(Finding(claim, verdict, evidence, paper, ours))
+        self.log(f"finding: {claim}: {verdict} (paper {paper}; ours {ours}; {evidence})")
 
     def note(self, text: str) -> None:
         """A paragraph of the report's "Settings and caveats" (e.g. where the setting differs from the paper)."""
@@ -85,8 +99,11 @@ class Report:
         """Write ``report.md`` (findings first, then caveats, tables and figures) and return its path."""
         minutes = (time.perf_counter() - self._start) / 60
         lines = [f"# {self.title}: reproduction ({self.setting})", ""]
-        lines += ["## Findings", "", "| finding | verdict | evidence |", "|---|---|---|"]
-        lines += [f"| {c} | {v} | {e} |" for c, v, e in self.findings] or ["| (none recorded) | | |"]
+        lines += ["## Findings", "", "Verdicts (`evals.verdicts.judge`): consistent when our 95 % interval lies in the "
+                  "paper's region, contradicts when it lies wholly outside it, inconclusive otherwise.", "",
+                  "| finding | paper | ours (95 % interval) | verdict | evidence |", "|---|---|---|---|---|"]
+        lines += [f"| {f.claim} | {f.paper} | {f.ours} | {f.verdict} | {f.evidence} |" for f in self.findings] \
+            or ["| (none recorded) | | | | |"]
         lines += ["", "## Settings and caveats", ""]
         lines += [f"- {n}" for n in self.notes] + [f"- Wall time: {minutes:.1f} min.", ""]
         lines += ["## Results", ""] + self.sections

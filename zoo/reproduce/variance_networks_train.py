@@ -11,6 +11,8 @@ phase-transition curves of Fig. 1, 3 and 4. As in the paper's LeNet-5 experiment
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -57,12 +59,35 @@ TABLE2 = {"layer": TABLE1[4], "neuron": Method("variance, dense1 (neuron-wise al
 """Table 2's parameterisations (eq. 17-20) of the dense1 variance layer."""
 
 
+KAPPA_N_PAPER = 60_000
+"""The training-set size at which the paper found log10 kappa_0 = 1.5 (MNIST's 60,000 images)."""
+
+
+def log10_kappa_threshold(log10_kappa_0: float, n_train: int, n_paper: int = KAPPA_N_PAPER) -> float:
+    """The paper's threshold moved to a training set of ``n_train`` examples: kappa (eq. 16) is sigma² times the
+    curvature of the loss summed over the training set, so it grows in proportion to N, and the threshold is
+    scaled likewise: log10 kappa_0 + log10(n_train / n_paper) (1.5 at MNIST's 60,000; -0.15 at the 1,348
+    training digits)."""
+    return float(log10_kappa_0 + math.log10(n_train / n_paper))
+
+
+@functools.lru_cache(maxsize=2)
+def _user_arrays(path: str):
+    from zoo.reproduce.image_npz import load_image_npz
+
+    return load_image_npz(path)
+
+
 def entry(settings, method: Method, data_dir=None):
-    """The LeNet-5 entry of ``method``: log-uniform prior on its variance sites (eq. 4), Normal elsewhere."""
+    """The LeNet-5 entry of ``method``: log-uniform prior on its variance sites (eq. 4), Normal elsewhere; on
+    ``settings.data_path``'s images (`zoo.reproduce.image_npz`) when it is set, else on ``settings.data``."""
     log_uniform = [method.sites] if method.guide in ("variance_layers", "zero_mean", "additive") else []
+    data = settings.data
     data_kwargs = {"data_dir": data_dir} if data_dir is not None and settings.data not in ("digits", "digits_28") \
         else None
-    return get("lenet5", data=settings.data, data_kwargs=data_kwargs, channels=tuple(settings.channels),
+    if settings.data_path is not None:
+        data, data_kwargs = _user_arrays(str(settings.data_path)), {"num_classes": 10}
+    return get("lenet5", data=data, data_kwargs=data_kwargs, channels=tuple(settings.channels),
                hidden=settings.hidden, activation=settings.activation, log_uniform_sites=log_uniform)
 
 
@@ -131,13 +156,15 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
     test accuracy, final training ELBO (minus the mean loss of the last epoch), fit_s, traces (compiles of the
     update: 0 when shared with an earlier fit of the same structure). With ``curve`` (a dense1 variance
     layer), every ``settings.curve_every`` epochs: curve_rows gets epoch, deterministic_acc, ensemble_acc,
-    stochastic_acc, log_alpha, kappa_above (weights with log10 kappa > kappa_0), elbo; kappas {epoch: (in, out)}.
+    stochastic_acc, log_alpha, kappa_above (weights with log10 kappa above `log10_kappa_threshold`: kappa_0 scaled
+    to the training set's size), elbo; kappas {epoch: (in, out)}.
     Otherwise curve_rows = [] and kappas = {}.
     """
     e = entry(settings, method, data_dir)
     guide = guide_of(settings, method, e.model)
     per_epoch = steps_per_epoch(settings, e.train)
     rows, kappas = [], {}
+    threshold = log10_kappa_threshold(settings.log10_kappa_0, len(e.train.y))
 
     def record(step, post):
         epoch = step // per_epoch
@@ -147,7 +174,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
         kappas[epoch] = k
         acc = scores(settings, post, e.test, seed)
         rows.append({"epoch": epoch, **acc, "log_alpha": mean_log_alpha(post, method),
-                     "kappa_above": count_above(k, settings.log10_kappa_0),
+                     "kappa_above": count_above(k, threshold),
                      "elbo": -float(np.mean(post.losses[-per_epoch:]))})
         if log is not None and epoch % max(1, settings.epochs // 6) == 0:
             r = rows[-1]
