@@ -31,6 +31,7 @@ covariance and NUTS side by side in weight space, and `chain_agreement` says whi
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -81,8 +82,8 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = replace(FULL, splits=3, svi_steps=2000, full_cov_steps=1000, num_samples=300, nuts_warmup=200,
-                nuts_draws=150, max_tree_depth=8)
+QUICK = replace(FULL, splits=3, svi_steps=1500, full_cov_steps=1000, num_samples=300, nuts_warmup=150,
+                nuts_draws=100, max_tree_depth=6)
 
 
 @dataclass
@@ -296,6 +297,7 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     datasets = list(datasets) if datasets else available(root)
+    (out / "run.json").write_text(json.dumps({"settings": settings_dict(settings), "seconds": None}))
     t0 = time.perf_counter()
     rows, weights, agreement = [], [], []
     plan = [(depth, name, k) for depth in hidden_layers for name in datasets
@@ -311,6 +313,7 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
         pd.DataFrame(agreement).to_csv(out / "chains.csv", index=False)
     seconds = time.perf_counter() - t0
     table = pd.DataFrame(rows)
+    (out / "run.json").write_text(json.dumps({"settings": settings_dict(settings), "seconds": seconds}))
     write_report(out, table, pd.DataFrame(weights), pd.DataFrame(agreement), settings_dict(settings), seconds)
     log(f"done in {seconds:.0f} s: {out / 'uci.csv'}, {out / 'summary.md'}, {out / 'uci.png'}")
     return table

@@ -85,7 +85,8 @@ def _se(values) -> float:
 
 
 def quality_bars(table: pd.DataFrame) -> str:
-    """Markdown: the issue's bars on one hidden layer, evaluated (NUTS mean over converged splits)."""
+    """Markdown: the issue's bars on one hidden layer, evaluated (NUTS: mean over the splits where it converged;
+    with none converged, no NUTS bar). "Within the deep-ensemble range": the published mean +- 2 of its SEs."""
     s = summarise(table[table.hidden_layers == 1])
     lines = ["| bar | data set | ours | published | holds |", "|---|---|---|---|---|"]
     for name in [d for d in table.dataset.unique() if d in PUBLISHED]:
@@ -104,19 +105,24 @@ def quality_bars(table: pd.DataFrame) -> str:
             if method in part.index:
                 v = part.loc[method, "test_ll_mean"]
                 checks.append((f"{method} LL in deep-ensemble mean +- 2 SE", v,
-                               f"[{ll - 2 * se:.2f}, {ll + 2 * se:.2f}]", ll - 2 * se <= v <= ll + 2 * se))
-        lines += [f"| {bar} | {name} | {ours:.2f} | {pub_text} | {'yes' if ok else 'NO'} |"
-                  for bar, ours, pub_text, ok in checks]
+                               f"[{ll - 2 * se:.2f}, {ll + 2 * se:.2f}]",
+                               "yes" if ll - 2 * se <= v <= ll + 2 * se else
+                               "NO: above (better)" if v > ll + 2 * se else "NO: below"))
+        lines += [f"| {bar} | {name} | {ours:.2f} | {pub_text} | "
+                  f"{ok if isinstance(ok, str) else 'yes' if ok else 'NO'} |" for bar, ours, pub_text, ok in checks]
     return "\n".join(lines) + "\n"
 
 
-def closest_table(table: pd.DataFrame) -> str:
+def closest_table(table: pd.DataFrame, converged_only: bool = True) -> str:
     """Markdown "which guide is closest to the exact posterior": per depth and data set, each guide's test-LL gap
-    to NUTS, mean |mu - mu_nuts| / sd_nuts and sd / sd_nuts (mean +- SE over the splits where NUTS converged),
-    the guides ordered by mean |z| (closest first)."""
-    ok = table[(table.nuts_converged == True) & (table.method != "nuts")]  # noqa: E712
+    to NUTS, mean |mu - mu_nuts| / sd_nuts and sd / sd_nuts (mean +- SE over splits), the guides ordered by
+    mean |z| (closest first). converged_only: only the splits where NUTS converged; False: every split (then
+    NUTS is not the exact posterior wherever it did not converge: indicative only)."""
+    ok = table[(table.method != "nuts") & table.ll_gap.notna()]
+    if converged_only:
+        ok = ok[ok.nuts_converged == True]  # noqa: E712
     if ok.empty:
-        return "No split's NUTS run converged: no comparison against NUTS is reported.\n"
+        return "No split's NUTS run converged: no comparison against a converged NUTS.\n"
     s = mean_se(ok, ["hidden_layers", "dataset", "method"], ["ll_gap", "mean_abs_z", "sd_ratio"])
     lines = ["| layers | data set | rank | guide | splits | test LL - NUTS's | mean abs(mu - mu_nuts) / sd_nuts | "
              "sd / sd_nuts |", "|---|---|---|---|---|---|---|---|"]
@@ -149,18 +155,23 @@ def weight_table(weights: pd.DataFrame, agreement: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def depth_verdict(table: pd.DataFrame, metric: str = "ll_gap") -> tuple[str, pd.DataFrame]:
+def depth_verdict(table: pd.DataFrame, metric: str = "ll_gap", converged_only: bool = True
+                  ) -> tuple[str, pd.DataFrame]:
     """Liberty or Depth's claim on real data: mean field's gap to NUTS shrinks with depth. Per data set, the paired
-    (by split, NUTS converged at both depths) difference d = |gap at 2 layers| - |gap at 1 layer| of `metric`
-    (ll_gap: test LL - NUTS's; mean_abs_z) and its 95 % t-interval over splits: "consistent" when the interval
-    lies below 0, "contradicts" above 0, "inconclusive" otherwise (or with fewer than 2 splits).
-    Returns (markdown, one row per data set)."""
-    mf = table[(table.method == "mean_field") & (table.nuts_converged == True)]  # noqa: E712
+    (by split) difference d = |gap at 2 layers| - |gap at 1 layer| of `metric` (ll_gap: test LL - NUTS's;
+    mean_abs_z) and its 95 % t-interval over splits: "consistent" when the interval lies below 0,
+    "contradicts" above 0, "inconclusive" otherwise (or with fewer than 2 splits). converged_only: only splits
+    where NUTS converged at both depths. Returns (markdown, one row per data set)."""
+    mf = table[(table.method == "mean_field") & table[metric].notna()]
     rows = []
     for name, part in mf.groupby("dataset", sort=False):
         wide = part.pivot_table(index="split", columns="hidden_layers", values=metric)
         if not {1, 2} <= set(wide.columns):
             continue
+        if converged_only:
+            conv = part.pivot_table(index="split", columns="hidden_layers", values="nuts_converged",
+                                    aggfunc=lambda v: bool(np.all(v == True)))  # noqa: E712
+            wide = wide[conv.reindex(wide.index).fillna(False).all(axis=1)]
         d = (wide[2].abs() - wide[1].abs()).dropna().to_numpy()
         n = len(d)
         if n >= 2:
@@ -169,13 +180,15 @@ def depth_verdict(table: pd.DataFrame, metric: str = "ll_gap") -> tuple[str, pd.
         else:
             lo = hi = float("nan")
         verdict = "consistent" if hi < 0 else "contradicts" if lo > 0 else "inconclusive"
-        rows.append({"dataset": name, "metric": metric, "splits": n, "gap_1": float(wide[1].abs().mean()),
-                     "gap_2": float(wide[2].abs().mean()), "mean_diff": float(d.mean()) if n else float("nan"),
-                     "ci_low": lo, "ci_high": hi, "verdict": verdict})
+        rows.append({"dataset": name, "metric": metric, "splits": n,
+                     "gap_1": float(wide[1].abs().mean()) if n else float("nan"),
+                     "gap_2": float(wide[2].abs().mean()) if n else float("nan"),
+                     "mean_diff": float(d.mean()) if n else float("nan"), "ci_low": lo, "ci_high": hi,
+                     "verdict": verdict})
     result = pd.DataFrame(rows)
     if result.empty:
         return "", result
-    lines = [f"| data set | splits | abs gap, 1 layer | abs gap, 2 layers | difference (95 % t-interval) | verdict |",
+    lines = ["| data set | splits | abs gap, 1 layer | abs gap, 2 layers | 2 - 1 (95 % t-interval) | verdict |",
              "|---|---|---|---|---|---|"]
     for r in result.itertuples():
         lines.append(f"| {r.dataset} | {r.splits} | {r.gap_1:.3f} | {r.gap_2:.3f} | {r.mean_diff:.3f} "
@@ -198,28 +211,40 @@ def plot(table: pd.DataFrame, path) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), squeeze=False)
     methods = [m for m in list(GUIDES) + ["nuts"] if m in set(table.method)]
     depths = sorted(table.hidden_layers.unique())
-    styles = {"VI": ":", "PBP": "-.", "MC dropout": "--", "deep ensemble": (0, (1, 3))}
+    styles = {"VI": (":", "tab:gray"), "PBP": ("-.", "tab:olive"), "MC dropout": ("--", "tab:purple"),
+              "deep ensemble": ((0, (6, 2, 1, 2, 1, 2)), "tab:brown")}
     for ax, name in zip(axes.ravel(), names):
         for j, depth in enumerate(depths):
+            shift = (j - (len(depths) - 1) / 2) * 0.25
             part = s[(s.dataset == name) & (s.hidden_layers == depth)].set_index("method")
-            xs = [i + (j - (len(depths) - 1) / 2) * 0.25 for i, m in enumerate(methods) if m in part.index]
             ms = [m for m in methods if m in part.index]
-            ax.errorbar(xs, part.loc[ms, "test_ll_mean"], yerr=part.loc[ms, "test_ll_se"].fillna(0), fmt="o",
-                        capsize=3, label=f"{depth} hidden layer{'s' if depth > 1 else ''}")
+            label = f"{depth} hidden layer{'s' if depth > 1 else ''}"
+            ax.errorbar([methods.index(m) + shift for m in ms], part.loc[ms, "test_ll_mean"],
+                        yerr=part.loc[ms, "test_ll_se"].fillna(0), fmt="o", color=f"C{j}", capsize=3, label=label)
+            nuts = table[(table.dataset == name) & (table.hidden_layers == depth) & (table.method == "nuts")]
+            if len(nuts) and (nuts.nuts_converged != True).any():  # noqa: E712
+                ax.errorbar([methods.index("nuts") + shift], [nuts.test_ll.mean()], yerr=[_se(nuts.test_ll) or 0],
+                            fmt="o", mfc="white", color=f"C{j}", capsize=3,
+                            label=f"{label}: NUTS, all splits, not all converged")
         for method, (ll, *_rest) in PUBLISHED.get(name, {}).items():
-            ax.axhline(ll, color="grey", linestyle=styles[method], linewidth=1)
-            ax.annotate(f"{method} {ll:.2f}", (len(methods) - 0.5, ll), fontsize=7, color="dimgray",
-                        ha="right", va="bottom")
+            ax.axhline(ll, linestyle=styles[method][0], color=styles[method][1], linewidth=1.2,
+                       label=f"published {method}")
+        ax.set_xlim(-0.5, len(methods) - 0.5)
         ax.set_xticks(range(len(methods)))
         ax.set_xticklabels([m.replace("_", "\n") for m in methods], fontsize=8)
         ax.set_title(name)
-        ax.set_ylabel("test log-likelihood per point (higher is better)")
+        ax.set_ylabel("test log-likelihood per point")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8, loc="lower left")
     for ax in axes.ravel()[len(names):]:
         ax.axis("off")
-    fig.suptitle("UCI regression (Hernandez-Lobato & Adams splits): mean +- SE over splits; grey: published")
-    fig.tight_layout()
+    fig.suptitle("UCI regression (Hernandez-Lobato & Adams splits): test LL, mean +- SE over splits (higher is "
+                 "better); lines: published")
+    handles = {}
+    for ax in axes.ravel():
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -233,7 +258,8 @@ def write_report(out, table: pd.DataFrame, weights: pd.DataFrame, agreement: pd.
     plot(table, out / "uci.png")
     splits = table.groupby("dataset").split.nunique().to_dict()
     parts = ["# UCI regression benchmark: every guide against NUTS", "",
-             f"Wall time {seconds:.0f} s. Splits per data set: {splits}. Settings: "
+             ("Wall time " + (f"{seconds:.0f} s" if seconds is not None else "unknown (a run stopped part-way)")
+              + f". Splits per data set: {splits}. Settings: ")
              + ", ".join(f"{k}={v}" for k, v in settings.items() if k not in ("splits", "hidden_layers")) + ".",
              "Test LL per point and RMSE in the target's original units; mean +- SE over splits. NUTS rows "
              f"average only the splits where NUTS converged (R-hat <= 1.01 and bulk ESS >= 400 on the predictive "
@@ -242,12 +268,29 @@ def write_report(out, table: pd.DataFrame, weights: pd.DataFrame, agreement: pd.
              "## Which guide is closest to the exact posterior (NUTS)", "",
              "Function space on the test inputs; mu, sd: mean and sd over draws of the network output. Ranked "
              "by mean abs(mu - mu_nuts) / sd_nuts; sd / sd_nuts is a geometric mean over test points (0 for a "
-             "point estimate).", "", closest_table(table), "## Weight space (evals.comparison, all weights)", "",
-             weight_table(weights, agreement)]
+             "point estimate).", "", "Splits where NUTS converged:", "", closest_table(table, True),
+             "Every split, NUTS converged or not (where it did not, NUTS is no exact reference: indicative "
+             "only):", "", closest_table(table, False),
+             "## Weight space (evals.comparison, all weights)", "", weight_table(weights, agreement)]
     if table.hidden_layers.nunique() > 1:
-        text_ll, _ = depth_verdict(table, "ll_gap")
-        text_z, _ = depth_verdict(table, "mean_abs_z")
-        parts += ["## Depth: does mean field's gap to NUTS shrink from 1 to 2 hidden layers?", "",
-                  "Gap in test LL (abs(test LL - NUTS's)):", "", text_ll,
-                  "Gap in function space (mean abs(mu - mu_nuts) / sd_nuts):", "", text_z]
+        parts += ["## Depth: does mean field's gap to NUTS shrink from 1 to 2 hidden layers?", ""]
+        for label, converged_only in (("splits where NUTS converged at both depths", True),
+                                      ("every split (indicative where NUTS did not converge)", False)):
+            for what, metric in (("test LL gap, abs(test LL - NUTS's)", "ll_gap"),
+                                 ("function-space gap, mean abs(mu - mu_nuts) / sd_nuts", "mean_abs_z")):
+                text, _ = depth_verdict(table, metric, converged_only)
+                parts += [f"{what}; {label}:", "", text or "(no paired splits)\n"]
     (out / "summary.md").write_text("\n".join(parts))
+
+
+def rewrite(out) -> None:
+    """summary.md and uci.png again from the CSVs and run.json a run left in the folder `out` (also a run that was
+    stopped part-way: its finished splits; the wall time is then unknown)."""
+    import json
+    from pathlib import Path
+
+    out = Path(out)
+    info = json.loads((out / "run.json").read_text())
+    frames = [pd.read_csv(out / f) if (out / f).stat().st_size > 1 else pd.DataFrame()
+              for f in ("uci.csv", "weights.csv", "chains.csv")]
+    write_report(out, *frames, info["settings"], info["seconds"])
