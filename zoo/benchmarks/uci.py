@@ -89,13 +89,13 @@ QUICK = replace(FULL, splits=3, svi_steps=1500, full_cov_steps=1000, num_samples
 @dataclass
 class Fitted:
     """One method's predictions on a split's test inputs: f (S, N) draws of the network output and ll (S, N)
-    per-draw log N(y_n | f_s(x_n), sigma_s), both in standardised units; chains: C for NUTS (S = C * D, chain
-    major), else 1; posterior: the Posterior (None for the ensemble); stats: extra columns (NUTS)."""
+    per-draw log N(y_n | f_s(x_n), sigma_s), both in standardised units (NUTS: S = C * D draws, chain major);
+    seconds: the fit's wall time (NUTS: without the mean-field fit it starts from); posterior: the Posterior
+    (None for the ensemble); stats: NUTS's extra columns."""
 
     f: np.ndarray
     ll: np.ndarray
     seconds: float
-    chains: int = 1
     posterior: object = None
     stats: dict | None = None
 
@@ -174,7 +174,7 @@ def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
     stats = {"divergences": post.info.divergences, "max_rhat": diag["rhat_max"], "min_ess": diag["ess_bulk_min"],
              "leapfrog": post.info.mean_leapfrog_steps,
              "converged": bool(diag["rhat_max"] <= RHAT_MAX and diag["ess_bulk_min"] >= ESS_MIN)}
-    return Fitted(f, ll, seconds, chains=settings.nuts_chains, posterior=post, stats=stats)
+    return Fitted(f, ll, seconds, posterior=post, stats=stats)
 
 
 def scores(fitted: Fitted, y_test: np.ndarray, y_sd: float) -> dict:
