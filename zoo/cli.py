@@ -1,4 +1,4 @@
-"""The `zoo` command line: list, fit, nuts, score, corruptions, reproduce, run (``zoo --version``; every
+"""The `zoo` command line: list, fit, nuts, score, corruptions, reproduce, run, benchmark (``zoo --version``; every
 option's default is in ``zoo <cmd> --help``).
 
 Errors: a bad argument or a failure the package recognises (`models.errors.ZooError`) prints ONE line
@@ -135,6 +135,32 @@ def _prior_scale(text):
 
 _prior_scale.__name__ = "a finite number > 0 or PATTERN=SCALE,..."
 _ints = _int_list(1, "64,64", "positive")  # hidden widths, depths
+
+
+def _names(text):
+    """An argparse type: comma-separated names -> a tuple of non-empty strings."""
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names such as yacht,concrete, got {text!r}")
+    return names
+
+
+_names.__name__ = "comma-separated names"
+
+
+def _layer_counts(text):
+    """--hidden-layers: 1, 2 or 1,2 -> a sorted tuple of distinct counts."""
+    try:
+        values = tuple(sorted({int(t) for t in text.split(",") if t.strip()}))
+    except ValueError:
+        values = ()
+    if not values or not set(values) <= {1, 2}:
+        raise argparse.ArgumentTypeError(f"expected 1, 2 or 1,2, got {text!r}")
+    return values
+
+
+_layer_counts.__name__ = "hidden layer counts"
+
 _seeds = _int_list(0, "0,1,2", "non-negative", 2**32 - 1)
 
 
@@ -254,6 +280,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--workers", type=_positive_int, default=None,
                    help="processes that run the job's parts side by side (default: BNN_ZOO_WORKERS or the CPU "
                         "cores; 1: one after the other, with progress bars)")
+    b = sub.add_parser("benchmark", help="a benchmark against published numbers: uci (every guide against NUTS)")
+    b.add_argument("suite", choices=("uci",), help="which benchmark")
+    b.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="folder of UCI data set folders in the standard layout (default: the four shipped sets)")
+    b.add_argument("--datasets", type=_names, default=None, metavar="A,B",
+                   help="data set folder names, e.g. yacht,wine-quality-red (default: every set of the folder)")
+    b.add_argument("--splits", type=_positive_int, default=None, metavar="K",
+                   help="run the first K splits (default: all; with --quick 3)")
+    b.add_argument("--methods", type=_names, default=None, metavar="M1,M2",
+                   help="methods among map, mean_field, full_covariance, low_rank, k_tied, mc_dropout, ensemble, "
+                        "nuts (default: all)")
+    b.add_argument("--hidden-layers", type=_layer_counts, default=(1,), metavar="1|2|1,2",
+                   help="hidden layers of 50 units: 1, 2 or 1,2 (both, with the depth verdict)")
+    b.add_argument("--out", default=None, help="output folder (default: zoo-results/uci)")
+    b.add_argument("--quick", action="store_true",
+                   help="3 splits, fewer SVI steps and NUTS draws (zoo.benchmarks.uci.QUICK)")
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -668,7 +710,15 @@ def cmd_run(args):
     return 0
 
 
-COMMANDS = {"list": cmd_list, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "corruptions": cmd_corruptions,
+def cmd_benchmark(args):
+    from zoo.benchmarks.uci import main
+
+    main(data_dir=args.data_dir, datasets=args.datasets, splits=args.splits, methods=args.methods,
+         hidden_layers=args.hidden_layers, out=args.out or os.path.join("zoo-results", "uci"), quick=args.quick)
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "benchmark": cmd_benchmark, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "corruptions": cmd_corruptions,
             "run": cmd_run, "reproduce": cmd_reproduce}
 
 if __name__ == "__main__":

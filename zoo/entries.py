@@ -33,8 +33,12 @@ DEFAULT_PRIOR_SCALE = 1.0
 """The prior scale of every entry unless ``prior_scale`` says otherwise (its meaning: `models.priors`)."""
 
 
-def _likelihood(train, noise=0.1):
-    return likelihoods.categorical() if train.num_classes is not None else likelihoods.normal(noise)
+def _likelihood(train, noise=0.1, noise_prior_scale=1.0):
+    """Categorical for classification; for regression Normal(output, noise), the noise learned (a latent site
+    with a HalfNormal(noise_prior_scale) prior, `models.likelihoods.Normal`) when `noise` is None."""
+    if train.num_classes is not None:
+        return likelihoods.categorical()
+    return likelihoods.normal(noise, noise_prior_scale)
 
 
 def _num_outputs(train):
@@ -66,12 +70,14 @@ def _model(net, train, name, prior, prior_scale, likelihood=None, special=None):
 @register("mlp", default_data="digits", description="multilayer perceptron (widths, activation as arguments)",
           guides=("mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers"))
 def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR,
-              noise=0.1, log_uniform_sites=()):
+              noise=0.1, log_uniform_sites=(), noise_prior_scale=1.0):
     """An MLP BNN: ``hidden`` widths, ``activation``, the `prior` of kind ``prior`` at ``prior_scale``;
     sites matching a pattern of `log_uniform_sites` get the improper log-uniform prior of variance networks
-    (`prior` and `prior_scale` then set the other sites)."""
+    (`prior` and `prior_scale` then set the other sites). Regression: Normal noise ``noise``, or with
+    ``noise=None`` a learned noise sd (site ``likelihood/noise``) under a HalfNormal(``noise_prior_scale``)
+    prior."""
     model = _model(mlp(tuple(hidden), _num_outputs(train), activation), train, "mlp", prior, prior_scale,
-                   _likelihood(train, noise), _log_uniform_on(log_uniform_sites))
+                   _likelihood(train, noise, noise_prior_scale), _log_uniform_on(log_uniform_sites))
     return _check_site_patterns(model, train, "log_uniform_sites", log_uniform_sites)
 
 

@@ -16,6 +16,7 @@ from inference.validation import (as_array, check_inputs, check_num_classes, che
 from models import priors
 from models.errors import ArgumentTypeError, InputError
 from zoo.data.embedded import EMBEDDED
+from zoo.data.uci import uci
 
 # Input shape and classes of every named data set (None classes: regression), so that `zoo.list` can
 # count parameters without loading (or having prepared) the data.
@@ -31,7 +32,7 @@ DATA_SHAPES = {
     "imdb_reviews": ((80,), 2),
 }
 TFDS_DATA = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews")
-NAMED_DATA: dict[str, Callable] = dict(EMBEDDED)
+NAMED_DATA: dict[str, Callable] = {**EMBEDDED, "uci": uci}
 """Loaders of the data sets known by name besides TFDS: {name: ``loader(**data_kwargs) -> (train, test)``}."""
 # Entry arguments checked by their own rules (InputError naming them), not by the kind of their default.
 PRIOR_CHECKS = {"prior": priors.check_kind, "prior_scale": priors.check_scale}
@@ -100,9 +101,11 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
       name: an entry of `zoo.list()` (e.g. "mlp", "deep_linear").
       data: the name of a shipped data set ("digits", "two_moons", "regression_1d"), of a TFDS data set
         prepared on this machine ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews":
-        train = the papers' training part, test = the test split), or the user's own arrays
-        ``(x_train, y_train, x_test, y_test)``: integer labels mean classification, float labels
-        regression. Default: the entry's default data set.
+        train = the papers' training part, test = the test split), a UCI regression set in the standard
+        layout ("uci" with data_kwargs ``{"name": "yacht", "split": K, "root": DIR}``, root None: the four
+        shipped sets; `zoo.data.uci`), a pair ``(name, data_kwargs)`` (e.g. ``("uci", {"name": "yacht",
+        "split": 3})``), or the user's own arrays ``(x_train, y_train, x_test, y_test)``: integer labels mean
+        classification, float labels regression. Default: the entry's default data set.
       data_kwargs: keyword arguments of the data set function (e.g. ``{"n": 2000, "noise": 0.1}``;
         TFDS: ``{"data_dir": ...}`` and the loader's options).
         User arrays take ``{"num_classes": K}`` only: without it K is inferred from the labels and refused
@@ -119,6 +122,7 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
         raise ArgumentTypeError("data_kwargs", data_kwargs, "a dict of the data set's keyword arguments or None")
     check_entry_kwargs(name, s.build, kwargs)
     data = s.default_data if data is None else data
+    data, data_kwargs = named_pair(data, data_kwargs)
     train, test, data_name = load_data(data, data_kwargs or {})
     model = s.build(train, **kwargs)
     model.feature_shape = train.feature_shape  # what fit / nuts / predict check inputs against
@@ -133,7 +137,9 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
 
 
 def load_data(data, data_kwargs: dict):
-    """(train, test, name) from a shipped data set's name or a user's 4-tuple of arrays (name None)."""
+    """(train, test, name) from a shipped data set's name, a (name, data_kwargs) pair or a user's 4-tuple of
+    arrays (name None)."""
+    data, data_kwargs = named_pair(data, data_kwargs)
     if isinstance(data, str):
         if data in TFDS_DATA:
             from zoo.data.tfds_loaders import load_tfds
@@ -153,6 +159,19 @@ def load_data(data, data_kwargs: dict):
     raise ArgumentTypeError("data", f"<{type(data).__name__}>" if not isinstance(data, (tuple, list)) else
                             f"<a {type(data).__name__} of {len(data)} items>",
                             "a data set name or a tuple (x_train, y_train, x_test, y_test)")
+
+
+def named_pair(data, data_kwargs):
+    """(name, data_kwargs) of a pair ``data = (name, {...})``; any other `data` comes back unchanged. A pair
+    with `data_kwargs` also given, or whose second item is no dict, is refused."""
+    if not (isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], str)):
+        return data, data_kwargs
+    if data_kwargs:
+        raise InputError("data_kwargs", data_kwargs, "None when data is a (name, data_kwargs) pair")
+    if not isinstance(data[1], dict):
+        raise ArgumentTypeError("data", f"<({data[0]!r}, {type(data[1]).__name__})>",
+                                "a pair (data set name, dict of its keyword arguments)")
+    return data[0], dict(data[1])
 
 
 def user_arrays(x_train, y_train, x_test, y_test, num_classes: int | None = None):
