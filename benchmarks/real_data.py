@@ -3,12 +3,12 @@ docs/defaults.md: USPS handwritten digits (5,000 real 16x16 images; resized to 2
 784-400-400-10 and LeNet-5 of the catalogue built on the user's arrays (`zoo.get(name, data=(x_train, y_train,
 x_test, y_test))`), every guide fitted by ``inference.fit(entry.model, guide, entry.train)`` with nothing but
 the defaults, scored on the clean test images (accuracy, NLL, ECE; 100 draws) and on the zoo's corruption
-suite (19 types x 5 severities; cNLL / cA / cECE, 10 draws, on the first `--corrupt-images` test images of
-each set), mean +- standard error over seeds, and seconds (the fit, compile included, and the scoring).
+suite (19 types x 5 severities; cNLL / cA / cECE, `--corrupt-draws` (30) draws, on the first `--corrupt-images`
+(200) test images of each set), mean +- standard error over seeds, and seconds (the fit, compile included, and the scoring).
 
     python benchmarks/real_data.py --data ../shared/data/usps5k.npz [--net mlp|lenet5|both] [--seeds 0,1,2]
         [--steps-mult 1,2,4] [--split val|test] [--size 28|16] [--guides point_estimate,mean_field,...]
-        [--corrupt-images 200] [--fit-kwargs JSON] [--out results.csv]
+        [--corrupt-images 200] [--corrupt-draws 30] [--fit-kwargs JSON] [--out results.csv]
 
 The split (fixed): ``perm = numpy.random.default_rng(0).permutation(5000)``; training images perm[:4000], test
 perm[4000:]. ``--split val`` trains on perm[:3200] and scores on perm[3200:4000] (choose settings there, never on
@@ -89,7 +89,7 @@ def run_one(net, guide, seed, mult, arrays, args, fit_kwargs):
     test_images = type("Images", (), {"x": x_eval[:n], "y": y_eval[:n]})
     shape = x_eval.shape[1:]
     pre = (lambda x: standardise(x).reshape(len(x), -1)) if net == "mlp" else standardise
-    res = ood.score({guide: post}, test_images, num_samples=10, preprocess=pre, include_clean=False,
+    res = ood.score({guide: post}, test_images, num_samples=args.corrupt_draws, preprocess=pre, include_clean=False,
                     image_shape=shape)
     corrupted = res.table.groupby("severity")[["nll", "accuracy", "ece"]].mean().mean()
     info = post.info
@@ -126,6 +126,7 @@ def main(argv=None):
     p.add_argument("--size", type=int, default=28, choices=[28, 16])
     p.add_argument("--guides", default=None, help="comma-separated subset of the network's guides")
     p.add_argument("--corrupt-images", type=int, default=200, help="test images per corrupted set")
+    p.add_argument("--corrupt-draws", type=int, default=30, help="posterior draws on every corrupted set")
     p.add_argument("--fit-kwargs", default="{}", help="JSON of fit arguments (candidates on --split val only)")
     p.add_argument("--out", default=None, help="CSV of every row")
     args = p.parse_args(argv)
@@ -148,7 +149,7 @@ def main(argv=None):
                         pd.DataFrame(rows).to_csv(args.out, index=False)
     table = summarise(pd.DataFrame(rows))
     print(f"\nUSPS {args.size}x{args.size}, split {args.split}, fit kwargs {fit_kwargs or 'none (defaults)'}; "
-          f"corruptions on the first {args.corrupt_images} evaluation images, 10 draws; clean 100 draws")
+          f"corruptions on the first {args.corrupt_images} evaluation images, {args.corrupt_draws} draws; clean 100 draws")
     print(table.to_markdown(index=False))
     return 0
 

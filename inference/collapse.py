@@ -74,7 +74,9 @@ def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: 
       None when the model is not a `models.BNN`; else a JSON-able dict: collapsed (bool), reason (str),
       examples (the subsample's size), draws (S), lpd_posterior, lpd_prior, lpd_input_free (mean log
       predictive density per example, nats), gain (lpd_posterior minus the better of the other two), tol, and
-      for classification accuracy_posterior, accuracy_prior, accuracy_input_free (else None).
+      for classification accuracy_posterior, accuracy_prior, accuracy_input_free (else None). A prior that
+      cannot be sampled (an improper one, e.g. log-uniform) has no prior predictive: lpd_prior and
+      accuracy_prior are None and the input-free predictor is the baseline.
     """
     model = posterior.model
     if not isinstance(model, BNN):
@@ -83,24 +85,29 @@ def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: 
     n = x.shape[0]
     pick = np.sort(np.random.default_rng(0).choice(n, size=min(n, int(subsample)), replace=False))
     xs, ys = x[pick], y[pick]
-    prior = prior_draws(model, posterior.feature_shape, num_samples, seed)
+    try:
+        prior = prior_draws(model, posterior.feature_shape, num_samples, seed)
+    except ValueError:  # an improper prior (e.g. log-uniform) has no draws: no prior predictive to compare with
+        prior = None
     likelihood = model.likelihood
     classification = bool(getattr(likelihood, "classification", False)) and hasattr(likelihood, "log_predictive")
     if classification:
         post_lpd, post_acc = _class_scores(posterior.log_predict(xs, num_samples, seed=seed), ys)
-        prior_lpd, prior_acc = _class_scores(posterior.log_predict(xs, draws=prior), ys)
+        prior_lpd, prior_acc = (_class_scores(posterior.log_predict(xs, draws=prior), ys) if prior is not None
+                                else (None, None))
         counts = np.bincount(ys.astype(int).ravel(), minlength=int(ys.max()) + 1)
         free_lpd = float(np.mean(np.log(counts[ys.astype(int)] / ys.size)))
         free_acc = float(counts.max() / ys.size)
     else:
         post_lpd = float(np.mean(posterior.log_likelihood(xs, ys, num_samples, seed=seed, reduce="log_mean_exp")))
-        prior_lpd = float(np.mean(posterior.log_likelihood(xs, ys, draws=prior, reduce="log_mean_exp")))
+        prior_lpd = (float(np.mean(posterior.log_likelihood(xs, ys, draws=prior, reduce="log_mean_exp")))
+                     if prior is not None else None)
         free_lpd = _input_free_normal_lpd(ys)
         post_acc = prior_acc = free_acc = None
-    baseline = max(prior_lpd, free_lpd)
+    baseline = free_lpd if prior_lpd is None else max(prior_lpd, free_lpd)
     gain = post_lpd - baseline
     collapsed = bool(gain < tol)
-    which = "prior predictive" if prior_lpd >= free_lpd else "input-free predictor"
+    which = "prior predictive" if prior_lpd is not None and prior_lpd >= free_lpd else "input-free predictor"
     reason = (f"the posterior predictive explains {len(pick)} training examples no better than the {which}: "
               f"log-likelihood {post_lpd:.3f} against {baseline:.3f} nats per example"
               if collapsed else
@@ -132,7 +139,7 @@ def describe(collapse: dict | None) -> str:
     if not collapse or not collapse.get("collapsed"):
         return ""
     text = f"; POSTERIOR COLLAPSED ({collapse['reason']}"
-    if collapse.get("accuracy_posterior") is not None:
+    if collapse.get("accuracy_prior") is not None:
         text += (f"; training accuracy {collapse['accuracy_posterior']:.3f}, prior predictive's "
                  f"{collapse['accuracy_prior']:.3f}")
     return text + ")"
