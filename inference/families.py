@@ -60,7 +60,7 @@ def site_size(site: Site) -> int:
     return math.prod(site.shape)
 
 
-DEFAULT_SCALE_CAP = 2.0
+DEFAULT_SCALE_CAP = 1.5
 """c of the default sigma cap: a weight's sd in q stays below c / sqrt(fan_in) (`scale_limit`)."""
 
 

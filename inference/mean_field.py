@@ -67,7 +67,7 @@ def mean_field(model, *, init_scale: float = 1e-2, scale_cap: float | None = DEF
     0.987, ECE 0.019 from sigma 1e-3), while the ELBO optimum (loss ~1,800 after 10,000 steps at lr 1e-2
     with cosine decay) is under-confident there (accuracy 0.973, ECE 0.058).
     Variational parameters: 2 per weight (``{site}_auto_loc``, ``{site}_auto_scale``).
-    `scale_cap` c (default 2; None: none): every weight's sd stays below c / sqrt(fan_in) (`NormalFamily`),
+    `scale_cap` c (default 1.5; None: none): every weight's sd stays below c / sqrt(fan_in) (`NormalFamily`),
     so that weights the data do not pin add bounded noise instead of their prior's; docs/defaults.md.
     """
     family = NormalFamily(init_scale, scale_cap)
