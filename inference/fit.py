@@ -300,7 +300,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
       guide: an AutoGuide of `inference` (e.g. ``inference.mean_field(model)``).
       data: a `zoo.data.Dataset` or (x, y): x (N, ...) float, y (N,).
       steps: number of SVI updates; batch_size: minibatch size B (clipped to N). How many are enough,
-        measured with the defaults (README "Choosing a prior and knowing when you are done"; N = 1,078
+        measured with the defaults (docs/defaults.md, "Earlier: the prior grid"; N = 1,078
         digits, B = 128): about 700 epochs (steps = 700 N / B, 6,000 here) for every prior and guide on an
         MLP of 9k weights; on one of 478k weights 350 epochs (3,000 steps) were enough for 2-tied, not for
         mean field. Check ``posterior.info.converged`` and raise `steps` until it holds;

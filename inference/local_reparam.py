@@ -3,9 +3,8 @@
     loss = -( E[log p(y | x, h)] * N/B / T  -  beta * KL(q || p) )
 
 estimated like `inference.elbo.annealed_elbo_loss`, except that the likelihood of every dense weight site
-whose family is a factorised Gaussian (mean field, k-tied N(mu, (U Vᵀ)²), variance layers N(mu, alpha mu²), zero-mean
-N(0, sigma²))
-or binary dropout is computed from pre-activations drawn per example and unit (`models.local_reparam`): the
+whose family is a factorised Gaussian (mean field, k-tied N(mu, (U Vᵀ)²), variance layers N(mu, alpha mu²),
+zero-mean N(0, sigma²)) or binary dropout is computed from pre-activations drawn per example and unit (`models.local_reparam`): the
 exact marginal of `inference.per_example`'s independent weight draw per example, so both estimate the same
 expected log-likelihood, at the cost of two matrix products instead of B weight draws and a vmap over the
 examples. Other stochastic sites (convolution kernels, other families) keep one draw per minibatch, which is
