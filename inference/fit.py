@@ -271,7 +271,10 @@ DEFAULT_STEPS = 1000
 
 
 def default_steps(n_data: int, batch_size: int = 128) -> int:
-    """`fit`'s number of steps when none is given, for `n_data` examples in minibatches of `batch_size`."""
+    """`fit`'s number of steps when none is given, for `n_data` examples in minibatches of `batch_size` (positive
+    integers, else InputError): `DEFAULT_STEPS` (1,000) whatever the data. Measured on real 28 x 28 digits
+    (3,200 examples, batch 128, docs/defaults.md): mean field under the default sigma cap beat the point estimate
+    on every validation score at 1,000 steps and not at 4,000, so the default was not raised with the data."""
     validation.check_positive_ints(n_data=n_data, batch_size=batch_size)
     return DEFAULT_STEPS
 
