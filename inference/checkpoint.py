@@ -106,6 +106,11 @@ def read_meta(path) -> dict:
     return _read(_path_arg(path))[1]
 
 
+UNCAPPED_BEFORE = ("mean_field", "k_tied")
+"""Guides whose configs name their sigma cap (`inference.families.scale_limit`) since it became their default; a
+config without one was saved before and is rebuilt without a cap, as it was fitted."""
+
+
 def load(path, model=None) -> Posterior:
     """Read a Posterior written by `save`, attached to `model`.
 
@@ -136,6 +141,8 @@ def load(path, model=None) -> Posterior:
         name = guide_cfg.pop("name", None)
         if name is None:
             raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
+        if name in UNCAPPED_BEFORE and "scale_cap" not in guide_cfg:
+            guide_cfg["scale_cap"] = None  # saved before the sigma cap existed: the guide had none
         guide = make_guide(name, model, **guide_cfg)
         guide.setup(np.zeros((1,) + feature_shape, np.float32))
     return Posterior(model=model, kind=meta["kind"], guide=guide,

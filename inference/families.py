@@ -61,6 +61,36 @@ def site_size(site: Site) -> int:
     return math.prod(site.shape)
 
 
+DEFAULT_SCALE_CAP = 1.5
+"""c of the default sigma cap: a weight's sd in q stays below c / sqrt(fan_in) (`scale_limit`)."""
+
+
+def fan_in(shape) -> int:
+    """Inputs per output unit of a weight of `shape`: prod(shape[:-1]) for ndim >= 2 (dense (in, out): in; conv
+    (kh, kw, cin, cout): kh kw cin), 1 for biases and scalars."""
+    return math.prod(shape[:-1]) if len(shape) >= 2 else 1
+
+
+def scale_limit(site: Site, cap: float | None) -> float | None:
+    """The largest sd q may give an entry of `site`: cap / sqrt(fan_in(site.shape)), or None (no limit) for
+    ``cap=None``. With unit-variance inputs, the noise a layer's capped weights add to a pre-activation then has
+    sd at most about `cap`, whatever the layer's width."""
+    return None if cap is None else cap / math.sqrt(fan_in(site.shape))
+
+
+def capped(scale, limit: float | None):
+    """The sd q uses for a free `scale` (> 0) under `limit`: limit tanh(scale / limit), which is `scale` to
+    within 1 % for scale < limit / 6 and never reaches `limit`; `scale` itself when `limit` is None."""
+    import jax.numpy as jnp
+
+    return scale if limit is None else limit * jnp.tanh(scale / limit)
+
+
+def scale_cap_arg(value) -> float | None:
+    """`value` as a cap c (a positive float) or None; ValueError naming ``scale_cap`` otherwise."""
+    return None if value is None else positive_number("scale_cap", value)
+
+
 def positive_number(arg: str, value) -> float:
     """`value` as a float; ValueError naming `arg` unless it is a finite number > 0."""
     try:

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from inference.families import ParamSpec, positive_number
+from inference.families import DEFAULT_SCALE_CAP, ParamSpec, capped, positive_number, scale_cap_arg, scale_limit
 from inference.mean_field import NormalFamily
 from inference.site_guide import SiteGuide
 from models.errors import InputError
@@ -45,11 +45,13 @@ class KTiedFamily:
     k: the rank of the tied standard-deviation matrix (k >= min(m, n) represents any positive
     mean-field sigma matrix); init_scale: s0, where sigma starts; init_noise: the log-domain noise of
     U and V at initialisation (paper: 0.1). Parameters: ``loc``, ``u`` (m, k), ``v`` (n, k) for matrices.
+    `scale_cap` c: q's sd is ``capped(U Vᵀ, c / sqrt(m))`` (as `NormalFamily`'s; None: U Vᵀ itself).
     """
 
     k: int = 2
     init_scale: float = 1e-2
     init_noise: float = 0.1
+    scale_cap: float | None = DEFAULT_SCALE_CAP
     name = "k_tied"
 
     def __post_init__(self):
@@ -59,9 +61,14 @@ class KTiedFamily:
         if not self.init_noise >= 0:
             raise InputError.worded("init_noise",
                                     f"init_noise: expected a non-negative standard deviation, got {self.init_noise!r}")
+        object.__setattr__(self, "scale_cap", scale_cap_arg(self.scale_cap))
 
     def _vector_family(self) -> NormalFamily:
-        return NormalFamily(self.init_scale)
+        return NormalFamily(self.init_scale, self.scale_cap)
+
+    def sd(self, site, values):
+        """q's standard deviation of a matrix site: U Vᵀ (eq. 8) limited by the cap, the site's shape."""
+        return capped(tied_scale(values["u"], values["v"], site.shape), scale_limit(site, self.scale_cap))
 
     def _factor_init(self, rows: int):
         log_mean = 0.5 * (math.log(self.init_scale) - math.log(self.k))
@@ -81,17 +88,17 @@ class KTiedFamily:
                 "v": ParamSpec(self._factor_init(n), constraints.positive)}
 
     def distribution(self, site, values):
-        """N(loc, (U Vᵀ)²) for matrices (eq. 8), N(loc, scale²) otherwise; event shape ``site.shape``."""
+        """N(loc, sd²) for matrices, sd = `sd` (U Vᵀ, eq. 8, under the cap), `NormalFamily`'s otherwise; event shape
+        ``site.shape``."""
         if len(site.shape) < 2:
             return self._vector_family().distribution(site, values)
-        scale = tied_scale(values["u"], values["v"], site.shape)
-        return dist.Normal(values["loc"], scale).to_event(len(site.shape))
+        return dist.Normal(values["loc"], self.sd(site, values)).to_event(len(site.shape))
 
     def moments(self, site, values):
-        """(loc, (U Vᵀ)²) for matrices; `NormalFamily`'s moments otherwise."""
+        """(loc, sd²) for matrices (`sd`); `NormalFamily`'s moments otherwise."""
         if len(site.shape) < 2:
             return self._vector_family().moments(site, values)
-        return values["loc"], tied_scale(values["u"], values["v"], site.shape) ** 2
+        return values["loc"], self.sd(site, values) ** 2
 
     def num_params(self, site) -> int:
         """mn + k(m + n) for matrices (Table 1); 2 per entry otherwise."""
@@ -101,13 +108,14 @@ class KTiedFamily:
         return m * n + self.k * (m + n)
 
     def config(self) -> dict:
-        """{"k", "init_scale", "init_noise"}."""
-        return {"k": self.k, "init_scale": self.init_scale, "init_noise": self.init_noise}
+        """{"k", "init_scale", "init_noise", "scale_cap"}."""
+        return {"k": self.k, "init_scale": self.init_scale, "init_noise": self.init_noise, "scale_cap": self.scale_cap}
 
 
-def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0.1, prefix: str = "auto",
-           rank: int | None = None) -> SiteGuide:
-    """The k-tied Normal guide for `model` (eq. 8): `KTiedFamily` on every site.
+def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0.1,
+           scale_cap: float | None = DEFAULT_SCALE_CAP, prefix: str = "auto", rank: int | None = None) -> SiteGuide:
+    """The k-tied Normal guide for `model` (eq. 8): `KTiedFamily` on every site; `scale_cap` as `mean_field`'s
+    (None: the paper's U Vᵀ, unlimited).
 
     `rank` is a deprecated alias of `k` (``rank`` means the covariance rank r of `low_rank` elsewhere).
     """
@@ -115,5 +123,5 @@ def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0
         warnings.warn("k_tied(rank=...) is deprecated: the tie count is called k (rank is low_rank's r)",
                       DeprecationWarning, stacklevel=2)
         k = rank
-    family = KTiedFamily(k, init_scale, init_noise)
+    family = KTiedFamily(k, init_scale, init_noise, scale_cap)
     return SiteGuide(model, {}, default=family, prefix=prefix, config={"name": "k_tied", **family.config()})

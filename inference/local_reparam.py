@@ -3,8 +3,8 @@
     loss = -( E[log p(y | x, h)] * N/B / T  -  beta * KL(q || p) )
 
 estimated like `inference.elbo.annealed_elbo_loss`, except that the likelihood of every dense weight site
-whose family is a factorised Gaussian (mean field, variance layers N(mu, alpha mu²), zero-mean N(0, sigma²))
-or binary dropout is computed from pre-activations drawn per example and unit (`models.local_reparam`): the
+whose family is a factorised Gaussian (mean field, k-tied N(mu, (U Vᵀ)²), variance layers N(mu, alpha mu²),
+zero-mean N(0, sigma²)) or binary dropout is computed from pre-activations drawn per example and unit (`models.local_reparam`): the
 exact marginal of `inference.per_example`'s independent weight draw per example, so both estimate the same
 expected log-likelihood, at the cost of two matrix products instead of B weight draws and a vmap over the
 examples. Other stochastic sites (convolution kernels, other families) keep one draw per minibatch, which is
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from inference.dropout import BinaryDropoutFamily
 from inference.elbo import annealed_elbo_loss
+from inference.k_tied import KTiedFamily
 from inference.mean_field import NormalFamily
 from inference.zero_mean import VarianceLayerFamily, ZeroMeanFamily
 from models.errors import InputError
@@ -23,7 +24,7 @@ from models.local_reparam import DropoutRule, GaussianRule, local_noise
 
 __all__ = ["GAUSSIAN_FAMILIES", "local_rules", "local_reparam_elbo_loss"]
 
-GAUSSIAN_FAMILIES = (NormalFamily, VarianceLayerFamily, ZeroMeanFamily)
+GAUSSIAN_FAMILIES = (NormalFamily, KTiedFamily, VarianceLayerFamily, ZeroMeanFamily)
 """Families whose weights are independent Gaussians with closed-form moments (mean, variance)."""
 LOCAL_FAMILIES = GAUSSIAN_FAMILIES + (BinaryDropoutFamily,)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from inference import collapse as collapse_rule
 from inference.convergence import describe
 from models.errors import ArgumentTypeError, InputError
 
@@ -27,6 +28,10 @@ class FitInfo(NamedTuple):
       converged: whether the ELBO had converged when the fit ended (bool; None: not judged, e.g. a checkpoint
         from before the judgement existed); convergence: the judgement's numbers (a dict, see
         `inference.convergence.judge`).
+      collapsed: whether the posterior ignores the data: its predictive explains the training data no better
+        than the prior predictive or an input-free predictor (bool; None: not judged, e.g. a model that is not
+        a `models.BNN`, or a checkpoint from before the judgement existed); collapse: the judgement's numbers
+        (a dict, see `inference.collapse.check_collapse`).
     """
 
     first_step_s: float | None
@@ -35,10 +40,13 @@ class FitInfo(NamedTuple):
     temperature: float | None = 1.0
     converged: bool | None = None
     convergence: dict | None = None
+    collapsed: bool | None = None
+    collapse: dict | None = None
 
     def summary(self) -> str:
-        """One line: the convergence judgement, and the temperature when it is not 1."""
-        text = describe(self.convergence)
+        """One line: the convergence judgement, a collapse when one was found, and the temperature when it is
+        not 1."""
+        text = describe(self.convergence) + collapse_rule.describe(self.collapse)
         if self.temperature is not None and self.temperature != 1.0:
             text += f"; tempered posterior: temperature {self.temperature:g}, likelihood^{1 / self.temperature:.4g}"
         return text

@@ -27,7 +27,8 @@ from models.errors import InputError
 
 def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
     """Unconstrained initial parameters of `guide` (full_covariance, low_rank or block_diagonal) that put
-    its Gaussian at the mean-field `posterior`'s: loc = mu and marginal sd = sigma, no correlation.
+    its Gaussian at the mean-field `posterior`'s: loc = mu and marginal sd = sigma (q's sd: the free scale under
+    the family's sigma cap), no correlation.
 
     Args:
       guide: a `JointGaussian` guide (full_covariance, low_rank, block_diagonal) of the same model as `posterior`.
@@ -54,7 +55,13 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
         out = dict(start)
 
         def flat(sites, suffix):
-            return jnp.concatenate([jnp.ravel(source[f"{s}_{source_prefix}_{suffix}"]) for s in sites])
+            return jnp.concatenate([jnp.ravel(value(s, suffix)) for s in sites])
+
+        def value(site, suffix):
+            """loc, or the sd q uses (the free scale under the family's sigma cap, `NormalFamily.sd`)."""
+            v = source[f"{site}_{source_prefix}_{suffix}"]
+            family = posterior.guide.assignment.get(site)
+            return family.sd(posterior.guide.sites[site], v) if suffix == "scale" and hasattr(family, "sd") else v
 
         def set_param(name, value):
             c = constraints.get(name)

@@ -125,9 +125,10 @@ def variance_site_patterns(variance_sites) -> list:
 
 
 def variance_guide(model, family, variance_sites, init_scale, prefix, config) -> SiteGuide:
-    """`family` on the sites matching `variance_sites`, `NormalFamily(init_scale)` elsewhere."""
+    """`family` on the sites matching `variance_sites`, `NormalFamily(init_scale)` elsewhere, without the sigma cap
+    (the variance-networks paper's mean field)."""
     patterns = variance_site_patterns(variance_sites)
-    return SiteGuide(model, {p: family for p in patterns}, default=NormalFamily(init_scale), prefix=prefix,
+    return SiteGuide(model, {p: family for p in patterns}, default=NormalFamily(init_scale, None), prefix=prefix,
                      patterns_arg="variance_sites",
                      config={**config, "variance_sites": patterns, **family.config(), "init_scale": init_scale})
 

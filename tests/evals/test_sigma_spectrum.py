@@ -50,7 +50,8 @@ def test_posterior_spectra_reads_sigma_and_means_of_every_weight_site(tiny):
     e, post = tiny
     params = dict(post.params)
     scale = "mlp/~/linear_1/w_auto_scale"
-    params[scale] = rank2_positive(6, 5).astype(np.float32)
+    # small, where the default sigma cap's limit tanh(scale / limit) is scale to 1e-6: q's sd is rank 2 too
+    params[scale] = (1e-3 * rank2_positive(6, 5)).astype(np.float32)
     table = posterior_spectra(replace(post, params=params, unconstrained=None))
     assert list(table.site) == ["mlp/~/linear_0/w", "mlp/~/linear_1/w", "mlp/~/linear_2/w"]  # biases skipped
     row = table.set_index("site").loc["mlp/~/linear_1/w"]

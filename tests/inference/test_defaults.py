@@ -1,6 +1,6 @@
-"""The documented defaults (README "Choosing a prior and knowing when you are done") are what `fit` and the
-guides use: Adam cosine-decayed 1e-2 -> 1e-4 over `steps`, sigma init 0.01, and a default fit compiles once
-per number of steps."""
+"""The documented defaults (README "Defaults that work", docs/defaults.md) are what `fit` and the guides use:
+Adam cosine-decayed 1e-2 -> 1e-4 over `steps`, sigma init 0.01, the sigma cap c / sqrt(fan_in) with c = 1.5, and
+a default fit compiles once per number of steps."""
 
 import inspect
 import os
@@ -62,7 +62,35 @@ def test_fit_uses_the_default_optimizer_and_compiles_once(entry):
 def test_readme_states_the_defaults():
     with open(README, encoding="utf-8") as f:
         text = f.read()
-    section = text.split("### Choosing a prior and knowing when you are done", 1)[1].split("\n## ", 1)[0]
+    section = text.split("### Defaults that work", 1)[1].split("\n## ", 1)[0]
     section = " ".join(section.split())
-    for stated in ("cosine-decayed from 1e-2 to 1e-4", "sigma init 0.01", "benchmarks/prior_grid.py"):
+    for stated in ("cosine-decayed from 1e-2 to 1e-4", "sigma init 0.01", "c / sqrt(fan_in), c = 1.5",
+                   "docs/defaults.md", "post.info.collapsed"):
         assert stated in section
+
+
+def test_the_sigma_cap_limits_q_and_is_the_identity_for_small_scales():
+    import jax.numpy as jnp
+
+    from inference.families import DEFAULT_SCALE_CAP, capped, fan_in
+    from inference.sites import Site
+
+    assert DEFAULT_SCALE_CAP == 1.5 and fan_in((784, 400)) == 784 and fan_in((5, 5, 20, 50)) == 500
+    assert fan_in((400,)) == 1
+    limit = 1.5 / 28.0
+    scales = jnp.array([1e-4, limit / 6, limit, 10.0])
+    sd = np.asarray(capped(scales, limit))
+    # tanh(x) / x = 1 - x² / 3 + ...: the identity to 1e-6 at 1e-4, to 1 % at a sixth of the limit
+    assert sd[0] == pytest.approx(1e-4, rel=1e-5) and sd[1] == pytest.approx(limit / 6, rel=0.01)
+    assert sd[2] == pytest.approx(limit * np.tanh(1.0), rel=1e-5) and limit * 0.999 < sd[3] <= limit * (1 + 1e-6)
+    site = Site("w", (784, 400), None, None, jnp.zeros((784, 400)))
+    big = {"loc": jnp.zeros((784, 400)), "scale": jnp.ones((784, 400))}  # the N(0, 1) prior's sd
+    _, var = NormalFamily().moments(site, big)
+    assert float(var.max()) == pytest.approx((limit * np.tanh(28.0 / 1.5)) ** 2, rel=1e-5)
+    _, var = NormalFamily(scale_cap=None).moments(site, big)
+    assert float(var.min()) == 1.0  # uncapped: the free scale is the sd
+    u = v = jnp.full((784, 2), 1.0), jnp.full((400, 2), 1.0)
+    _, var = KTiedFamily(2).moments(site, {"loc": big["loc"], "u": u[0], "v": v[1]})
+    assert float(var.max()) == pytest.approx(limit ** 2, rel=1e-5)  # U Vᵀ = 2 everywhere: at the cap too
+    with pytest.raises(ValueError, match="scale_cap"):
+        NormalFamily(scale_cap=0.0)

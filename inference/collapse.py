@@ -1,0 +1,145 @@
+"""Has the posterior ignored the data? `check_collapse` compares, on a fixed subsample of the training data, the
+posterior predictive with two predictors that ignore the data: the prior predictive and the best input-free
+predictor.
+
+The rule (`check_collapse`; thresholds are its keyword arguments):
+
+1. Take ``subsample`` (256) training examples, fixed (``numpy.random.default_rng(0)``, without replacement).
+2. Score three predictors on them by their log predictive density per example,
+   lpd = mean_n log (1/S) sum_s p(y_n | x_n, w_s), with S = ``num_samples`` (32) draws:
+   the posterior predictive (w_s from the fitted posterior), the prior predictive (w_s from the model's prior)
+   and the input-free predictor (classification: the subsample's class frequencies; regression: a Normal with
+   the subsample's mean and standard deviation of y per output), which needs no draws.
+3. ``gain``: the posterior's lpd minus the better of the other two. The posterior *collapsed* (it explains the
+   training data no better than a predictor that never saw them) when gain < ``tol`` (0.05 nats per
+   example). A healthy classifier gains nats per example (digits: about 2); a mean-field posterior that
+   returned to its prior (wide networks, Coker et al. 2022, "Wide mean-field Bayesian neural networks ignore
+   the data") gains about 0.
+4. Classification also reports the accuracy of each predictor (the posterior predictive's mean probabilities'
+   argmax; the input-free one predicts the most frequent class); it is reported, not judged.
+
+Only `models.BNN` models (whose priors can be drawn, `BNN.site_priors`) are judged; others get None.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import logsumexp
+
+from models import structure
+from models.bridge import BNN
+from models.prng import flat_key
+
+SUBSAMPLE = 256
+NUM_SAMPLES = 32
+TOL = 0.05
+
+
+class PosteriorCollapseWarning(UserWarning):
+    """`inference.fit` ended with a posterior that ignores the data (see `inference.collapse.check_collapse`).
+
+    ``.collapse``: the numbers of the judgement (the dict stored in ``posterior.info.collapse``).
+    """
+
+    def __init__(self, message: str, collapse: dict):
+        super().__init__(message)
+        self.collapse = collapse
+
+
+def prior_draws(model: BNN, feature_shape: tuple, num_samples: int, seed: int = 0) -> dict:
+    """{site: (num_samples, *site_shape)} draws of every latent site from the model's prior
+    (`models.BNN.site_priors`), by one jitted sampler shared by every structurally equal model."""
+    priors = model.site_priors(tuple(feature_shape))
+    names = list(priors)
+
+    def build():
+        def sample(key):
+            keys = jax.random.split(flat_key(key), len(names))
+            return {name: priors[name].sample(k, (num_samples,)) for name, k in zip(names, keys)}
+
+        return jax.jit(sample)
+
+    sampler = structure.cached("prior draws", (model, tuple(feature_shape), int(num_samples)), build)
+    return jax.device_get(sampler(jax.random.PRNGKey(seed)))
+
+
+def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: int = NUM_SAMPLES,
+                   tol: float = TOL, seed: int = 0) -> dict | None:
+    """The collapse judgement of `posterior` on its training data x (N, *feature_shape), y (N, ...), by the rule
+    of the module docstring.
+
+    Returns:
+      None when the model is not a `models.BNN`; else a JSON-able dict: collapsed (bool), reason (str),
+      examples (the subsample's size), draws (S), lpd_posterior, lpd_prior, lpd_input_free (mean log
+      predictive density per example, nats), gain (lpd_posterior minus the better of the other two), tol, and
+      for classification accuracy_posterior, accuracy_prior, accuracy_input_free (else None). A prior that
+      cannot be sampled (an improper one, e.g. log-uniform) has no prior predictive: lpd_prior and
+      accuracy_prior are None and the input-free predictor is the baseline.
+    """
+    model = posterior.model
+    if not isinstance(model, BNN):
+        return None
+    x, y = np.asarray(x), np.asarray(y)
+    n = x.shape[0]
+    pick = np.sort(np.random.default_rng(0).choice(n, size=min(n, int(subsample)), replace=False))
+    xs, ys = x[pick], y[pick]
+    try:
+        prior = prior_draws(model, posterior.feature_shape, num_samples, seed)
+    except ValueError:  # an improper prior (e.g. log-uniform) has no draws: no prior predictive to compare with
+        prior = None
+    likelihood = model.likelihood
+    classification = bool(getattr(likelihood, "classification", False)) and hasattr(likelihood, "log_predictive")
+    if classification:
+        post_lpd, post_acc = _class_scores(posterior.log_predict(xs, num_samples, seed=seed), ys)
+        prior_lpd, prior_acc = (_class_scores(posterior.log_predict(xs, draws=prior), ys) if prior is not None
+                                else (None, None))
+        counts = np.bincount(ys.astype(int).ravel(), minlength=int(ys.max()) + 1)
+        free_lpd = float(np.mean(np.log(counts[ys.astype(int)] / ys.size)))
+        free_acc = float(counts.max() / ys.size)
+    else:
+        post_lpd = float(np.mean(posterior.log_likelihood(xs, ys, num_samples, seed=seed, reduce="log_mean_exp")))
+        prior_lpd = (float(np.mean(posterior.log_likelihood(xs, ys, draws=prior, reduce="log_mean_exp")))
+                     if prior is not None else None)
+        free_lpd = _input_free_normal_lpd(ys)
+        post_acc = prior_acc = free_acc = None
+    baseline = free_lpd if prior_lpd is None else max(prior_lpd, free_lpd)
+    gain = post_lpd - baseline
+    collapsed = bool(gain < tol)
+    which = "prior predictive" if prior_lpd is not None and prior_lpd >= free_lpd else "input-free predictor"
+    reason = (f"the posterior predictive explains {len(pick)} training examples no better than the {which}: "
+              f"log-likelihood {post_lpd:.3f} against {baseline:.3f} nats per example"
+              if collapsed else
+              f"the posterior predictive beats the {which} by {gain:.3f} nats per training example")
+    return {"collapsed": collapsed, "reason": reason, "examples": int(len(pick)), "draws": int(num_samples),
+            "lpd_posterior": post_lpd, "lpd_prior": prior_lpd, "lpd_input_free": free_lpd, "gain": float(gain),
+            "tol": float(tol), "accuracy_posterior": post_acc, "accuracy_prior": prior_acc,
+            "accuracy_input_free": free_acc}
+
+
+def _class_scores(log_probs: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(mean log predictive density, accuracy) of the predictive mean of per-draw log probabilities (S, N, C)."""
+    log_mean = logsumexp(np.asarray(log_probs, np.float64), axis=0) - np.log(log_probs.shape[0])
+    labels = y.astype(int).reshape(-1)
+    lpd = float(np.mean(log_mean[np.arange(labels.size), labels]))
+    return lpd, float(np.mean(np.argmax(log_mean, axis=-1) == labels))
+
+
+def _input_free_normal_lpd(y: np.ndarray) -> float:
+    """Mean log density per example of y (N, ...) under a Normal with y's own mean and sd per output column."""
+    flat = np.asarray(y, np.float64).reshape(y.shape[0], -1)
+    sd = np.maximum(flat.std(axis=0), 1e-12)
+    z = (flat - flat.mean(axis=0)) / sd
+    return float(np.mean(np.sum(-0.5 * z ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi), axis=1)))
+
+
+def describe(collapse: dict | None) -> str:
+    """A fragment for a fit summary: "" when not judged or not collapsed, else "; POSTERIOR COLLAPSED (...)"."""
+    if not collapse or not collapse.get("collapsed"):
+        return ""
+    text = f"; POSTERIOR COLLAPSED ({collapse['reason']}"
+    if collapse.get("accuracy_prior") is not None:
+        text += (f"; training accuracy {collapse['accuracy_posterior']:.3f}, prior predictive's "
+                 f"{collapse['accuracy_prior']:.3f}")
+    return text + ")"

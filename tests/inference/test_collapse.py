@@ -1,0 +1,53 @@
+"""Collapse detection (`inference.collapse`): a posterior that ignores the data is flagged, a healthy one is not."""
+
+import warnings
+
+import numpy as np
+import optax
+import pytest
+
+import inference
+from inference.collapse import check_collapse
+
+
+@pytest.fixture(scope="module")
+def collapsed(moons_entry):
+    """A constructed collapse: mean field started at the prior's scale, the likelihood divided by 10^4, so the
+    fit's target is (almost) the prior; the same structure and optimiser as the shared `moons_svi` fit."""
+    e = moons_entry
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        post = inference.fit(e.model, inference.mean_field(e.model, init_scale=1.0), e.train, steps=200,
+                             batch_size=64, optimizer=optax.adam(3e-3), temperature=1e4, progress=False, seed=0)
+    return post, [w for w in record if issubclass(w.category, inference.PosteriorCollapseWarning)]
+
+
+def test_a_healthy_fit_is_not_flagged(moons_svi):
+    c = moons_svi.info.collapse
+    assert moons_svi.info.collapsed is False and c["collapsed"] is False
+    assert c["examples"] == 256 and c["draws"] == 32
+    # two classes: the input-free predictor's log-likelihood is about -log 2, the posterior's near 0
+    assert c["lpd_input_free"] == pytest.approx(-np.log(2), abs=0.01)
+    assert c["gain"] > 0.5 and c["accuracy_posterior"] > 0.95
+    assert "COLLAPSED" not in moons_svi.info.summary()
+
+
+def test_a_posterior_at_the_prior_is_flagged_collapsed(collapsed):
+    post, record = collapsed
+    c = post.info.collapse
+    assert post.info.collapsed is True and c["gain"] < c["tol"] == 0.05
+    assert c["lpd_posterior"] < -0.6  # no better than the coin (-0.693)
+    assert len(record) == 1 and record[0].message.collapse == c
+    assert "POSTERIOR COLLAPSED" in post.info.summary()
+
+
+def test_checkpoints_keep_the_collapse_judgement(collapsed, tmp_path):
+    post, _ = collapsed
+    inference.save(post, tmp_path / "ck")
+    back = inference.load(tmp_path / "ck", post.model)
+    assert back.info == post.info and back.info.collapsed is True
+
+
+def test_the_judgement_is_fixed_by_its_subsample_and_draws(moons_svi, moons_entry):
+    again = check_collapse(moons_svi, moons_entry.train.x, moons_entry.train.y)
+    assert again == moons_svi.info.collapse
