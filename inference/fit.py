@@ -414,15 +414,16 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
          progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
          per_example_noise) -> Posterior:
     """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
-    x, y = labelled_arrays(model, data, "training")
-    if steps is None:
-        steps = default_steps(x.shape[0], batch_size)
-    check_fit_args(steps=steps, batch_size=batch_size, num_particles=num_particles, chunk_size=chunk_size,
-                   kl_warmup=kl_warmup)
+    # the arguments first (a bad `steps` is named before the data are read), the default steps from the data
+    check_fit_args(steps=DEFAULT_STEPS if steps is None else steps, batch_size=batch_size,
+                   num_particles=num_particles, chunk_size=chunk_size, kl_warmup=kl_warmup)
     temperature = validation.check_real("temperature", temperature, low=0.0)
     validation.check_seed(seed)
     validation.check_callable("on_chunk", on_chunk, "on_chunk(step, posterior)")
     config = check_config(config)
+    x, y = labelled_arrays(model, data, "training")
+    if steps is None:
+        steps = default_steps(x.shape[0], batch_size)
     check_guide(model, guide, tuple(np.shape(x)[1:]))
     n = x.shape[0]
     batch_size = min(batch_size, n)

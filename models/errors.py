@@ -8,8 +8,9 @@ All derive from `ZooError`, and each also derives from the built-in exception a 
 They live in `models`, the bottom of the package DAG (models <- inference <- evals <- zoo), so every package
 raises the same types.
 """
-
 from __future__ import annotations
+
+import os
 
 
 class ZooError(Exception):
@@ -93,9 +94,10 @@ class CheckpointWarning(UserWarning):
 
 
 def described(value) -> str:
-    """A short description of `value` for an error message: arrays by shape and dtype, others by repr."""
+    """A short description of `value` for an error message: arrays by shape and dtype, strings and paths in
+    full (a path cut short names no file), others by repr cut to 80 characters."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     if shape is not None and dtype is not None and len(shape) > 0:
         return f"<array of shape {tuple(shape)}, dtype {dtype}>"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    text = repr(os.fspath(value)) if isinstance(value, (str, os.PathLike)) else repr(value)
+    return text if len(text) <= 80 or isinstance(value, (str, os.PathLike)) else text[:77] + "..."
