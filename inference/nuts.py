@@ -125,10 +125,14 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         raise InputError("init", f"<a posterior for feature shape {tuple(init.feature_shape)}>",
                          f"a posterior of this model for the data's feature shape {feature_shape}")
     if init is not None:
-        problem = site_mismatch(model.site_shapes(feature_shape), init.site_shapes(), got_name="the init posterior")
+        # sites the init posterior has beyond this model's are allowed: a model that holds some of them fixed
+        # (zoo run's rank-1 NUTS, on the factors with W fixed) starts from the posterior of the whole one
+        problem = site_mismatch(model.site_shapes(feature_shape), init.site_shapes(), got_name="the init posterior",
+                                extra_ok=True)
         if problem:
             raise InputError("init", f"<a posterior of another model: {problem}>",
-                             "a posterior of this model (the same latent sites and shapes) to start the chains from")
+                             "a posterior holding every latent site of this model at its shape, to start the "
+                             "chains from")
     check_memory("draws_per_chain", draws_per_chain,
                  4.0 * num_chains * draws_per_chain * num_latent(model, feature_shape),
                  f"the kept draws ({num_chains} chains x {draws_per_chain} draws of the weights, float32)")

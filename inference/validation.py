@@ -68,11 +68,15 @@ def check_callable(arg: str, value, expected: str) -> None:
         raise ArgumentTypeError(arg, value, f"None or a callable {expected}")
 
 
-def site_mismatch(want: dict, got: dict, *, want_name: str = "this model", got_name: str = "it") -> str | None:
-    """None when {site: shape} `got` equals `want`, else a sentence naming what differs: sites missing, sites
-    extra and the first sites of other shapes (at most `MAX_LISTED` of each)."""
+def site_mismatch(want: dict, got: dict, *, want_name: str = "this model", got_name: str = "it",
+                  extra_ok: bool = False) -> str | None:
+    """None when {site: shape} `got` equals `want` (with `extra_ok`: holds every site of `want` at its shape,
+    other sites allowed), else a sentence naming what differs: sites missing, sites extra and the first sites
+    of other shapes (at most `MAX_LISTED` of each)."""
     want = {k: tuple(v) for k, v in want.items()}
     got = {k: tuple(v) for k, v in got.items()}
+    if extra_ok:
+        got = {k: v for k, v in got.items() if k in want}
     if want == got:
         return None
     parts = []

@@ -107,7 +107,19 @@ def test_nuts_from_another_models_posterior_is_refused(moons_tiny, wider_draws):
     refused(lambda: inference.nuts(moons_tiny.model, moons_tiny.train, init=wider_draws, num_warmup=1,
                                    draws_per_chain=1, progress=False),
             InputError, "init", "'mlp/~/linear_0/w' is (2, 8) in the init posterior, (2, 4) in this model",
-            "the same latent sites and shapes")
+            "every latent site of this model at its shape")
+
+
+def test_an_init_posterior_may_hold_sites_this_model_keeps_fixed():
+    """NUTS on a model that holds some sites fixed (zoo run's rank-1 NUTS: the factors, W fixed) starts from the
+    whole model's posterior: extra sites are allowed there, missing sites and other shapes are not."""
+    from inference.validation import site_mismatch
+
+    want, whole = {"r": (4,), "s": (2,)}, {"r": (4,), "s": (2,), "w": (2, 4)}
+    assert site_mismatch(want, whole, extra_ok=True) is None
+    assert "'w'" in site_mismatch(want, whole)
+    assert "missing" in site_mismatch(want, {"r": (4,), "w": (2, 4)}, extra_ok=True)
+    assert "'s' is (3,) in it, (2,) in this model" in site_mismatch(want, {"r": (4,), "s": (3,)}, extra_ok=True)
 
 
 def test_predict_with_another_models_draws_is_refused(moons_tiny_svi, wider_draws):
