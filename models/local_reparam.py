@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpyro
 from models.errors import InputError
+from models.prng import normal
 
 __all__ = ["gaussian_preactivation", "dropout_preactivation", "GaussianRule", "DropoutRule", "local_noise"]
 
@@ -54,7 +55,7 @@ class GaussianRule:
     variance: jax.Array
 
     def __call__(self, z, bias, key):
-        eps = jax.random.normal(key, (z.shape[0], self.mean.shape[-1]), z.dtype)
+        eps = normal(key, (z.shape[0], self.mean.shape[-1])).astype(z.dtype)  # jax.random.normal's numbers
         return gaussian_preactivation(z, self.mean, self.variance, bias, eps)
 
 

@@ -55,22 +55,49 @@ def flat_key(key):
     return jax.random.wrap_key_data(key, impl=FLAT_THREEFRY)
 
 
-def normal_draws(keys, shapes) -> list | None:
-    """``[jax.random.normal(k, s) for k, s in zip(keys, shapes)]`` (float32), the same numbers bit for bit, from
-    ONE threefry hash over all the draws instead of one hash per draw, or None when that cannot be promised.
+OWN_HASH_FROM = 2 ** 15
+"""`normal_draws` hashes a draw of this many values or more on its own (module docstring of `normal_draws`)."""
 
-    Each draw of shape s is n = prod(s) values of JAX's partitionable threefry (the hash of key k and the
-    counters 0 .. n-1, xor-ed halves; `flat_key` draws it so), mapped to a uniform in (-1, 1) and through
-    sqrt(2) erfinv, all elementwise. Hashing every draw's counters with its own key broadcast along them, in one
-    vector, gives each draw's bits exactly; the compiled program holds one hash where a guide with S sites held S
-    (measured: S = 38 hashes were half of a tiny ResNet-18 mean-field update's 7.5 s compile).
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
-    keys: threefry keys, raw (2,) uint32 or typed (``jax.random.key``, `flat_key`); shapes: tuples. Returns a list
-    of float32 arrays of `shapes`, or None (the caller draws one by one) when a key is of another
-    implementation, 64-bit floats are on, JAX's threefry is not partitionable or the draws hold 2**32 values or more.
+
+def threefry2x32(k0, k1, x0, x1):
+    """Threefry-2x32 with 20 rounds (Salmon et al., 2011, "Parallel random numbers: as easy as 1, 2, 3"), JAX's
+    ``threefry2x32`` hash unrolled: key words k0, k1 and counter words x0, x1 (uint32, broadcastable) -> the two
+    hashed words (uint32, the broadcast shape), equal to JAX's bit for bit.
+
+    Written out here because JAX lowers its own hash on CPU as a 5-step loop: a loop is not fused with the
+    code around it, so every step writes the counters' arrays out (and, with one key per value as in
+    `normal_draws`, the key schedule too); unrolled, the hash, the counters and the mapping to normals are one
+    fused elementwise kernel (measured: a draw of the MLP 784-400-400-10's weights 1.5x faster than
+    ``jax.random.normal``).
     """
-    if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:
-        return None
+    ks = (k0, k1, k0 ^ k1 ^ jnp.uint32(0x1BD11BDA))
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = lax.shift_left(x1, jnp.uint32(r)) | lax.shift_right_logical(x1, jnp.uint32(32 - r))
+            x1 = x0 ^ x1
+        x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + jnp.uint32(i + 1)
+    return x0, x1
+
+
+def _bits_to_normal(bits):
+    """uint32 random bits (n,) -> float32 standard normals (n,), as ``jax.random.normal``: a uniform in
+    (nextafter(-1, 0), 1) from the top 23 bits, then sqrt(2) erfinv."""
+    lo = np.nextafter(np.array(-1.0, np.float32), np.array(0.0, np.float32), dtype=np.float32)
+    hi = np.array(1.0, np.float32)
+    float_bits = lax.shift_right_logical(bits, jnp.array(32 - 23, jnp.uint32))
+    float_bits = lax.bitwise_or(float_bits, jnp.asarray(np.array(1.0, np.float32).view(np.uint32), jnp.uint32))
+    floats = lax.bitcast_convert_type(float_bits, jnp.float32) - jnp.array(1.0, jnp.float32)
+    lo_b, hi_b = lax.convert_element_type(lo, jnp.float32), lax.convert_element_type(hi, jnp.float32)
+    uniform = lax.max(lo_b, floats * (hi_b - lo_b) + lo_b)
+    return lax.mul(np.array(np.sqrt(2), np.float32), lax.erf_inv(uniform))
+
+
+def _key_words(keys):
+    """[(2,) uint32] raw words of threefry keys (raw or typed), or None for a key of another implementation."""
     words = []
     for key in keys:
         if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
@@ -80,27 +107,64 @@ def normal_draws(keys, shapes) -> list | None:
         if key.shape != (2,) or key.dtype != jnp.uint32:
             return None
         words.append(key)
-    sizes = [math.prod(s) for s in shapes]
-    if sum(sizes) >= 2 ** 32:
+    return words
+
+
+def normal_draws(keys, shapes, *, own_hash_from: int = OWN_HASH_FROM) -> list | None:
+    """``[jax.random.normal(k, s) for k, s in zip(keys, shapes)]`` (float32), the same numbers bit for bit, with
+    the small draws from ONE threefry hash and each large draw from a hash of its own; None when the same
+    numbers cannot be promised.
+
+    Each draw of shape s is n = prod(s) values of JAX's partitionable threefry (the hash of key k and the
+    counters 0 .. n-1, xor-ed halves; `flat_key` draws it so), mapped to a uniform in (-1, 1) and through
+    sqrt(2) erfinv, all elementwise. Draws of fewer than `own_hash_from` values share one hash: their counters
+    in one vector, each with its own key broadcast along them, which gives each draw's bits exactly; the
+    compiled program then holds one hash where a guide with S sites held S (measured: S = 38 hashes were half
+    of a tiny ResNet-18 mean-field update's 7.5 s compile). A draw of `own_hash_from` values or more gets its
+    own hash with its key as a scalar (a per-value key costs run time, which such a draw pays at every step,
+    while one more hash costs compile time once), and a caller that uses only some draws (the local
+    reparameterisation estimator ignores the weight draws) pays for no unused large one. Both hashes are
+    `threefry2x32`, unrolled.
+
+    keys: threefry keys, raw (2,) uint32 or typed (``jax.random.key``, `flat_key`); shapes: tuples;
+    own_hash_from: a positive int. Returns a list of float32 arrays of `shapes`, or None (the caller draws one
+    by one) when a key is of another implementation, 64-bit floats are on, JAX's threefry is not partitionable
+    or a hash would count 2**32 values or more.
+    """
+    if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:
         return None
-    if not sizes or sum(sizes) == 0:
-        return [jnp.zeros(s, jnp.float32) for s in shapes]
-    ends = np.cumsum(sizes).astype(np.uint32)
-    flat = lax.iota(jnp.uint32, int(ends[-1]))
-    draw = jnp.searchsorted(jnp.asarray(ends), flat, side="right")  # which draw each value belongs to
-    key_words = jnp.stack(words)
-    counts = flat - jnp.asarray(ends - np.asarray(sizes, np.uint32))[draw]  # 0 .. n-1 within each draw
-    # (built from one iota and gathers: concatenating S pieces compiled 1.6x slower, S separate hashes 3.6x)
-    bits1, bits2 = jax_random.threefry2x32_p.bind(key_words[draw, 0], key_words[draw, 1], jnp.zeros_like(counts),
-                                                  counts)  # the counters' (high, low) words
-    bits = bits1 ^ bits2
-    # jax.random.uniform(minval = nextafter(-1, 0), maxval = 1), then jax.random.normal's sqrt(2) erfinv
-    lo = np.nextafter(np.array(-1.0, np.float32), np.array(0.0, np.float32), dtype=np.float32)
-    hi = np.array(1.0, np.float32)
-    float_bits = lax.shift_right_logical(bits, jnp.array(32 - 23, jnp.uint32))
-    float_bits = lax.bitwise_or(float_bits, jnp.asarray(np.array(1.0, np.float32).view(np.uint32), jnp.uint32))
-    floats = lax.bitcast_convert_type(float_bits, jnp.float32) - jnp.array(1.0, jnp.float32)
-    lo_b, hi_b = lax.convert_element_type(lo, jnp.float32), lax.convert_element_type(hi, jnp.float32)
-    uniform = lax.max(lo_b, floats * (hi_b - lo_b) + lo_b)
-    normal = lax.mul(np.array(np.sqrt(2), np.float32), lax.erf_inv(uniform))
-    return [part.reshape(s) for part, s in zip(jnp.split(normal, ends[:-1]), shapes)]
+    words = _key_words(keys)
+    if words is None:
+        return None
+    sizes = [math.prod(s) for s in shapes]
+    shared = [i for i, n in enumerate(sizes) if 0 < n < own_hash_from]
+    if sum(sizes[i] for i in shared) >= 2 ** 32 or max(sizes, default=0) >= 2 ** 32:
+        return None
+    out = [None] * len(shapes)
+    for i, n in enumerate(sizes):
+        if n == 0:
+            out[i] = jnp.zeros(shapes[i], jnp.float32)
+        elif n >= own_hash_from:
+            bits1, bits2 = threefry2x32(words[i][0], words[i][1], jnp.zeros((), jnp.uint32), lax.iota(jnp.uint32, n))
+            out[i] = _bits_to_normal(bits1 ^ bits2).reshape(shapes[i])
+    if shared:
+        small = np.asarray([sizes[i] for i in shared], np.uint32)
+        ends = np.cumsum(small).astype(np.uint32)
+        flat = lax.iota(jnp.uint32, int(ends[-1]))
+        draw = jnp.searchsorted(jnp.asarray(ends), flat, side="right")  # which draw each value belongs to
+        key_words = jnp.stack([words[i] for i in shared])
+        counts = flat - jnp.asarray(ends - small)[draw]  # 0 .. n-1 within each draw
+        # (built from one iota and gathers: concatenating S pieces compiled 1.6x slower, S separate hashes 3.6x)
+        bits1, bits2 = threefry2x32(key_words[draw, 0], key_words[draw, 1], jnp.zeros((), jnp.uint32), counts)
+        normal = _bits_to_normal(bits1 ^ bits2)
+        for i, part in zip(shared, jnp.split(normal, ends[:-1])):
+            out[i] = part.reshape(shapes[i])
+    return out
+
+
+def normal(key, shape):
+    """``jax.random.normal(key, shape)`` (float32), the same numbers bit for bit, through the unrolled
+    `threefry2x32` (`normal_draws` of one draw with its own hash); ``jax.random.normal`` itself where
+    `normal_draws` declines. key: a threefry key, raw or typed; shape: a tuple -> float32 array of `shape`."""
+    draws = normal_draws([key], [tuple(shape)], own_hash_from=1)
+    return jax.random.normal(key, shape) if draws is None else draws[0]
