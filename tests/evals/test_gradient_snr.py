@@ -49,3 +49,22 @@ def test_elbo_gradients_differ_by_minibatch_and_repeat_by_seed():
     assert snr.shape == (4, 2) and np.all(snr >= 1.0)
     with pytest.raises(InputError, match="batch_size"):
         elbo_gradients(post, e.train, batch_size=500, num_batches=10)
+
+
+def test_local_estimator_has_lower_gradient_variance_on_one_minibatch():
+    """same_batch: only the noise varies; the local reparameterisation trick's gradient (Kingma et al., 2015)
+    varies less than one weight draw per minibatch for the dense weights' scales and locations."""
+    e = zoo.get("mlp", data="two_moons", hidden=(16,), data_kwargs={"n": 100})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", inference.ConvergenceWarning)
+        post = inference.fit(e.model, inference.mean_field(e.model, init_scale=0.3), e.train, steps=10,
+                             batch_size=32, progress=False)
+    names = ["mlp/~/linear_0/w_auto_loc", "mlp/~/linear_0/w_auto_scale", "mlp/~/linear_1/w_auto_scale"]
+    kw = dict(batch_size=32, num_batches=40, seed=2, names=names, same_batch=True)
+    weight, local = elbo_gradients(post, e.train, **kw), elbo_gradients(post, e.train, per_example_noise="local", **kw)
+    for name in names:
+        ratio = local[name].var(0).sum() / weight[name].var(0).sum()
+        assert ratio < 0.6, (name, ratio)
+    # without same_batch the minibatch varies too: more spread than the weight draw's noise alone
+    moving = elbo_gradients(post, e.train, **{**kw, "same_batch": False})
+    assert moving[names[0]].var(0).sum() > weight[names[0]].var(0).sum()
