@@ -20,7 +20,7 @@ from inference.k_tied import KTiedFamily
 from inference.mean_field import NormalFamily
 from inference.zero_mean import VarianceLayerFamily, ZeroMeanFamily
 from models.errors import InputError
-from models.local_reparam import DropoutRule, GaussianRule, local_noise
+from models.local_reparam import DropoutRule, GaussianRule, KTiedRule, local_noise
 
 __all__ = ["GAUSSIAN_FAMILIES", "local_rules", "local_reparam_elbo_loss"]
 
@@ -31,7 +31,8 @@ LOCAL_FAMILIES = GAUSSIAN_FAMILIES + (BinaryDropoutFamily,)
 
 def local_rules(guide, params: dict) -> dict:
     """{module path: rule} for the dense (2-D, real) weight sites of a `SiteGuide` whose family is in
-    `GAUSSIAN_FAMILIES` (`GaussianRule` from the family's moments) or binary dropout (`DropoutRule`), from the
+    `GAUSSIAN_FAMILIES` (`GaussianRule` from the family's moments; `KTiedRule` for k-tied sites without a scale
+    cap, whose sd is U Vᵀ exactly) or binary dropout (`DropoutRule`), from the
     constrained guide ``params``. The module path of site ``a/~/b/w`` is ``a/b``
     (`models.local_reparam.local_noise`)."""
     rules = {}
@@ -45,6 +46,8 @@ def local_rules(guide, params: dict) -> dict:
         values = {s: params[guide.param_name(name, s)] for s in family.params(site)}
         if isinstance(family, BinaryDropoutFamily):
             rules[path] = DropoutRule(values["loc"], family.rate)
+        elif isinstance(family, KTiedFamily) and family.scale_cap is None:  # sd = U Vᵀ exactly: no (in, out) variance
+            rules[path] = KTiedRule(values["loc"], values["u"], values["v"])
         else:
             rules[path] = GaussianRule(*family.moments(site, values))
     return rules

@@ -7,7 +7,8 @@ Gaussian weights. For h = z W + b with independent W_ij ~ N(m_ij, v_ij) and a la
 
 the exact marginal of an independent weight draw per example (variance networks, eq. 8 and appendix A:
 "epsilon is sampled independently for each object in a mini-batch"); it costs two (B, in) x (in, out)
-products and B x out normal draws instead of B x in x out.
+products and B x out normal draws instead of B x in x out. k-tied weights (sd = U Vᵀ, rank k) need no
+(in, out) variance matrix: `k_tied_preactivation` computes the same variance in O(k² (in + out)) per example.
 
 Binary dropout. W = M with input row i kept with probability 1 - rate and rescaled (`inference.dropout`):
 one weight draw per example is the same as a mask on the layer's input per example,
@@ -28,7 +29,8 @@ import numpyro
 from models.errors import InputError
 from models.prng import normal
 
-__all__ = ["gaussian_preactivation", "dropout_preactivation", "GaussianRule", "DropoutRule", "local_noise"]
+__all__ = ["gaussian_preactivation", "k_tied_preactivation", "dropout_preactivation", "GaussianRule", "KTiedRule",
+           "DropoutRule", "local_noise"]
 
 _TINY = 1e-12  # keeps the square root's gradient finite where z² v is exactly 0
 
@@ -36,7 +38,25 @@ _TINY = 1e-12  # keeps the square root's gradient finite where z² v is exactly 
 def gaussian_preactivation(z, mean, variance, bias, eps):
     """h = z m + b + sqrt(z² v) * eps: z (B, in), mean and variance (in, out), bias (out,) or None, eps (B, out)
     standard normal -> (B, out), a draw of the pre-activations of independent N(m, v) weights (module docstring)."""
-    h = z @ mean + jnp.sqrt(jnp.square(z) @ variance + _TINY) * eps
+    return _preactivation(z, mean, jnp.square(z) @ variance, bias, eps)
+
+
+def k_tied_preactivation(z, mean, u, v, bias, eps):
+    """`gaussian_preactivation` for k-tied weights, sd = U Vᵀ (k-tied Normal paper, eq. 8): the output variance
+
+        sum_i z_ni² (sum_k U_ik V_jk)²  =  sum_kl (z_n² @ (U_k o U_l)) V_jk V_jl
+
+    computed in O(k² (in + out)) per example, without the (in, out) variance matrix. z (B, in), mean (in, out),
+    u (in, k), v (out, k), bias (out,) or None, eps (B, out) standard normal -> (B, out)."""
+    k = u.shape[-1]
+    uu = (u[:, :, None] * u[:, None, :]).reshape(u.shape[0], k * k)  # columns U_k o U_l
+    vv = (v[:, :, None] * v[:, None, :]).reshape(v.shape[0], k * k)  # rows V_jk V_jl
+    return _preactivation(z, mean, (jnp.square(z) @ uu) @ vv.T, bias, eps)
+
+
+def _preactivation(z, mean, out_variance, bias, eps):
+    """z m + b + sqrt(out_variance) * eps (out_variance (B, out): the pre-activations' variance given z)."""
+    h = z @ mean + jnp.sqrt(out_variance + _TINY) * eps
     return h if bias is None else h + bias
 
 
@@ -55,8 +75,24 @@ class GaussianRule:
     variance: jax.Array
 
     def __call__(self, z, bias, key):
-        eps = normal(key, (z.shape[0], self.mean.shape[-1])).astype(z.dtype)  # jax.random.normal's numbers
-        return gaussian_preactivation(z, self.mean, self.variance, bias, eps)
+        return gaussian_preactivation(z, self.mean, self.variance, bias, _eps(key, z, self.mean))
+
+
+@dataclass(frozen=True)
+class KTiedRule:
+    """Weights N(mean, (U Vᵀ)²), mean (in, out), u (in, k), v (out, k): `k_tied_preactivation`."""
+
+    mean: jax.Array
+    u: jax.Array
+    v: jax.Array
+
+    def __call__(self, z, bias, key):
+        return k_tied_preactivation(z, self.mean, self.u, self.v, bias, _eps(key, z, self.mean))
+
+
+def _eps(key, z, mean):
+    """(B, out) standard normals (jax.random.normal's numbers, `models.prng.normal`) for input z (B, in)."""
+    return normal(key, (z.shape[0], mean.shape[-1])).astype(z.dtype)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from inference.fit import constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
 from inference.per_example import per_example_elbo_loss, per_example_estimator
 from models.errors import InputError
-from models.local_reparam import dropout_preactivation, gaussian_preactivation
+from models.local_reparam import (GaussianRule, KTiedRule, dropout_preactivation, gaussian_preactivation,
+                                  k_tied_preactivation)
 
 SITE = "mlp/~/linear_0/w"
 KEYS = 3000
@@ -30,6 +31,24 @@ def test_gaussian_preactivation_is_mean_plus_scaled_noise():
     # sqrt(sum_i z_i² v_ij): row 0 sqrt(4 + 4), sqrt(1 + 1), sqrt(0 + 36); row 1 sqrt(9), sqrt(2.25), sqrt(81)
     np.testing.assert_allclose(one_sd - (at_mean - bias), [[np.sqrt(8), np.sqrt(2), 6.0], [3.0, 1.5, 9.0]],
                                rtol=1e-5)
+
+
+def test_k_tied_preactivation_has_the_weight_draws_mean_and_variance():
+    """sum_kl (z² @ (U_k o U_l)) V_jk V_jl is the variance of z W for W ~ N(m, (U Vᵀ)²): equal to
+    `gaussian_preactivation`'s with that variance matrix, and to a Monte Carlo of weight draws."""
+    rng = np.random.default_rng(0)
+    z, mean = jnp.asarray(rng.normal(size=(3, 5)), jnp.float32), jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+    u, v = (jnp.asarray(rng.uniform(0.2, 1.0, size=(n, 2)), jnp.float32) for n in (5, 4))
+    bias, eps = jnp.array([0.1, 0.2, 0.3, 0.4]), jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
+    np.testing.assert_allclose(k_tied_preactivation(z, mean, u, v, bias, eps),
+                               gaussian_preactivation(z, mean, (u @ v.T) ** 2, bias, eps), rtol=1e-5, atol=1e-5)
+    draws = 40_000
+    weights = mean + (u @ v.T) * jax.random.normal(jax.random.PRNGKey(0), (draws, 5, 4))
+    h = np.asarray(jnp.einsum("ni,dij->dnj", z, weights) + bias, np.float64)  # a weight draw per example
+    at_mean = np.asarray(k_tied_preactivation(z, mean, u, v, bias, jnp.zeros((3, 4))))
+    sd = np.asarray(k_tied_preactivation(z, mean, u, v, bias, jnp.ones((3, 4)))) - at_mean
+    np.testing.assert_allclose(h.mean(0), at_mean, atol=4 * sd.max() / np.sqrt(draws))
+    np.testing.assert_allclose(h.var(0), sd ** 2, rtol=0.03)  # a variance from 40,000 draws: ~0.7 % error
 
 
 def test_dropout_preactivation_drops_and_rescales_inputs():
@@ -95,6 +114,11 @@ def test_rules_cover_the_dense_gaussian_and_dropout_sites_only(setup):
     assert list(rules) == ["mlp/linear_0"]  # the output layer is a point estimate: no noise to move
     mu = params[f"{SITE}_auto_loc"]
     np.testing.assert_allclose(rules["mlp/linear_0"].variance, np.e * mu ** 2, rtol=1e-5)  # alpha mu², eq. 17
+    tied = {cap: inference.k_tied(e.model, k=2, scale_cap=cap) for cap in (None, 1.5)}
+    for cap, guide in tied.items():  # sd = U Vᵀ only without the cap (tanh): the O(k² (m + n)) rule needs it
+        pu, pc, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(e.train.y))
+        kinds = {path: type(rule) for path, rule in local_rules(guide, constrain_params(pu, pc)).items()}
+        assert kinds == dict.fromkeys(["mlp/linear_0", "mlp/linear_1"], KTiedRule if cap is None else GaussianRule)
     point = inference.point_estimate(e.model)
     pu, pc, _ = guide_param_init(point, jax.random.PRNGKey(0), x, y, len(e.train.y))
     with pytest.raises(InputError, match="per_example_noise"):
