@@ -14,8 +14,9 @@ round runs one chunk of every row, in turn, so that the shared machine's load hi
   zoo rank-1 K=4   ``rank1_mlp`` with ``rank1_mixture(family="normal")``; its ratio is to the deterministic
                    step on the K-tiled batch (B * 4 examples), the work a rank-1 step shares with it
 
-A ratio is the median over rounds of the per-round ratio of two rows' ms per step (min-max in brackets), and
-the ratio of the two rows' best (least loaded) rounds.
+A ratio is the median over rounds of the per-round ratio of two rows' ms per step (min-max in brackets), in
+this process's CPU time (the work a step does: on shared cores, other processes' load moves it far less than
+the wall clock) and in wall-clock time.
 
 Run: python benchmarks/compare_peers.py [--batch 128,1024] [--rounds 5]
 """
@@ -126,7 +127,8 @@ def numpyro_chunk(model, optimizer, xb, yb):
 
 
 class Runner:
-    """One row: a jitted 200-step chunk and its state; `__call__` runs one chunk and returns ms per step.
+    """One row: a jitted 200-step chunk and its state; `__call__` runs one chunk and returns ms per step (wall
+    clock, and this process's CPU time: the work done, which other processes' load on shared cores barely moves).
     Built (compiled, one warm-up chunk run) once; every round then times one chunk of every row."""
 
     def __init__(self, chunk, state, x, y, batch, extra=()):
@@ -138,11 +140,12 @@ class Runner:
         idx = self.rng.integers(0, N_DATA, (CHUNK, self.batch)).astype(np.int32)
         self.calls += 1
         keys = jax.random.split(jax.random.PRNGKey(self.calls), CHUNK)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         self.state = jax.block_until_ready(self.chunk(self.state, keys, self.x, self.y, idx, *self.extra))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if getattr(self.state, "stopped", False):  # fit's chunk skips the steps after a non-finite loss
             raise RuntimeError("a zoo fit stopped on a non-finite loss: its time would not be a step's")
-        return 1000 * (time.perf_counter() - t0) / CHUNK
+        return 1000 * wall / CHUNK, 1000 * cpu / CHUNK
 
 
 def zoo_runner(entry, guide, batch, x, y, per_example_noise=False):
@@ -190,16 +193,19 @@ RATIOS = [  # (row, baseline row)
 
 
 def report(batch, times, rounds):
-    """Print ms per step and the ratios of `RATIOS` (median of per-round ratios, min-max)."""
+    """Print ms per step and the ratios of `RATIOS`: medians of per-round ratios of CPU time [min-max], and of
+    wall-clock time."""
     print(f"\nMLP 784-400-400-10, batch {batch}, {rounds} interleaved rounds of one 200-step chunk per row")
-    print(f"{'row':22s} {'ms/step median':>14s} {'best':>8s}")
+    print(f"{'row':22s} {'CPU ms/step':>12s} {'wall ms/step':>13s}   (medians)")
     for row, ms in times.items():
-        print(f"{row:22s} {statistics.median(ms):14.2f} {min(ms):8.2f}")
-    print(f"{'ratio':40s} {'median':>7s}  {'min-max':>11s}  {'of best times':>13s}")
+        print(f"{row:22s} {statistics.median(c for _, c in ms):12.2f} {statistics.median(w for w, _ in ms):13.2f}")
+    print(f"{'ratio':40s} {'CPU time':>8s} {'min-max':>12s} {'wall':>6s} {'min-max':>12s}")
     for row, base in RATIOS:
-        r = [a / b for a, b in zip(times[row], times[base])]
-        best = min(times[row]) / min(times[base])  # each row's least-loaded round
-        print(f"{row + ' / ' + base:40s} {statistics.median(r):7.2f}  [{min(r):.2f}-{max(r):.2f}]  {best:13.2f}")
+        line = f"{row + ' / ' + base:40s}"
+        for i in (1, 0):
+            r = [a[i] / b[i] for a, b in zip(times[row], times[base])]
+            line += f" {statistics.median(r):{8 if i else 6}.2f} [{min(r):.2f}-{max(r):.2f}]"
+        print(line)
 
 
 def main():
