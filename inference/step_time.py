@@ -14,17 +14,16 @@ __all__ = ["fit_step_ms"]
 
 
 def fit_step_ms(model, guide, data, *, steps: int = 1200, batch_size: int = 128, chunk_size: int = 200,
-                seed: int = 0, per_example_noise=False) -> float:
+                seed: int = 0) -> float:
     """Milliseconds per SVI step of ``fit(model, guide, data, ...)``: (fit_s - first_step_s) / (steps -
     chunk_size), i.e. every step after the first chunk (which holds the guide's initialisation and the
     compile; `inference.FitInfo`). steps: more than `chunk_size`. Wall-clock time: on a shared machine,
-    interleave the guides you compare and repeat. per_example_noise: as `inference.fit` (False, True or
-    "local")."""
+    interleave the guides you compare and repeat."""
     check_positive_ints(steps=steps, batch_size=batch_size, chunk_size=chunk_size)
     if steps <= chunk_size:
         raise InputError("steps", steps, f"more than chunk_size = {chunk_size} (the first chunk is not timed)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # a timing run, not a fit to use
         post = fit(model, guide, data, steps=steps, batch_size=batch_size, chunk_size=chunk_size, progress=False,
-                   seed=seed, per_example_noise=per_example_noise)
+                   seed=seed)
     return 1000 * (post.info.fit_s - post.info.first_step_s) / (steps - chunk_size)
