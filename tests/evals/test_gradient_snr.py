@@ -33,12 +33,18 @@ def test_constant_gradient_has_infinite_snr_and_zero_mean_noise_none():
         gradient_snr(const, "ratio")
 
 
-def test_elbo_gradients_differ_by_minibatch_and_repeat_by_seed():
+@pytest.fixture(scope="module")
+def k_tied_fit():
     e = zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", inference.ConvergenceWarning)
         post = inference.fit(e.model, inference.k_tied(e.model, k=2), e.train, steps=10, batch_size=20,
                              progress=False)
+    return e, post
+
+
+def test_elbo_gradients_differ_by_minibatch_and_repeat_by_seed(k_tied_fit):
+    e, post = k_tied_fit
     u = "mlp/~/linear_1/w_auto_u"
     grads = elbo_gradients(post, e.train, batch_size=8, num_batches=10, seed=1, names=[u])
     assert list(grads) == [u] and grads[u].shape == (10, 4, 2)
@@ -51,20 +57,15 @@ def test_elbo_gradients_differ_by_minibatch_and_repeat_by_seed():
         elbo_gradients(post, e.train, batch_size=500, num_batches=10)
 
 
-def test_local_estimator_has_lower_gradient_variance_on_one_minibatch():
+def test_local_estimator_has_lower_gradient_variance_on_one_minibatch(k_tied_fit):
     """same_batch: only the noise varies; the local reparameterisation trick's gradient (Kingma et al., 2015)
-    varies less than one weight draw per minibatch for the dense weights' scales and locations."""
-    e = zoo.get("mlp", data="two_moons", hidden=(16,), data_kwargs={"n": 100})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", inference.ConvergenceWarning)
-        post = inference.fit(e.model, inference.mean_field(e.model, init_scale=0.3), e.train, steps=10,
-                             batch_size=32, progress=False)
-    names = ["mlp/~/linear_0/w_auto_loc", "mlp/~/linear_0/w_auto_scale", "mlp/~/linear_1/w_auto_scale"]
-    kw = dict(batch_size=32, num_batches=40, seed=2, names=names, same_batch=True)
+    varies less than one weight draw per minibatch for the dense weights' scale factors."""
+    e, post = k_tied_fit
+    names = [f"mlp/~/linear_{i}/w_auto_{p}" for i in (0, 1) for p in ("u", "v")]
+    kw = dict(batch_size=8, num_batches=10, seed=1, names=names, same_batch=True)  # the other test's compile
     weight, local = elbo_gradients(post, e.train, **kw), elbo_gradients(post, e.train, per_example_noise="local", **kw)
-    for name in names:
-        ratio = local[name].var(0).sum() / weight[name].var(0).sum()
-        assert ratio < 0.6, (name, ratio)
-    # without same_batch the minibatch varies too: more spread than the weight draw's noise alone
-    moving = elbo_gradients(post, e.train, **{**kw, "same_batch": False})
-    assert moving[names[0]].var(0).sum() > weight[names[0]].var(0).sum()
+    ratios = [local[n].var(0).sum() / weight[n].var(0).sum() for n in names]
+    # 10 draws estimate a variance to ~45 %: each ratio well below 1, and their mean (0.31 measured) below 0.5
+    assert max(ratios) < 0.75 and np.mean(ratios) < 0.5, ratios
+    moving = elbo_gradients(post, e.train, **{**kw, "same_batch": False})  # other minibatches, other noise
+    assert all(moving[n].var(0).sum() > weight[n].var(0).sum() for n in names)
