@@ -98,8 +98,8 @@ class SiteGuide(BNNGuide):
         keys = [numpyro.prng_key() for _ in fns] if all(base is not None for base in bases) else None
         if keys is None or any(key is None for key in keys):  # not every site Normal, or no seed handler
             return {name: numpyro.sample(name, fn) for name, fn in fns.items()}
-        # every site Normal: the keys its sample statements would take, in order, then one hash for all the draws
-        # (`models.prng.normal_draws`: the same numbers, one hash in the compiled update instead of one per site)
+        # every site Normal: the keys its sample statements would take, in order, then `models.prng.normal_draws`
+        # (the same numbers; one hash for all small draws in the compiled update, a fast one of its own per large one)
         eps = normal_draws(keys, [fn.shape() for fn in fns.values()])
         draws = ([fn.sample(key) for fn, key in zip(fns.values(), keys)] if eps is None
                  else [base.loc + e * base.scale for base, e in zip(bases, eps)])
