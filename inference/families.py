@@ -74,15 +74,16 @@ def fan_in(shape) -> int:
 def scale_limit(site: Site, cap: float | None, bias_limit: str = "layer") -> float | None:
     """The largest sd q may give an entry of `site`: cap / sqrt(fan_in), or None (no limit) for ``cap=None``.
 
-    fan_in is the site's layer's (``site.layer_fan_in``) under ``bias_limit="layer"``: a bias is one more weight on
-    each output unit and gets its kernel's limit. Under ``"own"`` (the rule before biases followed their layer;
+    fan_in is read off the site's shape (`fan_in`), except for a bias under ``bias_limit="layer"``: one more weight
+    on each output unit, it takes its layer's (``site.layer_fan_in``, its kernel's), so its kernel's limit. Under ``"own"`` (the rule before biases followed their layer;
     checkpoints fitted so keep it) fan_in is read off the site's shape alone, 1 for a bias, whose sd could then
     reach c. With unit-variance inputs, the noise a layer's capped weights add to a pre-activation then has sd at
     most about `cap`, whatever the layer's width.
     """
     if cap is None:
         return None
-    n = site.layer_fan_in if bias_limit == "layer" and site.layer_fan_in is not None else fan_in(site.shape)
+    bias = len(site.shape) == 1 and site.layer_fan_in is not None
+    n = site.layer_fan_in if bias and bias_limit == "layer" else fan_in(site.shape)
     return cap / math.sqrt(n)
 
 
