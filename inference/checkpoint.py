@@ -111,6 +111,17 @@ UNCAPPED_BEFORE = ("mean_field", "k_tied")
 config without one was saved before and is rebuilt without a cap, as it was fitted."""
 
 
+def fitted_guide_config(config: dict) -> dict:
+    """A saved guide config {"name": ..., **kwargs} completed with the settings it was fitted under: a mean-field
+    or k-tied config without ``scale_cap`` was saved before the sigma cap existed (None), one without
+    ``bias_limit`` before biases took their layer's limit ("own"). Returns a new dict."""
+    config = dict(config)
+    if config.get("name") in UNCAPPED_BEFORE:
+        config.setdefault("scale_cap", None)
+        config.setdefault("bias_limit", "own")
+    return config
+
+
 def load(path, model=None) -> Posterior:
     """Read a Posterior written by `save`, attached to `model`.
 
@@ -137,12 +148,10 @@ def load(path, model=None) -> Posterior:
     if meta["kind"] == "svi":
         from inference.registry import make_guide
 
-        guide_cfg = dict(meta.get("guide") or {})
+        guide_cfg = fitted_guide_config(meta.get("guide") or {})
         name = guide_cfg.pop("name", None)
         if name is None:
             raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
-        if name in UNCAPPED_BEFORE and "scale_cap" not in guide_cfg:
-            guide_cfg["scale_cap"] = None  # saved before the sigma cap existed: the guide had none
         guide = make_guide(name, model, **guide_cfg)
         guide.setup(np.zeros((1,) + feature_shape, np.float32))
     return Posterior(model=model, kind=meta["kind"], guide=guide,

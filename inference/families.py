@@ -71,11 +71,34 @@ def fan_in(shape) -> int:
     return math.prod(shape[:-1]) if len(shape) >= 2 else 1
 
 
-def scale_limit(site: Site, cap: float | None) -> float | None:
-    """The largest sd q may give an entry of `site`: cap / sqrt(fan_in(site.shape)), or None (no limit) for
-    ``cap=None``. With unit-variance inputs, the noise a layer's capped weights add to a pre-activation then has
-    sd at most about `cap`, whatever the layer's width."""
-    return None if cap is None else cap / math.sqrt(fan_in(site.shape))
+def scale_limit(site: Site, cap: float | None, bias_limit: str = "layer") -> float | None:
+    """The largest sd q may give an entry of `site`: cap / sqrt(fan_in), or None (no limit) for ``cap=None``.
+
+    fan_in is read off the site's shape (`fan_in`), except for a bias under ``bias_limit="layer"``: one more weight
+    on each output unit, it takes its layer's (``site.layer_fan_in``, its kernel's), so its kernel's limit. Under ``"own"`` (the rule before biases followed their layer;
+    checkpoints fitted so keep it) fan_in is read off the site's shape alone, 1 for a bias, whose sd could then
+    reach c. With unit-variance inputs, the noise a layer's capped weights add to a pre-activation then has sd at
+    most about `cap`, whatever the layer's width.
+    """
+    if cap is None:
+        return None
+    bias = len(site.shape) == 1 and site.layer_fan_in is not None
+    n = site.layer_fan_in if bias and bias_limit == "layer" else fan_in(site.shape)
+    return cap / math.sqrt(n)
+
+
+BIAS_LIMITS = ("layer", "own")
+"""How the sigma cap limits a bias (`scale_limit`): "layer" (its kernel's limit, the default) or "own" (by its
+own shape: c, the rule of checkpoints fitted before)."""
+
+
+def bias_limit_arg(value) -> str:
+    """`value` if it is one of `BIAS_LIMITS`, else InputError naming ``bias_limit``."""
+    if value not in BIAS_LIMITS:
+        from models.errors import InputError
+
+        raise InputError("bias_limit", value, f"one of {BIAS_LIMITS}")
+    return value
 
 
 def capped(scale, limit: float | None):

@@ -368,8 +368,9 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
 
     Defaults (docs/defaults.md, chosen on validation data of real 28 x 28 digits): `default_steps` (1,000) steps,
     batch 128, `default_optimizer(steps)`, the plain ELBO (no KL warm-up, temperature 1); the guides
-    `mean_field` and `k_tied` limit q's sd of every weight to c / sqrt(fan_in), c = 1.5 (their `scale_cap`), so
-    that weights the data do not pin add bounded noise rather than their prior's. Nothing of that changes the
+    `mean_field` and `k_tied` limit q's sd of every weight to c / sqrt(fan_in), c = 1.5 (their `scale_cap`; a bias
+    takes its layer's kernel's limit, `bias_limit`), so that weights the data do not pin add bounded noise rather
+    than their prior's. Nothing of that changes the
     target: ``info.temperature`` is 1 unless `temperature` is passed.
 
     Compiled once per structure: the initialisation and the scanned update are cached process-wide by what

@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from inference.families import DEFAULT_SCALE_CAP, ParamSpec, capped, positive_number, scale_cap_arg, scale_limit
+from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, positive_number, scale_cap_arg,
+                                scale_limit)
 from inference.mean_field import NormalFamily
 from inference.site_guide import SiteGuide
 from models.errors import InputError
@@ -45,13 +46,15 @@ class KTiedFamily:
     k: the rank of the tied standard-deviation matrix (k >= min(m, n) represents any positive
     mean-field sigma matrix); init_scale: s0, where sigma starts; init_noise: the log-domain noise of
     U and V at initialisation (paper: 0.1). Parameters: ``loc``, ``u`` (m, k), ``v`` (n, k) for matrices.
-    `scale_cap` c: q's sd is ``capped(U Vᵀ, c / sqrt(m))`` (as `NormalFamily`'s; None: U Vᵀ itself).
+    `scale_cap` c: q's sd is ``capped(U Vᵀ, c / sqrt(m))`` (as `NormalFamily`'s; None: U Vᵀ itself); `bias_limit`
+    as `NormalFamily`'s (it only concerns the vector sites).
     """
 
     k: int = 2
     init_scale: float = 1e-2
     init_noise: float = 0.1
     scale_cap: float | None = DEFAULT_SCALE_CAP
+    bias_limit: str = "layer"
     name = "k_tied"
 
     def __post_init__(self):
@@ -62,9 +65,10 @@ class KTiedFamily:
             raise InputError.worded("init_noise",
                                     f"init_noise: expected a non-negative standard deviation, got {self.init_noise!r}")
         object.__setattr__(self, "scale_cap", scale_cap_arg(self.scale_cap))
+        bias_limit_arg(self.bias_limit)
 
     def _vector_family(self) -> NormalFamily:
-        return NormalFamily(self.init_scale, self.scale_cap)
+        return NormalFamily(self.init_scale, self.scale_cap, self.bias_limit)
 
     def sd(self, site, values):
         """q's standard deviation of a matrix site: U Vᵀ (eq. 8) limited by the cap, the site's shape."""
@@ -108,14 +112,16 @@ class KTiedFamily:
         return m * n + self.k * (m + n)
 
     def config(self) -> dict:
-        """{"k", "init_scale", "init_noise", "scale_cap"}."""
-        return {"k": self.k, "init_scale": self.init_scale, "init_noise": self.init_noise, "scale_cap": self.scale_cap}
+        """{"k", "init_scale", "init_noise", "scale_cap", "bias_limit"}."""
+        return {"k": self.k, "init_scale": self.init_scale, "init_noise": self.init_noise, "scale_cap": self.scale_cap,
+                "bias_limit": self.bias_limit}
 
 
 def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0.1,
-           scale_cap: float | None = DEFAULT_SCALE_CAP, prefix: str = "auto", rank: int | None = None) -> SiteGuide:
-    """The k-tied Normal guide for `model` (eq. 8): `KTiedFamily` on every site; `scale_cap` as `mean_field`'s
-    (None: the paper's U Vᵀ, unlimited).
+           scale_cap: float | None = DEFAULT_SCALE_CAP, bias_limit: str = "layer", prefix: str = "auto",
+           rank: int | None = None) -> SiteGuide:
+    """The k-tied Normal guide for `model` (eq. 8): `KTiedFamily` on every site; `scale_cap` and `bias_limit` as
+    `mean_field`'s (scale_cap=None: the paper's U Vᵀ, unlimited).
 
     `rank` is a deprecated alias of `k` (``rank`` means the covariance rank r of `low_rank` elsewhere).
     """
@@ -123,5 +129,5 @@ def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0
         warnings.warn("k_tied(rank=...) is deprecated: the tie count is called k (rank is low_rank's r)",
                       DeprecationWarning, stacklevel=2)
         k = rank
-    family = KTiedFamily(k, init_scale, init_noise, scale_cap)
+    family = KTiedFamily(k, init_scale, init_noise, scale_cap, bias_limit)
     return SiteGuide(model, {}, default=family, prefix=prefix, config={"name": "k_tied", **family.config()})

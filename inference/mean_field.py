@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, capped, positive_number, scale_cap_arg, scale_limit,
-                                site_size)
+from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, positive_number, scale_cap_arg,
+                                scale_limit, site_size)
 from inference.site_guide import SiteGuide
 
 
@@ -20,20 +20,23 @@ class NormalFamily:
     Parameters: ``loc`` (site shape, from the site's initial location) and ``scale`` (site shape,
     softplus-positive, starting at `init_scale`): 2 per entry. `scale_cap` c: q's sd is
     ``capped(scale, c / sqrt(fan_in))`` (`inference.families.scale_limit`: c tanh-limits every weight's sd at
-    c / sqrt(fan_in); `scale` itself below a sixth of that); None: the sd is ``scale``.
+    c / sqrt(fan_in); `scale` itself below a sixth of that); None: the sd is ``scale``. `bias_limit`: "layer" (a
+    bias gets its layer's kernel's limit) or "own" (`inference.families.scale_limit`).
     """
 
     init_scale: float = 1e-2
     scale_cap: float | None = DEFAULT_SCALE_CAP
+    bias_limit: str = "layer"
     name = "mean_field"
 
     def __post_init__(self):
         object.__setattr__(self, "init_scale", positive_number("init_scale", self.init_scale))
         object.__setattr__(self, "scale_cap", scale_cap_arg(self.scale_cap))
+        bias_limit_arg(self.bias_limit)
 
     def sd(self, site, scale):
         """q's standard deviation for the free parameter `scale` (site shape): `scale` limited by the cap."""
-        return capped(scale, scale_limit(site, self.scale_cap))
+        return capped(scale, scale_limit(site, self.scale_cap, self.bias_limit))
 
     def params(self, site):
         """{"loc": site.init_loc, "scale": init_scale everywhere (softplus-positive)}."""
@@ -53,12 +56,12 @@ class NormalFamily:
         return 2 * site_size(site)
 
     def config(self) -> dict:
-        """{"init_scale": ..., "scale_cap": ...}."""
-        return {"init_scale": self.init_scale, "scale_cap": self.scale_cap}
+        """{"init_scale": ..., "scale_cap": ..., "bias_limit": ...}."""
+        return {"init_scale": self.init_scale, "scale_cap": self.scale_cap, "bias_limit": self.bias_limit}
 
 
 def mean_field(model, *, init_scale: float = 1e-2, scale_cap: float | None = DEFAULT_SCALE_CAP,
-               prefix: str = "auto") -> SiteGuide:
+               bias_limit: str = "layer", prefix: str = "auto") -> SiteGuide:
     """The mean-field guide for `model` (a `models.BNN`): `NormalFamily` on every site.
 
     Locations start at the network's own (Haiku) initialisation, scales at `init_scale`. Per-weight
@@ -68,7 +71,8 @@ def mean_field(model, *, init_scale: float = 1e-2, scale_cap: float | None = DEF
     with cosine decay) is under-confident there (accuracy 0.973, ECE 0.058).
     Variational parameters: 2 per weight (``{site}_auto_loc``, ``{site}_auto_scale``).
     `scale_cap` c (default 1.5; None: none): every weight's sd stays below c / sqrt(fan_in) (`NormalFamily`),
-    so that weights the data do not pin add bounded noise instead of their prior's; docs/defaults.md.
+    so that weights the data do not pin add bounded noise instead of their prior's; a bias counts as one more
+    weight of its layer (`bias_limit="layer"`; "own": c itself, the earlier rule); docs/defaults.md.
     """
-    family = NormalFamily(init_scale, scale_cap)
+    family = NormalFamily(init_scale, scale_cap, bias_limit)
     return SiteGuide(model, {}, default=family, prefix=prefix, config={"name": "mean_field", **family.config()})

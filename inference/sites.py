@@ -17,6 +17,7 @@ import jax
 from numpyro.distributions import biject_to, constraints
 
 from models.bridge import BNN
+from models.priors import layer_fan_in
 from models.errors import InputError
 
 
@@ -25,7 +26,9 @@ class Site(NamedTuple):
 
     name: the site name (Haiku module path and parameter, e.g. ``mlp/~/linear_0/w``); shape: its value's
     shape; support: the prior's support (a NumPyro constraint); prior: the prior distribution (event
-    shape `shape`); init_loc: the starting value mapped to the unconstrained space, of shape `shape`.
+    shape `shape`); init_loc: the starting value mapped to the unconstrained space, of shape `shape`;
+    layer_fan_in: the fan-in of the layer the site belongs to (`models.priors.layer_fan_in`: a kernel's own, its
+    kernel's for a bias), or None when unknown (then read off `shape` alone).
     """
 
     name: str
@@ -33,6 +36,7 @@ class Site(NamedTuple):
     support: object
     prior: object
     init_loc: jax.Array
+    layer_fan_in: int | None = None
 
     @property
     def is_real(self) -> bool:
@@ -59,9 +63,10 @@ def site_table(model, x, rng_key=None) -> "OrderedDict[str, Site]":
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     priors = model.site_priors(x)
     init = model.init_values(key, x)
+    shapes = {name: tuple(shape) for name, shape in model.site_shapes(x).items()}
     return OrderedDict(
-        (name, Site(name, tuple(model.site_shapes(x)[name]), prior.support, prior,
-                    biject_to(prior.support).inv(init[name])))
+        (name, Site(name, shapes[name], prior.support, prior, biject_to(prior.support).inv(init[name]),
+                    layer_fan_in(name, {n: shapes[n] for n in priors})))
         for name, prior in priors.items())
 
 

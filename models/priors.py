@@ -53,6 +53,26 @@ def fan_in(name: str, shape: tuple) -> int:
     return math.prod(shape[:-1])
 
 
+def layer_fan_in(name: str, shapes: dict) -> int:
+    """The fan-in of the layer site `name` belongs to, given every site's shape `shapes` ({name: shape}).
+
+    A kernel's is its own (`fan_in`). A bias (``*/b``) of shape (out,) is one more weight on each output unit of
+    its layer, so it takes the fan-in of its module's kernel: the site in the same module path (the name up to
+    its last "/") with fan-in > 1 and the same last dimension (summed over several: an LSTM's kernel and recurrent
+    kernel feed the same gates, E + H inputs). A site with no such kernel (a batch-norm scale or
+    offset, an embedding table, a rank-1 per-component bias (K, out)) keeps its own `fan_in`. Pure: shapes only.
+    """
+    own = fan_in(name, shapes[name])
+    shape = tuple(shapes[name])
+    if len(shape) != 1 or not fnmatch.fnmatchcase(name, "*/b"):
+        return own
+    module = name.rsplit("/", 1)[0]
+    kernels = [fan_in(other, s) for other, s in shapes.items()
+               if other != name and other.rsplit("/", 1)[0] == module and len(s) >= 2 and tuple(s)[-1] == shape[0]
+               and fan_in(other, s) > 1]
+    return sum(kernels) if kernels else own
+
+
 def normal(scale: float = 1.0, loc: float = 0.0) -> Prior:
     """Independent Normal(loc, scale) on every entry of the tensor."""
     return _iid("normal", dist.Normal, scale, loc)

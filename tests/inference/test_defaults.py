@@ -94,3 +94,38 @@ def test_the_sigma_cap_limits_q_and_is_the_identity_for_small_scales():
     assert float(var.max()) == pytest.approx(limit ** 2, rel=1e-5)  # U Vᵀ = 2 everywhere: at the cap too
     with pytest.raises(ValueError, match="scale_cap"):
         NormalFamily(scale_cap=0.0)
+
+
+def test_a_bias_takes_its_layers_limit_and_old_checkpoints_keep_their_own(entry):
+    """A bias is one more weight on each output unit: its sd limit is its kernel's c / sqrt(fan_in), not c (the
+    rule before, under which every hidden unit's bias could carry noise of sd near the N(0, 1) prior's);
+    `bias_limit="own"` and a checkpoint saved without the key keep the old limit."""
+    import jax.numpy as jnp
+
+    from inference.sites import site_table
+    from models.priors import layer_fan_in
+
+    shapes = {"mlp/~/linear_0/w": (784, 400), "mlp/~/linear_0/b": (400,), "bn/~/offset": (400,),
+              "lstm/w_ih": (8, 16), "lstm/w_hh": (4, 16), "lstm/b": (16,), "r1/b": (4, 10)}
+    assert layer_fan_in("mlp/~/linear_0/b", shapes) == 784 and layer_fan_in("mlp/~/linear_0/w", shapes) == 784
+    assert layer_fan_in("bn/~/offset", shapes) == 1 and layer_fan_in("r1/b", shapes) == 1
+    assert layer_fan_in("lstm/b", shapes) == 12  # its gates sum over the input and the recurrent kernel
+    table = site_table(entry.model, np.asarray(entry.train.x[:2]))
+    bias = next(s for n, s in table.items() if n.endswith("/b"))
+    kernel = table[bias.name[:-1] + "w"]
+    assert bias.layer_fan_in == kernel.shape[0] == kernel.layer_fan_in
+    big = {"loc": jnp.zeros(bias.shape), "scale": jnp.full(bias.shape, 10.0)}
+    _, var = NormalFamily().moments(bias, big)
+    assert float(var.max()) == pytest.approx(1.5 ** 2 / kernel.shape[0], rel=1e-4)
+    _, var = NormalFamily(bias_limit="own").moments(bias, big)
+    assert float(var.max()) == pytest.approx(1.5 ** 2, rel=1e-4)
+    with pytest.raises(ValueError, match="bias_limit"):
+        NormalFamily(bias_limit="kernel")
+    # a checkpoint saved without the key was fitted under the old rule and is rebuilt so
+    from inference.checkpoint import fitted_guide_config
+
+    assert fitted_guide_config({"name": "mean_field", "scale_cap": 1.5})["bias_limit"] == "own"
+    assert fitted_guide_config({"name": "k_tied", "k": 2})["scale_cap"] is None
+    saved = {"name": "mean_field", "scale_cap": 1.5, "bias_limit": "layer"}
+    assert fitted_guide_config(saved) == saved
+    assert inference.mean_field(entry.model).config["bias_limit"] == "layer"
