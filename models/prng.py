@@ -55,7 +55,7 @@ def flat_key(key):
     return jax.random.wrap_key_data(key, impl=FLAT_THREEFRY)
 
 
-def normal_draws(keys, shapes) -> list | None:
+def normal_draws(keys, shapes, scales=None) -> list | None:
     """``[jax.random.normal(k, s) for k, s in zip(keys, shapes)]`` (float32), the same numbers bit for bit, from
     ONE threefry hash over all the draws instead of one hash per draw, or None when that cannot be promised.
 
@@ -68,6 +68,11 @@ def normal_draws(keys, shapes) -> list | None:
     keys: threefry keys, raw (2,) uint32 or typed (``jax.random.key``, `flat_key`); shapes: tuples. Returns a list
     of float32 arrays of `shapes`, or None (the caller draws one by one) when a key is of another
     implementation, 64-bit floats are on, JAX's threefry is not partitionable or the draws hold 2**32 values or more.
+
+    scales: None, or one constant (a Python or NumPy number) per draw: draw i is then ``eps_i * scales[i]``
+    as XLA compiles ``jax.random.normal(k, s) * scale`` with a constant scale: it folds sqrt(2) * scale into
+    one float32 constant (``erfinv(u) * (sqrt(2) * scale)``), which can differ from ``eps_i * scale`` by an ulp;
+    so a prior ``Normal(loc, scale)``'s ``loc + draw`` equals numpyro's ``sample`` of it bit for bit.
     """
     if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:
         return None
@@ -102,5 +107,9 @@ def normal_draws(keys, shapes) -> list | None:
     floats = lax.bitcast_convert_type(float_bits, jnp.float32) - jnp.array(1.0, jnp.float32)
     lo_b, hi_b = lax.convert_element_type(lo, jnp.float32), lax.convert_element_type(hi, jnp.float32)
     uniform = lax.max(lo_b, floats * (hi_b - lo_b) + lo_b)
-    normal = lax.mul(np.array(np.sqrt(2), np.float32), lax.erf_inv(uniform))
-    return [part.reshape(s) for part, s in zip(jnp.split(normal, ends[:-1]), shapes)]
+    sqrt2 = np.array(np.sqrt(2), np.float32)
+    if scales is None:
+        normal = lax.mul(sqrt2, lax.erf_inv(uniform))
+        return [part.reshape(s) for part, s in zip(jnp.split(normal, ends[:-1]), shapes)]
+    parts = jnp.split(lax.erf_inv(uniform), ends[:-1])
+    return [lax.mul(part.reshape(s), sqrt2 * np.float32(scale)) for part, s, scale in zip(parts, shapes, scales)]
