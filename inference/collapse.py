@@ -57,7 +57,7 @@ def prior_draws(model: BNN, feature_shape: tuple, num_samples: int, seed: int = 
     draws it; when every prior is a Normal (`normal_prior`) the draws are ``loc + eps * scale`` with all the
     eps from one threefry hash (`models.prng.normal_draws`): the same numbers bit for bit from a program that
     compiles faster (one hash instead of one per site: a two-moons MLP's sampler in about 2/3 of the time, the
-    tests' tiny ResNet-18's, 62 sites, in about 1/3), a compile every `inference.fit` of a new structure pays."""
+    tests' tiny ResNet-18's, 38 sites, in about 1/3), a compile every `inference.fit` of a new structure pays."""
     priors = model.site_priors(tuple(feature_shape))
     names = list(priors)
 
