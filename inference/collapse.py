@@ -26,11 +26,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 from scipy.special import logsumexp
 
 from models import structure
 from models.bridge import BNN
-from models.prng import flat_key
+from models.prng import flat_key, normal_draws
 
 SUBSAMPLE = 256
 NUM_SAMPLES = 32
@@ -50,19 +51,45 @@ class PosteriorCollapseWarning(UserWarning):
 
 def prior_draws(model: BNN, feature_shape: tuple, num_samples: int, seed: int = 0) -> dict:
     """{site: (num_samples, *site_shape)} draws of every latent site from the model's prior
-    (`models.BNN.site_priors`), by one jitted sampler shared by every structurally equal model."""
+    (`models.BNN.site_priors`), by one jitted sampler shared by every structurally equal model.
+
+    Site i is drawn with key i of ``split(PRNGKey(seed), sites)``, as ``prior.sample(key_i, (num_samples,))``
+    draws it; when every prior is a Normal (`normal_prior`) the draws are ``loc + eps * scale`` with all the
+    eps from one threefry hash (`models.prng.normal_draws`): the same numbers bit for bit from a program that
+    compiles faster (one hash instead of one per site: a two-moons MLP's sampler in about 2/3 of the time, the
+    tests' tiny ResNet-18's, 38 sites, in about 1/3), a compile every `inference.fit` of a new structure pays."""
     priors = model.site_priors(tuple(feature_shape))
     names = list(priors)
 
     def build():
         def sample(key):
             keys = jax.random.split(flat_key(key), len(names))
-            return {name: priors[name].sample(k, (num_samples,)) for name, k in zip(names, keys)}
+            bases = [normal_prior(d) for d in priors.values()]
+            draws = (normal_draws(list(keys), [(num_samples,) + d.shape() for d in priors.values()],
+                                  scales=[base.scale for base in bases])
+                     if all(base is not None for base in bases) else None)
+            if draws is None:
+                return {name: priors[name].sample(k, (num_samples,)) for name, k in zip(names, keys)}
+            return {name: base.loc + draw for name, base, draw in zip(names, bases, draws)}
 
         return jax.jit(sample)
 
     sampler = structure.cached("prior draws", (model, tuple(feature_shape), int(num_samples)), build)
     return jax.device_get(sampler(jax.random.PRNGKey(seed)))
+
+
+def normal_prior(d):
+    """The `numpyro.distributions.Normal` whose ``loc + eps * scale`` is a draw of `d` (eps of ``d.shape()``):
+    `d` itself, or its base through `Independent` and an `ExpandedDistribution` of a scalar Normal (whose
+    draws numpyro makes as the base's at the expanded shape) with a constant scalar scale (`normal_draws` folds
+    it as XLA does); None for any other distribution."""
+    while isinstance(d, dist.Independent):
+        d = d.base_dist
+    if isinstance(d, dist.ExpandedDistribution):
+        d = d.base_dist if tuple(d.base_dist.batch_shape) == () and not d.base_dist.event_shape else None
+    if type(d) is not dist.Normal or not isinstance(d.scale, (int, float, np.number)):
+        return None
+    return d
 
 
 def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: int = NUM_SAMPLES,

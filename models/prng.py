@@ -83,9 +83,11 @@ def threefry2x32(k0, k1, x0, x1):
     return x0, x1
 
 
-def _bits_to_normal(bits):
+def _bits_to_normal(bits, scale=None):
     """uint32 random bits (n,) -> float32 standard normals (n,), as ``jax.random.normal``: a uniform in
-    (nextafter(-1, 0), 1) from the top 23 bits, then sqrt(2) erfinv."""
+    (nextafter(-1, 0), 1) from the top 23 bits, then sqrt(2) erfinv. With a constant `scale` (a Python or NumPy
+    number): the normals times `scale`, as XLA compiles ``jax.random.normal(k, s) * scale``: erfinv times the one
+    float32 constant sqrt(2) * scale (which can differ from the normals times `scale` by an ulp)."""
     lo = np.nextafter(np.array(-1.0, np.float32), np.array(0.0, np.float32), dtype=np.float32)
     hi = np.array(1.0, np.float32)
     float_bits = lax.shift_right_logical(bits, jnp.array(32 - 23, jnp.uint32))
@@ -93,7 +95,10 @@ def _bits_to_normal(bits):
     floats = lax.bitcast_convert_type(float_bits, jnp.float32) - jnp.array(1.0, jnp.float32)
     lo_b, hi_b = lax.convert_element_type(lo, jnp.float32), lax.convert_element_type(hi, jnp.float32)
     uniform = lax.max(lo_b, floats * (hi_b - lo_b) + lo_b)
-    return lax.mul(np.array(np.sqrt(2), np.float32), lax.erf_inv(uniform))
+    sqrt2 = np.array(np.sqrt(2), np.float32)
+    if scale is None:
+        return lax.mul(sqrt2, lax.erf_inv(uniform))
+    return lax.mul(lax.erf_inv(uniform), sqrt2 * np.float32(scale))
 
 
 def _key_words(keys):
@@ -110,7 +115,7 @@ def _key_words(keys):
     return words
 
 
-def normal_draws(keys, shapes, *, own_hash_from: int = OWN_HASH_FROM) -> list | None:
+def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FROM) -> list | None:
     """``[jax.random.normal(k, s) for k, s in zip(keys, shapes)]`` (float32), the same numbers bit for bit, with
     the small draws from ONE threefry hash and each large draw from a hash of its own; None when the same
     numbers cannot be promised.
@@ -130,6 +135,10 @@ def normal_draws(keys, shapes, *, own_hash_from: int = OWN_HASH_FROM) -> list | 
     own_hash_from: a positive int. Returns a list of float32 arrays of `shapes`, or None (the caller draws one
     by one) when a key is of another implementation, 64-bit floats are on, JAX's threefry is not partitionable
     or a hash would count 2**32 values or more.
+
+    scales: None, or one constant (a Python or NumPy number) per draw: draw i is then ``eps_i * scales[i]`` as
+    XLA compiles ``jax.random.normal(k, s) * scale`` with a constant scale (`_bits_to_normal`), so a prior
+    ``Normal(loc, scale)``'s ``loc + draw`` equals numpyro's ``sample`` of it bit for bit.
     """
     if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:
         return None
@@ -146,7 +155,7 @@ def normal_draws(keys, shapes, *, own_hash_from: int = OWN_HASH_FROM) -> list | 
             out[i] = jnp.zeros(shapes[i], jnp.float32)
         elif n >= own_hash_from:
             bits1, bits2 = threefry2x32(words[i][0], words[i][1], jnp.zeros((), jnp.uint32), lax.iota(jnp.uint32, n))
-            out[i] = _bits_to_normal(bits1 ^ bits2).reshape(shapes[i])
+            out[i] = _bits_to_normal(bits1 ^ bits2, None if scales is None else scales[i]).reshape(shapes[i])
     if shared:
         small = np.asarray([sizes[i] for i in shared], np.uint32)
         ends = np.cumsum(small).astype(np.uint32)
@@ -159,8 +168,11 @@ def normal_draws(keys, shapes, *, own_hash_from: int = OWN_HASH_FROM) -> list | 
         # (the tiny ResNet-18's 38 draws: 2.2 s against 1.4 s), and small draws' run time is small
         bits1, bits2 = jax_random.threefry2x32_p.bind(key_words[draw, 0], key_words[draw, 1], jnp.zeros_like(counts),
                                                       counts)
-        normal = _bits_to_normal(bits1 ^ bits2)
-        for i, part in zip(shared, jnp.split(normal, ends[:-1])):
+        if scales is None:
+            parts = jnp.split(_bits_to_normal(bits1 ^ bits2), ends[:-1])
+        else:  # each draw's own constant sqrt(2) * scale
+            parts = [_bits_to_normal(part, scales[i]) for i, part in zip(shared, jnp.split(bits1 ^ bits2, ends[:-1]))]
+        for i, part in zip(shared, parts):
             out[i] = part.reshape(shapes[i])
     return out
 

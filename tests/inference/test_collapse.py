@@ -51,3 +51,30 @@ def test_checkpoints_keep_the_collapse_judgement(collapsed, tmp_path):
 def test_the_judgement_is_fixed_by_its_subsample_and_draws(moons_svi, moons_entry):
     again = check_collapse(moons_svi, moons_entry.train.x, moons_entry.train.y)
     assert again == moons_svi.info.collapse
+
+
+@pytest.mark.parametrize("prior", [{"*/b": "normal", "*": "fan_in"}, "cauchy"])
+def test_prior_draws_equal_numpyros_per_site_draws_bit_for_bit(prior):
+    """`prior_draws` draws every Normal prior's eps with one threefry hash (`normal_draws`, its constant scales
+    folded as XLA folds numpyro's ``loc + eps * scale``): the numbers of one ``prior.sample`` per site, here at
+    scales 0.7 (biases) and 1.3 / sqrt(fan_in) (kernels); a Cauchy prior is drawn site by site."""
+    import jax
+    import zoo
+    from inference.collapse import normal_prior, prior_draws
+    from models.prng import flat_key
+
+    e = zoo.get("mlp", data="two_moons", hidden=(3,), data_kwargs={"n": 40}, prior=prior,
+                prior_scale={"*/b": 0.7, "*": 1.3} if prior != "cauchy" else 1.0)
+    priors = e.model.site_priors((2,))
+    assert all((normal_prior(d) is None) == (prior == "cauchy") for d in priors.values())
+
+    def per_site(key):
+        keys = jax.random.split(flat_key(key), len(priors))
+        return {name: d.sample(k, (5,)) for (name, d), k in zip(priors.items(), keys)}
+
+    expected = jax.device_get(jax.jit(per_site)(jax.random.PRNGKey(3)))
+    got = prior_draws(e.model, (2,), 5, seed=3)
+    assert list(got) == list(expected)
+    for name in expected:
+        assert got[name].shape == (5,) + tuple(priors[name].shape())
+        np.testing.assert_array_equal(got[name], expected[name])
