@@ -64,7 +64,7 @@ def one_error_line(capsys) -> str:
 
 @pytest.mark.parametrize("options, says", [
     (["--guide", "k_tied", "--guide-option", "kk=3"],
-     "--guide-option: expected an option of guide 'k_tied': one of k, init_scale, init_noise, scale_cap, prefix, rank, "
+     "--guide-option: expected an option of guide 'k_tied': one of k, init_scale, init_noise, scale_cap, bias_limit, prefix, rank, "
      "got 'kk=3'"),
     (["--guide", "k_tied", "--guide-option", "k=two"],
      "--guide-option k: expected an integer (guide 'k_tied' option k: int), got 'two'"),
