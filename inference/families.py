@@ -95,8 +95,6 @@ own shape: c, the rule of checkpoints fitted before)."""
 def bias_limit_arg(value) -> str:
     """`value` if it is one of `BIAS_LIMITS`, else InputError naming ``bias_limit``."""
     if value not in BIAS_LIMITS:
-        from models.errors import InputError
-
         raise InputError("bias_limit", value, f"one of {BIAS_LIMITS}")
     return value
 

@@ -63,10 +63,11 @@ def site_table(model, x, rng_key=None) -> "OrderedDict[str, Site]":
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     priors = model.site_priors(x)
     init = model.init_values(key, x)
-    shapes = {name: tuple(shape) for name, shape in model.site_shapes(x).items()}
+    all_shapes = model.site_shapes(x)
+    shapes = {name: tuple(all_shapes[name]) for name in priors}  # the latent sites'
     return OrderedDict(
         (name, Site(name, shapes[name], prior.support, prior, biject_to(prior.support).inv(init[name]),
-                    layer_fan_in(name, {n: shapes[n] for n in priors})))
+                    layer_fan_in(name, shapes)))
         for name, prior in priors.items())
 
 
