@@ -8,6 +8,7 @@ from inference.families import Family, ParamSpec
 from inference.fit import NonFiniteLossError, default_optimizer, default_steps, fit
 from inference.guide_base import BNNGuide
 from inference.guide_protocol import Guide, HasSiteMoments
+from inference import kl_schedules
 from inference.joint_gaussian import JointGaussian, block_diagonal, full_covariance, low_rank
 from inference.k_tied import KTiedFamily, k_tied
 from inference.mean_field import NormalFamily, mean_field
@@ -44,7 +45,7 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily",
     # training, sampling, results
-    "fit", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
+    "fit", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
     # ArviZ names <-> site names, the training data a posterior remembers, held-out scores
     "arviz_name", "site_name", "remember_training_data", "log_predictive_density", "predictive_density_table",

@@ -18,7 +18,8 @@ writes, so concurrent saves into one folder follow one another (`inference.atomi
 
 ``Posterior.info`` is stored as {field: value} with its type's name ("FitInfo" / "NutsInfo") and loads
 back as that NamedTuple; a checkpoint from before those types (a plain dict) fills the matching fields
-and leaves the missing ones None (`inference.run_info.info_from_record`)."""
+and leaves the missing ones None, as does a checkpoint written before a field existed (e.g. FitInfo's
+``final_kl_weight``: None) (`inference.run_info.info_from_record`)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ import optax
 from numpyro import handlers
 from numpyro.distributions import biject_to
 
-from inference import data_args, validation
+from inference import data_args, kl_schedules, validation
 from inference.collapse import PosteriorCollapseWarning, check_collapse
 from inference.convergence import ConvergenceWarning, judge
 from inference.per_example import per_example_estimator, per_example_mode
@@ -139,11 +139,12 @@ def constrain_params(params_u: dict, constraints: dict) -> dict:
 
 
 def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trace_counter=None, per_example=False):
-    """A jittable ``chunk(state, key, x, y, idx, steps, kl_warmup, temperature) -> (state, (losses, updated,
+    """A jittable ``chunk(state, key, x, y, idx, steps, kl, temperature) -> (state, (losses, updated,
     grad_norms), params)``.
 
     idx: (C, B) int32 minibatch indices; steps: (C,) int32 global step numbers (-1 = padding, no update);
-    kl_warmup: scalar, beta_t = min(1, (t + 1) / kl_warmup) (1 when kl_warmup <= 0); temperature: scalar
+    kl: the KL weights, (C,) float32 beta of each step (`fit` passes its ``kl_schedule``'s), or a scalar
+    kl_warmup, beta_t = min(1, (t + 1) / kl_warmup) (1 when kl_warmup <= 0); temperature: scalar
     T > 0, the log-likelihood is divided by it (`inference.elbo`). Both are traced: no value recompiles.
     losses: (C,) float32, the loss of each step (NaN for padding and after a stop); updated: (C,) bool,
     whether the step updated the state; grad_norms: (C,) float32, the global norm of each step's gradient
@@ -165,13 +166,12 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
                          mutable=mutable)
 
     def one_step(carry, inputs):
-        state, key, x, y, kl_warmup, temperature = carry
-        idx, t = inputs
+        state, key, x, y, temperature = carry
+        idx, t, beta = inputs
         if trace_counter is not None:
             trace_counter[0] += 1
 
         def step(state):
-            beta = jnp.where(kl_warmup > 0, jnp.minimum(1.0, (t + 1.0) / jnp.maximum(kl_warmup, 1.0)), 1.0)
             (loss, mutable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
                 state.params, state.mutable, jax.random.fold_in(key, t), x[idx], y[idx], beta, temperature)
             grad_norm = optax.tree.norm(grads)
@@ -191,11 +191,13 @@ def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trac
             return state, jnp.array(jnp.nan, jnp.float32), jnp.array(False), jnp.array(jnp.nan, jnp.float32)
 
         new_state, loss, ok, grad_norm = jax.lax.cond((t >= 0) & ~state.stopped, step, skip, state)
-        return (new_state, key, x, y, kl_warmup, temperature), (loss, ok, grad_norm)
+        return (new_state, key, x, y, temperature), (loss, ok, grad_norm)
 
-    def chunk(state, key, x, y, idx, steps, kl_warmup, temperature):
+    def chunk(state, key, x, y, idx, steps, kl, temperature):
         key = flat_key(key)  # the same draws, compiled faster (`models.prng`)
-        (state, *_), outputs = jax.lax.scan(one_step, (state, key, x, y, kl_warmup, temperature), (idx, steps))
+        betas = kl if jnp.ndim(kl) == 1 else jnp.where(
+            kl > 0, jnp.minimum(1.0, (steps + 1.0) / jnp.maximum(kl, 1.0)), 1.0)
+        (state, *_), outputs = jax.lax.scan(one_step, (state, key, x, y, temperature), (idx, steps, betas))
         return state, outputs, constrain_params(state.params, constraints)
 
     return chunk
@@ -295,7 +297,7 @@ def default_optimizer(steps: int):
 
 
 def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, optimizer=None,
-        kl_warmup: int = 0, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
+        kl_warmup: int = 0, kl_schedule=None, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
         on_chunk=None, per_example_noise: bool = False) -> Posterior:
@@ -316,7 +318,13 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         there); at a constant 1e-3 from sigma 1e-3 mean field's sigmas barely move on a large net in
         thousands of steps). The schedule depends on `steps`: a second fit with the same `steps`
         compiles nothing, another `steps` compiles its own update;
-      kl_warmup: steps of linear KL warm-up, beta_t = min(1, (t+1)/kl_warmup) multiplying the KL exactly;
+      kl_warmup: steps of linear KL warm-up, beta_t = min(1, (t+1)/kl_warmup) multiplying the KL exactly
+        (`inference.kl_schedules.linear`);
+      kl_schedule: any KL schedule, a callable step t -> beta_t >= 0 (an optax-like schedule, e.g.
+        `inference.kl_schedules.stepwise_linear(5e-5)`, the k-tied paper's); evaluated on the host for every
+        step and passed to the compiled update as data (no schedule recompiles it). Not with `kl_warmup`
+        (InputError). The last step's beta is ``posterior.info.final_kl_weight`` (also recorded for
+        `kl_warmup`, 1 without either), saved in checkpoints and part of the run's identity;
       temperature: T > 0, the likelihood temperature: the fit targets the tempered posterior
         p_T(w | D) proportional to p(D | w)^(1/T) p(w) by minimising
         -(E_q[log p(D | w)] / T - beta_t KL(q || p)) (`inference.elbo`). T = 1 (default) is the Bayesian
@@ -405,13 +413,14 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     check_checkpoint_args(checkpoint_dir, checkpoint_every, resume)
     with checkpoint_folder(checkpoint_dir):
         return _fit(model, guide, data, steps=steps, batch_size=batch_size, optimizer=optimizer,
-                    kl_warmup=kl_warmup, temperature=temperature, num_particles=num_particles, seed=seed,
+                    kl_warmup=kl_warmup, kl_schedule=kl_schedule, temperature=temperature,
+                    num_particles=num_particles, seed=seed,
                     progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
                     on_chunk=on_chunk, per_example_noise=per_example_noise)
 
 
-def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, temperature, num_particles, seed,
+def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_schedule, temperature, num_particles, seed,
          progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
          per_example_noise) -> Posterior:
     """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
@@ -425,6 +434,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
     x, y = labelled_arrays(model, data, "training")
     if steps is None:
         steps = default_steps(x.shape[0], batch_size)
+    betas = kl_betas(kl_warmup, kl_schedule, steps)
     check_guide(model, guide, tuple(np.shape(x)[1:]))
     n = x.shape[0]
     batch_size = min(batch_size, n)
@@ -450,7 +460,8 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
         identity = run_identity(model, guide, optimizer, x, y, feature_shape=tuple(np.shape(x)[1:]), steps=steps,
                                 batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, temperature=temperature,
                                 per_example_noise=per_example_noise, num_particles=num_particles,
-                                chunk_size=chunk_size, init_params=start)
+                                chunk_size=chunk_size, init_params=start,
+                                kl_schedule=None if kl_schedule is None else kl_schedules.betas_digest(betas))
         saver = Checkpoints(checkpoint_dir, identity, checkpoint_every, run_key)
         resumed = saver.restore(state, resume)
         if resumed is not None:
@@ -458,10 +469,11 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
             norms_before = resumed.grad_norms
             run_key = saver.rng_key = jnp.asarray(resumed.rng_key)
             order = MinibatchOrder(n, batch_size, state=resumed.order)
-    warmup, temp = np.float32(kl_warmup), np.float32(temperature)  # host scalars: no eager conversion compiled
+    temp = np.float32(temperature)  # a host scalar: no eager conversion compiled
 
-    def run_chunk(state, idx, step_ids):
-        return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, warmup, temp)
+    def run_chunk(state, idx, step_ids):  # the betas: host data of the chunk's steps (padding: 0)
+        kl = np.where(step_ids >= 0, betas[np.clip(step_ids, 0, max(steps - 1, 0))], 0).astype(np.float32)
+        return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, kl, temp)
 
     def chunk_done(state, params, step, losses, norms):
         if saver is not None:
@@ -495,6 +507,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, tempera
     convergence = judge(losses, np.concatenate([norms_before, run.grad_norms]), moved=moved)
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
                    traces=fns.traces[0] - traces_before, temperature=temperature,
+                   final_kl_weight=float(betas[-1]) if steps else None,
                    converged=convergence["converged"], convergence=convergence)
     params = fns.constrain(run.state.params) if run.params is None else run.params  # None: no chunk ran
     post = svi_posterior(model, guide, run.state, params, losses,
@@ -639,6 +652,18 @@ def start_params(init_params) -> dict | None:
                          hint="pass init_params=posterior (or posterior.unconstrained_params()) to start from a "
                               "fitted posterior; read as unconstrained values, its scales would change")
     return init_params
+
+
+def kl_betas(kl_warmup, kl_schedule, steps: int) -> np.ndarray:
+    """beta_t of every step, float32 (steps,): `kl_schedule`'s (`inference.kl_schedules.schedule_betas`), else
+    `kl_schedules.linear(kl_warmup)`'s, else ones. Raises InputError when both are given."""
+    if kl_schedule is not None and kl_warmup:
+        raise InputError("kl_schedule", kl_schedule, "None when kl_warmup is given",
+                         hint=f"kl_warmup={kl_warmup} is the schedule inference.kl_schedules.linear({kl_warmup}); "
+                              "pass one of the two")
+    if kl_schedule is None:
+        return kl_schedules.linear(kl_warmup)(np.arange(steps)) if kl_warmup > 0 else np.ones(steps, np.float32)
+    return kl_schedules.schedule_betas(kl_schedule, steps)
 
 
 def check_fit_args(*, kl_warmup, **positive) -> None:

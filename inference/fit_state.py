@@ -61,14 +61,17 @@ class FitState(NamedTuple):
 
 
 def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_size, seed, kl_warmup,
-                 num_particles, chunk_size, init_params, temperature=1.0, per_example_noise=False) -> dict:
+                 num_particles, chunk_size, init_params, temperature=1.0, per_example_noise=False,
+                 kl_schedule=None) -> dict:
     """JSON-able {what: value} that identifies a fit: a checkpoint resumes only the run whose identity equals
     the one it stored.
 
     x (N, ...), y (N,): the training data (fingerprinted, `array_fingerprint`); `init_params`: the
     unconstrained start {name: array} or None (fingerprinted); the optimiser by `optimizer_fingerprint` over
     the `steps` updates;
-    the model by its ``spec`` (name, prior, likelihood, origin) and site shapes; the guide by its ``config``.
+    the model by its ``spec`` (name, prior, likelihood, origin) and site shapes; the guide by its ``config``;
+    `kl_schedule`: a digest of the betas of a ``fit(kl_schedule=...)`` (`inference.kl_schedules.betas_digest`),
+    stored only when given, so that states saved before schedules existed still resume.
     """
     site_shapes = model.site_shapes(feature_shape) if hasattr(model, "site_shapes") else {}
     identity = {
@@ -83,6 +86,8 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         "init_params": None if init_params is None else
         {k: array_fingerprint(v) for k, v in sorted(init_params.items())},
     }
+    if kl_schedule is not None:
+        identity["kl_schedule"] = kl_schedule
     return json.loads(json.dumps(identity, default=_json_default))  # tuples -> lists, as they load back
 
 

@@ -32,6 +32,9 @@ class FitInfo(NamedTuple):
         than the prior predictive or an input-free predictor (bool; None: not judged, e.g. a model that is not
         a `models.BNN`, or a checkpoint from before the judgement existed); collapse: the judgement's numbers
         (a dict, see `inference.collapse.check_collapse`).
+      final_kl_weight: beta of the fit's last step, the weight of its KL term (float; 1 without KL warm-up or
+        schedule, below 1 when the schedule had not reached 1; None: a checkpoint from before it was recorded,
+        or a fit of 0 steps). See `inference.kl_schedules`.
     """
 
     first_step_s: float | None
@@ -42,13 +45,16 @@ class FitInfo(NamedTuple):
     convergence: dict | None = None
     collapsed: bool | None = None
     collapse: dict | None = None
+    final_kl_weight: float | None = None
 
     def summary(self) -> str:
-        """One line: the convergence judgement, a collapse when one was found, and the temperature when it is
-        not 1."""
+        """One line: the convergence judgement, a collapse when one was found, and the temperature and the last
+        step's KL weight when they are not 1."""
         text = describe(self.convergence) + collapse_rule.describe(self.collapse)
         if self.temperature is not None and self.temperature != 1.0:
             text += f"; tempered posterior: temperature {self.temperature:g}, likelihood^{1 / self.temperature:.4g}"
+        if self.final_kl_weight is not None and self.final_kl_weight != 1.0:
+            text += f"; KL weight at the last step {self.final_kl_weight:.4g}"
         return text
 
 
