@@ -10,15 +10,17 @@ import pandas as pd
 import pytest
 
 from zoo.reproduce.k_tied import QUICK, reproduce_k_tied
+from zoo.reproduce.k_tied_recipe import POINT, Recipe
 from zoo.reproduce.report import VERDICTS
-from zoo.run import FitSettings
 
-TINY = replace(
-    QUICK, seeds=(0,), mlp=("mlp", "two_moons", {"hidden": (4, 3)}, 0.2), others=(), checkpoints=(20, 40),
+TINY = replace(  # --data without --data-dir: the parts on TFDS data (cifar100, mnist) are not run
+    QUICK, seeds=(0,), mlp=("mlp", "two_moons", {"hidden": (4, 3)}, 0.2), checkpoints=(20, 40), epochs=4,
+    others=(("CNN", "lenet_cnn", "cifar100", {}, 5000),), speed=("mlp", "mnist", {"hidden": (4,)}),
     chunk_size=20, batch_size=16, snr_batches=3, val_draws=3, eval_draws=4, ranks=(1,), trace_ks=(None, 2),
-    speed=None, data_kwargs={"two_moons": {"n": 100}}, notes=("tiny test settings",),
-    accuracy=("mlp", "two_moons", {"hidden": (4, 3)}), accuracy_ks=(None, 2), accuracy_seeds=(0, 1),
-    accuracy_settings=FitSettings(steps=20, optimizer=lambda steps: optax.adam(1e-2), kl_warmup_fraction=0.2),
+    data_kwargs={"two_moons": {"n": 100}}, notes=("tiny test settings",),
+    accuracy=("mlp", "two_moons", {"hidden": (4, 3)}, 0.2),
+    recipe=Recipe(arms=(POINT, None, 2), learning_rates=(1e-2,), prior_scales=(0.3,), kl_slopes=(0.05, 0.01),
+                  kl_every=2, epochs=4, batch_size=16, chunk_size=20, seeds=(0, 1), eval_draws=4),
 )
 
 
@@ -46,26 +48,39 @@ def test_the_job_writes_every_table_figure_and_a_verdict_per_finding(tiny_run):
     out, result = tiny_run
     out = out / "job"
     for name in ("trace.csv", "trace_summary.csv", "final_scores.csv", "spectra.csv", "truncation.csv",
-                 "accuracy_runs.csv", "fig3_spectra.png", "fig6_snr_elbo.png", "report.md"):
+                 "tuning.csv", "accuracy_runs.csv", "fig3_spectra.png", "fig6_snr_elbo.png", "report.md"):
         assert (out / name).exists(), name
     text = (out / "report.md").read_text()
     claims = ["gradient SNR", "converges at least as fast", "low-rank", "truncation loses nothing", "no slower",
-              "matches mean field's test accuracy"]
+              "matches mean field's test accuracy", "within 1 point of the best accuracy known"]
     for claim in claims:
         line = next(l for l in text.splitlines() if claim in l and l.startswith("|"))
         assert any(f"| {v} |" in line for v in VERDICTS), line
-    assert "| A k-tied step is no slower (Table 4) |  |  | not run | not in this setting |" in text  # speed=None
+    assert "| A k-tied step is no slower (Table 4) |  |  | not run | mnist: not run: no --data-dir |" in text
+    assert "CNN (lenet_cnn on cifar100): not run: no --data-dir" in text
     assert "tiny.npz (48 training images, 12 test images, resized to 28 x 28" in text
     trace = result["trace"]
-    assert len(trace) == 2 * 2 and set(trace["step"]) == {20, 40}  # mean field and 2-tied at two checkpoints
+    # 4 epochs of 38 training examples at batch 16 = 10 steps: the checkpoints 20, 40 rescaled to 5, 10
+    assert len(trace) == 2 * 2 and set(trace["step"]) == {5, 10}  # mean field and 2-tied at two checkpoints
     assert (trace["snr"] >= 1).all() and trace["val_neg_elbo"].notna().all()
     trunc = result["truncation"]
     assert list(trunc["rank"]) == [1, "full"] and (trunc["params"].iloc[0] < trunc["params"].iloc[1])
     # the --data arrays (28 x 28 = 784 inputs) replaced two moons in the trace and the accuracy runs
     assert trunc["params"].iloc[1] == 2 * (784 * 4 + 4 + 4 * 3 + 3 + 3 * 10 + 10)
+    tuning = result["tuning"]  # the point estimate: 1 rate x 1 prior; mean field, 2-tied: x 2 KL slopes
+    assert list(tuning["arm"]) == ["point estimate", "mean field", "mean field", 2, 2]
+    assert tuning.groupby("arm", sort=False)["chosen"].sum().tolist() == [1, 1, 1]
+    for arm, rows in tuning.groupby("arm", sort=False):  # the chosen one has the best validation accuracy
+        assert rows.loc[rows["chosen"], "validation"].iloc[0] == rows["validation"].max()
     acc = result["accuracy"]
-    assert list(acc["k"]) == ["mean field", "mean field", 2, 2] and list(acc["seed"]) == [0, 1, 0, 1]
+    assert list(acc["k"]) == ["point estimate"] * 2 + ["mean field"] * 2 + [2, 2] and list(acc["seed"]) == [0, 1] * 3
     assert acc["accuracy"].between(0, 1).all() and (acc["nll"] > 0).all()
+    # the final runs: 4 epochs of all 48 training examples = 12 steps; beta_11 = slope * 2 * floor(11 / 2) = 10 slope
+    assert (acc["steps"] == 12).all()
+    vi = acc[acc["k"] != "point estimate"]
+    np.testing.assert_allclose(vi["final_kl_weight"], 10 * vi["kl_slope"], rtol=1e-6)
+    assert (acc.loc[acc["k"] == "point estimate", "final_kl_weight"] == 1.0).all()
+    assert "the KL weight beta at the last step" in text
 
 
 def test_cli_runs_the_k_tied_job_with_its_options(monkeypatch, tmp_path):
