@@ -140,3 +140,18 @@ def test_verdict_rules_on_constructed_tables():
     assert f.accuracy_verdict(acc, ks=(2,))[0] == "consistent"  # differences ~+0.001 +- 0.001 >= -0.005
     worse = acc.assign(accuracy=[0.95, 0.96, 0.94, 0.95, 0.96, 0.90, 0.91, 0.89, 0.905, 0.915])
     assert f.accuracy_verdict(worse, ks=(2,))[0] == "contradicts"
+
+
+def test_the_point_estimate_check_and_its_reference():
+    from zoo.reproduce import k_tied_findings as f
+
+    runs = pd.DataFrame({"k": ["point estimate"] * 3 + ["mean field"] * 3, "seed": [0, 1, 2] * 2,
+                         "accuracy": [0.970, 0.972, 0.974, 0.960, 0.962, 0.964]})
+    ref, source = f.best_known_accuracy("digits", runs)  # no published number: the best arm of the run
+    assert ref == pytest.approx(0.972) and "point estimate" in source
+    assert f.best_known_accuracy("mnist", runs) == f.MNIST_MLP_ACCURACY
+    # 97.2 - 98.17 = -0.97 points +- 4.30 * 0.1155 = [-1.47, -0.47]: the interval spans -1 -> inconclusive
+    verdict, evidence, paper, ours = f.point_estimate_verdict(runs, *f.MNIST_MLP_ACCURACY)
+    assert verdict == "inconclusive" and "Blundell" in evidence and "-0.97" in ours
+    assert f.point_estimate_verdict(runs, 0.972, source)[0] == "consistent"  # [-0.5, 0.5] points >= -1
+    assert f.point_estimate_verdict(runs, 0.99, source)[0] == "contradicts"  # [-2.3, -1.3] points < -1

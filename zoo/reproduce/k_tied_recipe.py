@@ -130,11 +130,12 @@ def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> dict:
     return choices, pd.DataFrame(rows)
 
 
-def final_runs(entries, choices: dict, recipe: Recipe, log=None) -> pd.DataFrame:
+def final_runs(entries, choices: dict, recipe: Recipe, log=None, out_dir=None) -> pd.DataFrame:
     """Each arm trained with its chosen setting on the whole training part (training + validation), one run per
     seed of ``recipe.seeds``, scored on the test split. entries: {prior sd: entry} (their ``train`` the whole
     training part, ``test`` the test split). Returns one row per run: k (`arm_label`), seed, accuracy, nll, ece,
-    learning_rate, prior_scale, kl_slope, final_kl_weight, steps, converged."""
+    learning_rate, prior_scale, kl_slope, final_kl_weight, steps, converged. out_dir: when given,
+    ``accuracy_runs.csv`` is rewritten after each arm (an interrupted job keeps what it measured)."""
     rows = []
     for arm, choice in choices.items():
         s = choice.setting
@@ -148,4 +149,6 @@ def final_runs(entries, choices: dict, recipe: Recipe, log=None) -> pd.DataFrame
                          "steps": len(post.losses), "converged": post.info.converged})
             if log is not None:
                 log(f"  final {arm_label(arm)} seed {seed}: test accuracy {acc:.4f}, NLL {nll:.4f}")
+        if out_dir is not None:
+            pd.DataFrame(rows).to_csv(Path(out_dir) / "accuracy_runs.csv", index=False)
     return pd.DataFrame(rows)
