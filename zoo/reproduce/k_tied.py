@@ -305,7 +305,8 @@ def _accuracy_part(cfg, data_dir, report, out):
                  f"({name} {kwargs} on {_data_name(data)}), per seed; final_kl_weight: beta at the last step")
     betas = runs.groupby("k", sort=False)["final_kl_weight"].first()
     report.note("Fig. 6 left: the KL weight beta at the last step of each arm's final runs: "
-                + ", ".join(f"{k} {b:.4g}" for k, b in betas.items()) + " (the point estimate has no KL schedule: "
+                + ", ".join(f"{k if isinstance(k, str) else f'{k}-tied'} {b:.4g}" for k, b in betas.items())
+                + " (the point estimate has no KL schedule: "
                 "1). The stepwise schedule reaches 1 after 1 / slope batches (20,000 at 5e-5, 200,000 at 5e-6).")
     report.finding(claim, *findings.accuracy_verdict(runs))
     reference = findings.best_known_accuracy(data, runs)
