@@ -134,7 +134,6 @@ def _summary(rows: pd.DataFrame, by: str, order: list, metrics: list, n_test: in
     return summary.set_index(by).loc[[k for k in order if k in present]].reset_index()
 
 
-
 def _transition_epoch(rows, chance: float) -> int | None:
     """First epoch whose deterministic accuracy is below the midpoint of chance and the ensemble's accuracy."""
     for r in rows:
@@ -315,6 +314,9 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
                      digits=3)
         report.table("fits", pd.DataFrame(all_rows), "Every fit (the first seed's candidate rates too; chosen: "
                      "the rate kept): test and validation accuracies, ELBO, seconds, compiles")
+        _point_estimate_note(report, settings, t1)
+        _training_findings(report, settings, t1, t2, chance, n_test)
+        report.write()  # a job stopped in a later stage still leaves a report of this one
 
     with timed("per-epoch run and sparse ensembles"):
         seed = settings.seeds[0]
@@ -350,6 +352,9 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
         report.table("fig5_sparse_ensemble", sparse, "Fig. 5: ensemble accuracy with weights below a kappa threshold "
                      "set to their mean or to 0 (per-epoch run, last epoch)")
         report.figure("fig5_sparse_ensemble", _plot_sparse(sparse), "Fig. 5: sparse ensembles")
+        _curve_findings(report, settings, t1, rows, t_epoch, chance, sparse, n_test, kappas[last_epoch].size,
+                        kappa_0)
+        report.write()
 
     with timed("attacks"):
         log("iterative fast-sign attacks (Fig. 2)")
@@ -361,9 +366,7 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
                 + f"; {compiles} compiled SVI updates for {len(all_rows)} fits ({len(settings.seeds)} seed(s) of "
                 f"{len(_methods(settings))} methods, {len(settings.learning_rates)} candidate rates each on the first).")
 
-    _point_estimate_note(report, settings, t1)
-    _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n_test, kappas[last_epoch].size,
-              kappa_0)
+    _attack_finding(report, settings, t1, attack, n_test)
     path = report.write()
     return {"table1": t1_sum, "table2": t2_sum, "tuning": tuning, "transition": transition, "sparse": sparse,
             "attack": attack, "report": path}
@@ -490,28 +493,11 @@ def _table1_finding(report, t1, chance, n_test):
         "det 10.1 %, ens 99.3 % vs dropout 99.4 % (MNIST LeNet-5)", "; ".join(ours))
 
 
-def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n_test, layer_size, kappa_0):
-    """One report finding per claim (paper's number, ours with a 95 % interval, `evals.verdicts.judge`). t1, t2:
-    one row per (method, seed); rows: the first seed's per-epoch curve; kappa_0: the scaled log10 threshold."""
+def _training_findings(report, settings, t1, t2, chance, n_test):
+    """Table 1 and Table 2's findings (paper's number, ours with a 95 % interval, `evals.verdicts.judge`); t1, t2:
+    one row per (method, seed)."""
     at_chance = chance + CHANCE_TOLERANCE
     _table1_finding(report, t1, chance, n_test)
-
-    layer = TABLE2["layer"].label
-    early = rows[1] if len(rows) > 1 else rows[0]
-    before = _binomial_interval(early["deterministic_acc"], n_test)
-    # the end of the same network as the curve: Table 2's layer-wise rows over seeds when the curve is that network,
-    # else the per-epoch run's last reading
-    after = (_accuracy_interval(t1, "method", layer, "deterministic_acc", n_test)
-             if settings.kappa_activation == settings.activation else
-             _binomial_interval(rows[-1]["deterministic_acc"], n_test))
-    report.finding(
-        "The phase transition happens during training (Fig. 1)",
-        combine([judge(before, low=0.5), judge(after, high=at_chance)]),
-        f"rule: det accuracy >= 0.5 early, <= chance + {CHANCE_TOLERANCE} at the end; transition epoch {t_epoch} "
-        f"(first seed's curve, {settings.kappa_activation}); last epoch log alpha {rows[-1]['log_alpha']:.2f} "
-        "(paper: 6.3)",
-        "det accuracy high, then 11.3 % after the transition (Table 2, layer-wise)",
-        f"det at epoch {early['epoch']} {before.text(scale=100)} %; at the end {after.text(scale=100)} %")
 
     claim = "Layer- and neuron-wise alpha give a clear transition and the highest ELBO (Table 2)"
     present = set(t2.parameterisation)
@@ -531,6 +517,28 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
             "det 11.3, 11.3, 81.3, 96.3 %; ELBO -5.9e2, -7.7e2, -6.4e4, -2.3e4",
             "; ".join(f"det {k} {v.text(scale=100)} %" for k, v in det.items()) + "; "
             + "; ".join(f"ELBO layer - {k} {v.text()}" for k, v in elbo.items()))
+
+
+def _curve_findings(report, settings, t1, rows, t_epoch, chance, sparse, n_test, layer_size, kappa_0):
+    """Fig. 1, 3-4 and 5's findings; rows: the first seed's per-epoch curve; kappa_0: the scaled log10 threshold;
+    layer_size: the weights of dense1."""
+    at_chance = chance + CHANCE_TOLERANCE
+    layer = TABLE2["layer"].label
+    early = rows[1] if len(rows) > 1 else rows[0]
+    before = _binomial_interval(early["deterministic_acc"], n_test)
+    # the end of the same network as the curve: Table 2's layer-wise rows over seeds when the curve is that network,
+    # else the per-epoch run's last reading
+    after = (_accuracy_interval(t1, "method", layer, "deterministic_acc", n_test)
+             if settings.kappa_activation == settings.activation else
+             _binomial_interval(rows[-1]["deterministic_acc"], n_test))
+    report.finding(
+        "The phase transition happens during training (Fig. 1)",
+        combine([judge(before, low=0.5), judge(after, high=at_chance)]),
+        f"rule: det accuracy >= 0.5 early, <= chance + {CHANCE_TOLERANCE} at the end; transition epoch {t_epoch} "
+        f"(first seed's curve, {settings.kappa_activation}); last epoch log alpha {rows[-1]['log_alpha']:.2f} "
+        "(paper: 6.3)",
+        "det accuracy high, then 11.3 % after the transition (Table 2, layer-wise)",
+        f"det at epoch {early['epoch']} {before.text(scale=100)} %; at the end {after.text(scale=100)} %")
 
     above = [r["epoch"] for r in rows if r["kappa_above"] > 0]
     first_above = above[0] if above else None
@@ -564,6 +572,9 @@ def _findings(report, settings, t1, t2, rows, t_epoch, chance, sparse, attack, n
         f"full {at0.acc_full:.3f}", "98 % zeroed, no accuracy loss",
         f"{100 * at0.fraction_below:.1f} % zeroed; accuracy change {loss.text(scale=100)} points")
 
+
+def _attack_finding(report, settings, t1, attack, n_test):
+    """Fig. 2's finding: the variance ensemble's attack success rate minus every other model's (binomial SEs)."""
     end = attack[attack.iteration == attack.iteration.max()].set_index("model")
     start = attack[attack.iteration == 0].set_index("model")
     var_ens = [m for m in end.index if m.startswith("variance ensemble")][0]
