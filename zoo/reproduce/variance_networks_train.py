@@ -143,10 +143,18 @@ def steps_per_epoch(settings, train) -> int:
     return max(1, len(train.y) // settings.batch_size)
 
 
-def scores(settings, post, test, seed: int) -> dict:
-    """Table 1's accuracies: stochastic (one draw), deterministic (means, eq. 3), ensemble (eq. 2)."""
-    preds = inference.predictions_by_procedure(post, test.x, num_samples=settings.ensemble_draws, seed=seed)
-    return {f"{k}_acc": accuracy(v, test.y) for k, v in preds.items()}
+def scores(settings, post, test, seed: int, validation=None) -> dict:
+    """Table 1's accuracies on ``test``: stochastic (one draw), deterministic (means, eq. 3), ensemble (eq. 2), as
+    ``{procedure}_acc``; with a ``validation`` set also ``val_{procedure}_acc``, from the same draws over both sets
+    joined (one compiled predictor for the two)."""
+    parts = [("", test)] + ([("val_", validation)] if validation is not None else [])
+    x = np.concatenate([d.x for _, d in parts])
+    preds = inference.predictions_by_procedure(post, x, num_samples=settings.ensemble_draws, seed=seed)
+    out, start = {}, 0
+    for prefix, d in parts:
+        out.update({f"{prefix}{k}_acc": accuracy(v[start:start + len(d.y)], d.y) for k, v in preds.items()})
+        start += len(d.y)
+    return out
 
 
 def mean_log_alpha(post, method: Method) -> float:
@@ -203,7 +211,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
             return
         k = layer_kappa(post, method.sites, e.train.x, e.train.y)
         kappas[epoch] = k
-        acc = scores(settings, post, e.test, seed)
+        acc = {k: v for k, v in scores(settings, post, e.test, seed, validation).items() if not k.startswith("val_")}
         rows.append({"epoch": epoch, **acc, "log_alpha": mean_log_alpha(post, method),
                      "kappa_above": count_above(k, threshold),
                      "elbo": -float(np.mean(post.losses[-per_epoch:]))})
@@ -217,8 +225,8 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
                          optimizer=optimizer_of(settings, rate), seed=seed, progress=False, chunk_size=per_epoch,
                          on_chunk=record if curve else None,
                          per_example_noise=per_example(settings, method))
-    row = {"method": method.label, "seed": seed, "learning_rate": rate, **scores(settings, post, e.test, seed),
-           **{f"val_{k}": v for k, v in scores(settings, post, validation, seed).items()},
+    row = {"method": method.label, "seed": seed, "learning_rate": rate, **scores(settings, post, e.test, seed,
+                                                                                  validation),
            "elbo": -float(np.mean(post.losses[-per_epoch:])), "log_alpha": mean_log_alpha(post, method),
            "fit_s": time.perf_counter() - t0, "traces": post.info.traces}
     if log is not None:
