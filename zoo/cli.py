@@ -164,6 +164,17 @@ _layer_counts.__name__ = "hidden layer counts"
 _seeds = _int_list(0, "0,1,2", "non-negative", 2**32 - 1)
 
 
+def _positive_floats(text):
+    """An argparse type: comma-separated finite numbers > 0 -> a tuple of floats (--learning-rates)."""
+    values = tuple(_positive_float(t.strip()) for t in text.split(",") if t.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers > 0 such as 1e-3,1e-2, got {text!r}")
+    return values
+
+
+_positive_floats.__name__ = "comma-separated numbers > 0"
+
+
 def _corruption_grid_arguments(parser):
     from evals.corruption_grid import DESCRIPTION, add_arguments
 
@@ -266,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="k-tied, variance-networks: an .npz of images 'imgs' (N, H, W) and labels 'labs' (N,), e.g. "
                          "USPS or MNIST, resized to 28x28 and split 80/20 by a seeded permutation (default: the "
                          "setting's data)")
+    rp.add_argument("--epochs", type=_positive_int, default=None,
+                    help="variance-networks: epochs of every training (default: the setting's, full 200)")
+    rp.add_argument("--learning-rates", type=_positive_floats, default=None,
+                    help="variance-networks: candidate Adam rates, each arm's chosen on the validation split, e.g. "
+                         "1e-3,1e-2 (default: the setting's)")
     rp.add_argument("--workers", type=_positive_int, default=None,
                     help="rank1: processes for the job's independent parts (default: BNN_ZOO_WORKERS, else the CPU "
                          "cores; 1: one after the other, the same results)")
@@ -672,10 +688,10 @@ REPRODUCE = {
     "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
     "k-tied": ("zoo.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir", "data_path")),
     "variance-networks": ("zoo.reproduce.variance_networks", "reproduce_variance_networks",
-                          ("seeds", "data_dir", "data_path")),
+                          ("seeds", "data_dir", "data_path", "epochs", "learning_rates")),
     "rank1": ("zoo.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir", "workers")),
 }
-_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "data_path", "workers")
+_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "data_path", "workers", "epochs", "learning_rates")
 
 
 def _option_name(key: str) -> str:

@@ -1,30 +1,34 @@
 """zoo reproduce variance-networks: one tiny run of the whole job writes its files and every finding.
 
 The smoke run trains three structures (point estimate, binary dropout, dense1 layer-wise: what the curves, sparse
-ensembles and attacks need), not nine: compiles are its cost. The Table 2 finding then says "not run".
+ensembles and attacks need), not nine, with one candidate learning rate: compiles are its cost. The Table 2 finding
+then says "not run". The learning-rate choice and batch norm are tested on one structure it shares.
 """
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from zoo.reproduce.variance_networks import QUICK, reproduce_variance_networks
+from models.errors import InputError
+from zoo.reproduce.variance_networks import FULL, QUICK, reproduce_variance_networks
 
 TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=3, curve_every=1, ensemble_draws=3, attack_draws=2,
                deep_ensemble_size=1, fgsm_iterations=2, fgsm_examples=40, seeds=(0,),
-               kappa_thresholds=(-float("inf"), 1.5, 9.0), methods=(), init_log_alpha=-4.0)
+               kappa_thresholds=(-float("inf"), 1.5, 9.0), methods=(), init_log_alpha=-4.0, learning_rates=(1e-2,),
+               kappa_activation="relu")  # the kappa run then reuses the layer-wise row's compiled update
 
 
 @pytest.mark.filterwarnings("ignore::inference.ConvergenceWarning")
 def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
     out = reproduce_variance_networks(tmp_path, "quick", log=None, settings=TINY)
-    for name in ("table1.csv", "table2.csv", "transition.csv", "fig5_sparse_ensemble.csv", "fig2_attack.csv",
+    for name in ("tuning.csv", "fits.csv", "table1.csv", "table2.csv", "transition.csv", "fig5_sparse_ensemble.csv", "fig2_attack.csv",
                  "fig1_fig4_transition.png", "fig3_kappa_histograms.png", "fig5_sparse_ensemble.png",
                  "fig2_attack.png", "report.md"):
         assert (tmp_path / name).exists(), name
     assert out["table1"].method.tolist() == ["point estimate", "binary dropout (dense layers)",
                                              "variance, dense1 (layer-wise alpha)"]
     assert list(out["table2"].parameterisation) == ["layer"]
+    assert out["tuning"].learning_rate.tolist() == [1e-2] * 3 and out["tuning"].chosen.all()
     assert out["transition"].epoch.tolist() == [1, 2, 3]  # one fit, recorded after every epoch (on_chunk)
     assert out["transition"].log_alpha.iloc[-1] > TINY.init_log_alpha  # log alpha moved at its own rate
     assert out["table1"].set_index("method").loc["point estimate", "ensemble_acc_mean"] > 0.1
@@ -37,9 +41,36 @@ def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
         assert claim in text
     assert sum(text.count(f"| {v} |") for v in ("consistent", "inconclusive", "contradicts", "not run")) == 6
     assert text.count("| not run |") == 1  # Table 2's parameterisations were not trained
-    # kappa_0 scaled to the training set: 1.5 + log10(1,348 / 60,000) = -0.15, one of Fig. 5's thresholds
-    assert "log10 kappa_0 = 1.5 + log10(1348 / 60,000) = -0.15" in text
-    assert np.isclose(out["sparse"].log10_threshold, 1.5 + np.log10(1348 / 60_000)).sum() == 1
+    # kappa_0 scaled to the training part (1,348 digits less the 270 of the validation part):
+    # 1.5 + log10(1,078 / 60,000) = -0.25, one of Fig. 5's thresholds
+    assert "log10 kappa_0 = 1.5 + log10(1078 / 60,000) = -0.25" in text
+    assert np.isclose(out["sparse"].log10_threshold, 1.5 + np.log10(1078 / 60_000)).sum() == 1
+    assert "Tuned point estimate: test accuracy" in text
+
+
+@pytest.mark.filterwarnings("ignore::inference.ConvergenceWarning", "ignore::inference.PosteriorCollapseWarning")
+def test_learning_rate_is_chosen_on_validation_with_batch_norm_and_the_local_trick():
+    """tune_method on the dense1 layer-wise network with batch norm after every hidden layer (ReLU) and the local
+    reparameterisation trick: the rate 1e-2 beats 1e-6 (which leaves the network near its start) on the validation
+    part; the batch-norm moving averages moved in training and the posterior predicts far above chance."""
+    import jax
+
+    from zoo.reproduce.variance_networks_train import TABLE2, per_example, tune_method
+
+    settings = replace(TINY, learning_rates=(1e-6, 1e-2))
+    assert settings.batch_norm and settings.activation == "relu" and per_example(settings, TABLE2["layer"]) == "local"
+    choice, (e, post, row, _, _), rows = tune_method(settings, TABLE2["layer"], 0)
+    assert choice.setting == {"learning_rate": 1e-2} and choice.table.learning_rate.tolist() == [1e-6, 1e-2]
+    assert choice.table.validation.iloc[1] == row["val_ensemble_acc"] > choice.table.validation.iloc[0] + 0.1
+    assert [r["chosen"] for r in rows] == [False, True] and len(e.train.y) == 1078  # the training part only
+    steps = 3 * (1078 // 100)
+    moved = {k: v for k, v in post.state.items() if k.startswith("lenet5/bn_dense1")}
+    assert float(moved["lenet5/bn_dense1/~/mean_ema"]["counter"]) == steps  # one update per SVI step
+    init = e.model.initial_state(e.train.x[:2])
+    assert not np.allclose(np.asarray(moved["lenet5/bn_dense1/~/var_ema"]["average"]),
+                           np.asarray(init["lenet5/bn_dense1/~/var_ema"]["average"]))
+    assert jax.tree_util.tree_structure(post.state) == jax.tree_util.tree_structure(init)
+    assert row["ensemble_acc"] > 0.3 and row["deterministic_acc"] > 0.3  # 10 classes: chance is 0.1
 
 
 def test_variance_parameters_get_their_own_adam_rate():
@@ -71,8 +102,10 @@ def test_noise_per_example_by_method():
     assert QUICK.per_example_noise == "local"
     assert [per_example(QUICK, m) for m in TABLE1] == [False] + ["local"] * 6
     assert per_example(QUICK, TABLE2["additive"]) == "local"
-    weights = replace(QUICK, per_example_noise=True)
+    weights = replace(QUICK, per_example_noise=True, batch_norm=False)
     assert [per_example(weights, m) for m in TABLE1] == [False, True, True, False, True, False, True]
+    with pytest.raises(InputError, match="per_example_noise"):  # the vmap over examples has no batch statistics
+        per_example(replace(weights, batch_norm=True), TABLE1[4])
 
 
 def test_kappa_0_scales_with_the_training_set_size():
@@ -113,3 +146,38 @@ def test_the_zero_mean_row_is_not_tested_for_chance_and_one_network_uses_binomia
     report = Report(tmp_path, "t", "quick", log=None)
     vn._table1_finding(report, t1, 0.1, 1000)
     assert report.findings[0].verdict == "contradicts"
+
+
+def test_the_validation_part_of_a_users_image_set_is_the_fixed_permutations_slice():
+    """USPS (5,000 images): the permutation default_rng(0).permutation(5000) gives the test split perm[4000:], the
+    validation part perm[3200:4000], the fits perm[:3200]; FULL runs LeNet-5 with batch norm, ReLU in Tables 1-2,
+    softplus in the kappa run, at batch 100."""
+    from zoo.reproduce.image_npz import load_image_npz
+    from zoo.reproduce.variance_networks_train import split_validation
+
+    path = "../shared/data/usps5k.npz"
+    with np.load(path) as f:
+        labs = f["labs"]
+    perm = np.random.default_rng(0).permutation(5000)
+    x_train, y_train, x_test, y_test = load_image_npz(path)
+    assert x_train.shape == (4000, 28, 28, 1) and np.array_equal(y_test, labs[perm[4000:]])
+    from inference.data import Dataset
+
+    fit, val = split_validation(Dataset(x_train, y_train, 10), FULL.validation_fraction)
+    assert np.array_equal(fit.y, labs[perm[:3200]]) and np.array_equal(val.y, labs[perm[3200:4000]])
+    assert (FULL.batch_norm, FULL.activation, FULL.kappa_activation, FULL.batch_size) == (True, "relu", "softplus", 100)
+    with pytest.raises(InputError, match="validation_fraction"):
+        split_validation(fit, 0.0)
+
+
+def test_the_command_line_takes_epochs_and_learning_rates_for_variance_networks_only():
+    from zoo.cli import REPRODUCE, build_parser, cmd_reproduce
+
+    args = build_parser().parse_args(["reproduce", "variance-networks", "--epochs", "30", "--learning-rates",
+                                      "1e-3,1e-2"])
+    assert (args.epochs, args.learning_rates) == (30, (1e-3, 1e-2))
+    assert {"epochs", "learning_rates"} <= set(REPRODUCE["variance-networks"][2])
+    with pytest.raises(InputError, match="--epochs"):
+        cmd_reproduce(build_parser().parse_args(["reproduce", "liberty-or-depth", "--epochs", "3"]))
+    with pytest.raises(InputError, match="epochs"):
+        reproduce_variance_networks("unused", "quick", log=None, epochs=0)
