@@ -27,6 +27,7 @@ import statistics
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -129,12 +130,19 @@ def numpyro_chunk(model, optimizer, xb, yb):
     return chunk, state
 
 
+class Deferred(NamedTuple):
+    """A row's state still to be computed, as ``fn(*args)`` (fn a jitted function: `warm_up` compiles it with the
+    other rows' in parallel)."""
+    fn: object
+    args: tuple
+
+
 class Runner:
-    """One row: a jitted chunk of `chunk_len` steps and its state; `__call__` runs one chunk and returns ms per
-    step (wall clock, and this process's CPU time: the work done, which other processes' load on shared cores
-    barely moves). Built (compiled, one warm-up chunk run) once, or with ``warm=False`` when `__call__` is first
-    called (`warm_up` compiles several rows at once); every round then times one chunk of every row. Minibatch
-    rows are drawn uniformly from x's N rows."""
+    """One row: a jitted chunk of `chunk_len` steps and its state (or a `Deferred` one); `__call__` runs one
+    chunk and returns ms per step (wall clock, and this process's CPU time: the work done, which other processes'
+    load on shared cores barely moves). Built (compiled, one warm-up chunk run) once, or with ``warm=False`` when
+    `__call__` is first called (`warm_up` compiles several rows at once); every round then times one chunk of
+    every row. Minibatch rows are drawn uniformly from x's N rows."""
 
     def __init__(self, chunk, state, x, y, batch, extra=(), chunk_len=CHUNK, warm=True):
         self.chunk, self.state, self.x, self.y, self.extra = chunk, state, x, y, extra
@@ -144,6 +152,8 @@ class Runner:
 
     def inputs(self) -> tuple:
         """The next chunk's arguments: (state, keys (chunk_len, 2), x, y, idx (chunk_len, batch), *extra)."""
+        if isinstance(self.state, Deferred):
+            self.state = self.state.fn(*self.state.args)
         idx = self.rng.integers(0, self.x.shape[0], (self.chunk_len, self.batch)).astype(np.int32)
         self.calls += 1
         keys = jax.random.split(jax.random.PRNGKey(self.calls), self.chunk_len)
@@ -159,31 +169,46 @@ class Runner:
         return 1000 * wall / self.chunk_len, 1000 * cpu / self.chunk_len
 
 
+def _attempt(step, arg):
+    """(step(arg), None), or (None, the exception it raised)."""
+    try:
+        return step(arg), None
+    except Exception as err:  # noqa: BLE001 - handed back to the caller, which reports it
+        return None, err
+
+
+def _compile_all(calls) -> list:
+    """[(executable, None) or (None, exception)] for `calls` [(fn, args) or an exception]: each ``jax.jit(fn)``
+    traced for its args one after the other (NumPyro's and Haiku's tracing state is global), then compiled from
+    one thread each (XLA compiles in parallel on a machine with several cores)."""
+    lowered = [(None, c) if isinstance(c, Exception) else _attempt(lambda c: jax.jit(c[0]).lower(*c[1]), c)
+               for c in calls]
+    with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        return list(pool.map(lambda lo: lo if lo[1] is not None else _attempt(lambda lo: lo.compile(), lo[0]),
+                             lowered))
+
+
 def warm_up(runners) -> list:
-    """Compile every `Runner` in `runners` (built with ``warm=False``) ahead of time and run it once: traced one
-    after the other (NumPyro's and Haiku's tracing state is global), compiled from one thread each (XLA compiles
-    in parallel on a machine with several cores). Returns, per runner, None or the exception that tracing,
-    compiling or the first chunk raised (a refusal found while tracing, an out-of-memory error...)."""
-
-    def attempt(step, arg):
-        try:
-            return step(arg), None
-        except Exception as err:  # noqa: BLE001 - handed back to the caller, which reports it
-            return None, err
-
-    def compile_lowered(pair):
-        lowered, err = pair
-        return (None, err) if err is not None else attempt(lambda lo: lo.compile(), lowered)
-
-    lowered = [attempt(lambda run: jax.jit(run.chunk).lower(*run.inputs()), run) for run in runners]
-    with ThreadPoolExecutor(max_workers=max(1, len(runners))) as pool:
-        compiled = list(pool.map(compile_lowered, lowered))
-    errors = []
-    for run, (executable, err) in zip(runners, compiled):
+    """Compile every `Runner` in `runners` (built with ``warm=False``) ahead of time, its `Deferred` state's
+    function first, then its chunk (`_compile_all`: traced in turn, compiled in parallel), and run one chunk.
+    Returns, per runner, None or the exception that tracing, compiling or running raised (a refusal found while
+    tracing, an out-of-memory error...)."""
+    errors = [None] * len(runners)
+    deferred = [i for i, run in enumerate(runners) if isinstance(run.state, Deferred)]
+    for i, (executable, err) in zip(deferred, _compile_all([(runners[i].state.fn, runners[i].state.args)
+                                                            for i in deferred])):
+        errors[i] = err if err is not None else _attempt(
+            lambda run: setattr(run, "state", executable(*run.state.args)), runners[i])[1]
+    calls = []
+    for run, err in zip(runners, errors):
+        if err is None:
+            inputs, err = _attempt(lambda r: r.inputs(), run)
+        calls.append(err if err is not None else (run.chunk, inputs))
+    for i, (run, (executable, err)) in enumerate(zip(runners, _compile_all(calls))):
         if err is None:
             run.chunk = executable
-            err = attempt(lambda r: r(), run)[1]
-        errors.append(err)
+            err = _attempt(lambda r: r(), run)[1]
+        errors[i] = err
     return errors
 
 
@@ -195,7 +220,9 @@ def zoo_runner(entry, guide, batch, x, y, per_example_noise=False, chunk_len=CHU
     guide.setup(xb)  # as fit does, before its compiled functions
     fns = inference_fit.compiled_fit(entry.model, guide, optimizer, x.shape[0], 1, xb, yb, chunk_len,
                                      per_example_noise)
-    state = inference_fit.init_state(fns, jax.random.PRNGKey(0), xb, yb)
+    # inference.fit.init_state's own call when no start is given (fit's step 0), deferred so that warm_up
+    # compiles it with the other rows' in parallel
+    state = Deferred(fns.init, (jax.random.PRNGKey(0), xb, yb, None))
     steps = np.arange(chunk_len, dtype=np.int32)
 
     def chunk(state, keys, x, y, idx, *_):
