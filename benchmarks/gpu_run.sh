@@ -38,7 +38,17 @@ install_wheels() {
     return 0
   fi
   ls -l .whl/
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WHEEL_SITE" .whl/*.whl
+  if ! "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WHEEL_SITE" \
+      .whl/*.whl; then
+    # no pip: a pure-Python wheel (py3-none-any, all of these) is a zip of what goes on the path
+    say "pip failed: unpacking the wheels into $WHEEL_SITE instead"
+    "$PY" - "$WHEEL_SITE" .whl/*.whl <<'EOF'
+import sys, zipfile
+for wheel in sys.argv[2:]:
+    zipfile.ZipFile(wheel).extractall(sys.argv[1])
+    print("unpacked", wheel)
+EOF
+  fi
 }
 
 versions() {

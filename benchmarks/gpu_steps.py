@@ -156,7 +156,36 @@ def write(out: str, rows: list[dict], notes: list[str], device: str, rounds: int
         writer.writerows(rows)
 
 
+def measure(bench: Bench, rounds: int, start: float) -> tuple[list[dict], list[str]]:
+    """(`table_rows` of `bench`, [notes on skipped rows]): its rows built, compiled (`compare_peers.warm_up`)
+    and timed in `rounds` interleaved rounds; progress printed with seconds since `start`."""
+    title = f"{bench.label} batch {bench.batch}"
+
+    def log(message):
+        print(f"{title}: {message}", flush=True)
+
+    t0 = time.perf_counter()
+    log(f"building the rows at {t0 - start:.1f} s")
+    runners, notes = build_rows(bench)
+    log(f"{len(runners)} rows built in {time.perf_counter() - t0:.1f} s")
+    for row, err in zip(list(runners), compare_peers.warm_up(list(runners.values()), log)):
+        if err is not None:
+            del runners[row]
+            why = "skipped (the library refuses it)" if isinstance(err, ZooError) else "failed"
+            notes.append(f"{title}: {row} {why}: {type(err).__name__}: {err}")
+    for note in notes:
+        print(note, flush=True)
+    log(f"{len(runners)} rows ready in {time.perf_counter() - t0:.1f} s")
+    times = {row: [] for row in runners}
+    for _ in range(rounds):
+        for row, run_chunk in runners.items():
+            times[row].append(run_chunk())
+    return table_rows(bench, times), notes
+
+
 def main(argv=None):
+    """The command line (module docstring): measure every network of `benches` within the budget, writing the
+    table after each."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="folder for gpu_steps.md and gpu_steps.csv")
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5; 2 with --tiny)")
@@ -173,29 +202,15 @@ def main(argv=None):
     print(f"JAX {jax.__version__} on {device}", flush=True)
     rows, notes = [], []
     for bench in benches(args.tiny):
-        title = f"{bench.label} batch {bench.batch}"
         if time.perf_counter() - start > args.budget:
-            notes.append(f"{title}: skipped: the {args.budget:.0f} s budget was spent before its build")
+            notes.append(f"{bench.label} batch {bench.batch}: skipped: the {args.budget:.0f} s budget was spent "
+                         "before its build")
             print(notes[-1], flush=True)
             continue
-        t0 = time.perf_counter()
-        runners, skipped = build_rows(bench)
-        for row, err in zip(list(runners), compare_peers.warm_up(list(runners.values()))):
-            if err is not None:
-                del runners[row]
-                why = "skipped (the library refuses it)" if isinstance(err, ZooError) else "failed"
-                skipped.append(f"{title}: {row} {why}: {type(err).__name__}: {err}")
-        notes += skipped
-        print(*skipped, sep="\n", flush=True)
-        print(f"{title}: {len(runners)} rows built and compiled in {time.perf_counter() - t0:.1f} s", flush=True)
-        times = {row: [] for row in runners}
-        for _ in range(args.rounds):
-            for row, run_chunk in runners.items():
-                times[row].append(run_chunk())
-        rows += table_rows(bench, times)
+        new_rows, new_notes = measure(bench, args.rounds, start)
+        rows, notes = rows + new_rows, notes + new_notes
         write(args.out, rows, notes, device, args.rounds)
-        print(markdown([r for r in rows if r["network"] == bench.label and r["batch"] == bench.batch], device,
-                       args.rounds), flush=True)
+        print(markdown(new_rows, device, args.rounds), flush=True)
     print(f"total {time.perf_counter() - start:.1f} s; table in {args.out}", flush=True)
 
 
