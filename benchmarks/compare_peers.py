@@ -26,6 +26,8 @@ import importlib
 import statistics
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,12 +46,13 @@ CHUNK = 200
 inference_fit = importlib.import_module("inference.fit")  # the module (inference.fit is the function)
 
 
-def synthetic_data(seed=0):
-    """(x (N, 784) float32, y (N,) int32) and a zoo data tuple (train, test) of them."""
+def synthetic_data(seed=0, n=N_DATA, shape=(SIZES[0],), classes=SIZES[-1]):
+    """(x (n, *shape) float32 standard normal, y (n,) int32 uniform over `classes`) and a zoo data tuple
+    (x, y, x_test, y_test) of them with 500 more examples as the test split."""
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(N_DATA + 500, SIZES[0])).astype(np.float32)
-    y = rng.integers(0, SIZES[-1], N_DATA + 500).astype(np.int32)
-    return x[:N_DATA], y[:N_DATA], (x[:N_DATA], y[:N_DATA], x[N_DATA:], y[N_DATA:])
+    x = rng.normal(size=(n + 500, *shape)).astype(np.float32)
+    y = rng.integers(0, classes, n + 500).astype(np.int32)
+    return x[:n], y[:n], (x[:n], y[:n], x[n:], y[n:])
 
 
 def forward(weights, x):
@@ -61,11 +64,12 @@ def forward(weights, x):
     return x
 
 
-def init_weights(key):
-    """[(w, b)] with Haiku's default scale (truncated normal, sd 1/sqrt(fan_in)), zero biases."""
-    keys = jax.random.split(key, len(SIZES) - 1)
+def init_weights(key, sizes=SIZES):
+    """[(w, b)] of an MLP of layer `sizes` with Haiku's default scale (truncated normal, sd 1/sqrt(fan_in)),
+    zero biases."""
+    keys = jax.random.split(key, len(sizes) - 1)
     return [(jax.random.truncated_normal(k, -2, 2, (m, n)) / np.sqrt(m), jnp.zeros(n))
-            for k, m, n in zip(keys, SIZES[:-1], SIZES[1:])]
+            for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
 
 
 def deterministic_loss(params, key, x, y):
@@ -126,43 +130,116 @@ def numpyro_chunk(model, optimizer, xb, yb):
     return chunk, state
 
 
-class Runner:
-    """One row: a jitted 200-step chunk and its state; `__call__` runs one chunk and returns ms per step (wall
-    clock, and this process's CPU time: the work done, which other processes' load on shared cores barely moves).
-    Built (compiled, one warm-up chunk run) once; every round then times one chunk of every row."""
+class Deferred(NamedTuple):
+    """A row's state still to be computed, as ``fn(*args)`` (fn a jitted function: `warm_up` compiles it with the
+    other rows' in parallel)."""
+    fn: object
+    args: tuple
 
-    def __init__(self, chunk, state, x, y, batch, extra=()):
+
+class Runner:
+    """One row: a jitted chunk of `chunk_len` steps and its state (or a `Deferred` one); `__call__` runs one
+    chunk and returns ms per step (wall clock, and this process's CPU time: the work done, which other processes'
+    load on shared cores barely moves). Built (compiled, one warm-up chunk run) once, or with ``warm=False`` when
+    `__call__` is first called (`warm_up` compiles several rows at once); every round then times one chunk of
+    every row. Minibatch rows are drawn uniformly from x's N rows."""
+
+    def __init__(self, chunk, state, x, y, batch, extra=(), chunk_len=CHUNK, warm=True):
         self.chunk, self.state, self.x, self.y, self.extra = chunk, state, x, y, extra
-        self.rng, self.batch, self.calls = np.random.default_rng(0), batch, 0
-        self()  # compile and warm up
+        self.rng, self.batch, self.calls, self.chunk_len = np.random.default_rng(0), batch, 0, chunk_len
+        if warm:
+            self()  # compile and warm up
+
+    def inputs(self) -> tuple:
+        """The next chunk's arguments: (state, keys (chunk_len, 2), x, y, idx (chunk_len, batch), *extra)."""
+        if isinstance(self.state, Deferred):
+            self.state = self.state.fn(*self.state.args)
+        idx = self.rng.integers(0, self.x.shape[0], (self.chunk_len, self.batch)).astype(np.int32)
+        self.calls += 1
+        keys = jax.random.split(jax.random.PRNGKey(self.calls), self.chunk_len)
+        return (self.state, keys, self.x, self.y, idx, *self.extra)
 
     def __call__(self):
-        idx = self.rng.integers(0, N_DATA, (CHUNK, self.batch)).astype(np.int32)
-        self.calls += 1
-        keys = jax.random.split(jax.random.PRNGKey(self.calls), CHUNK)
+        inputs = self.inputs()
         t0, c0 = time.perf_counter(), time.process_time()
-        self.state = jax.block_until_ready(self.chunk(self.state, keys, self.x, self.y, idx, *self.extra))
+        self.state = jax.block_until_ready(self.chunk(*inputs))
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if getattr(self.state, "stopped", False):  # fit's chunk skips the steps after a non-finite loss
             raise RuntimeError("a zoo fit stopped on a non-finite loss: its time would not be a step's")
-        return 1000 * wall / CHUNK, 1000 * cpu / CHUNK
+        return 1000 * wall / self.chunk_len, 1000 * cpu / self.chunk_len
 
 
-def zoo_runner(entry, guide, batch, x, y, per_example_noise=False):
-    """`inference.fit`'s own compiled 200-step chunk (`inference.fit.compiled_fit`, default optimiser) for
-    `guide`, as a `Runner`: every step of it is a step of ``fit``."""
-    optimizer = inference_fit.default_optimizer(10 * CHUNK)
+def _attempt(step, arg):
+    """(step(arg), None), or (None, the exception it raised)."""
+    try:
+        return step(arg), None
+    except Exception as err:  # noqa: BLE001 - handed back to the caller, which reports it
+        return None, err
+
+
+def _compile_all(calls) -> list:
+    """[(executable, None) or (None, exception)] for `calls` [(fn, args) or an exception]: each ``jax.jit(fn)``
+    traced for its args one after the other (NumPyro's and Haiku's tracing state is global), then compiled from
+    one thread each (XLA compiles in parallel on a machine with several cores)."""
+    lowered = [(None, c) if isinstance(c, Exception) else _attempt(lambda c: jax.jit(c[0]).lower(*c[1]), c)
+               for c in calls]
+    with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        return list(pool.map(lambda lo: lo if lo[1] is not None else _attempt(lambda lo: lo.compile(), lo[0]),
+                             lowered))
+
+
+def warm_up(runners, log=lambda message: None) -> list:
+    """Compile every `Runner` in `runners` (built with ``warm=False``) ahead of time, its `Deferred` state's
+    function first, then its chunk (`_compile_all`: traced in turn, compiled in parallel), and run one chunk;
+    `log` gets a line after each of the two stages. Returns, per runner, None or the exception that tracing,
+    compiling or running raised (a refusal found while tracing, an out-of-memory error...)."""
+    t0 = time.perf_counter()
+    errors = [None] * len(runners)
+    deferred = [i for i, run in enumerate(runners) if isinstance(run.state, Deferred)]
+    for i, (executable, err) in zip(deferred, _compile_all([(runners[i].state.fn, runners[i].state.args)
+                                                            for i in deferred])):
+        errors[i] = err if err is not None else _attempt(
+            lambda run: setattr(run, "state", executable(*run.state.args)), runners[i])[1]
+    log(f"initial states of {len(deferred)} rows compiled and computed in {time.perf_counter() - t0:.1f} s")
+    calls = []
+    for run, err in zip(runners, errors):
+        if err is None:
+            inputs, err = _attempt(lambda r: r.inputs(), run)
+        calls.append(err if err is not None else (run.chunk, inputs))
+    for i, (run, (executable, err)) in enumerate(zip(runners, _compile_all(calls))):
+        if err is None:
+            run.chunk = executable
+            err = _attempt(lambda r: r(), run)[1]
+        errors[i] = err
+    log(f"chunks of {len(runners)} rows compiled and run once in {time.perf_counter() - t0:.1f} s in all")
+    return errors
+
+
+def zoo_runner(entry, guide, batch, x, y, per_example_noise=False, chunk_len=CHUNK, warm=True):
+    """`inference.fit`'s own compiled chunk of `chunk_len` steps (`inference.fit.compiled_fit`, default
+    optimiser, n_data = len(x)) for `guide`, as a `Runner`: every step of it is a step of ``fit``."""
+    optimizer = inference_fit.default_optimizer(10 * chunk_len)
     xb, yb = jnp.asarray(entry.train.x[:batch]), jnp.asarray(entry.train.y[:batch])
     guide.setup(xb)  # as fit does, before its compiled functions
-    fns = inference_fit.compiled_fit(entry.model, guide, optimizer, N_DATA, 1, xb, yb, CHUNK, per_example_noise)
-    state = inference_fit.init_state(fns, jax.random.PRNGKey(0), xb, yb)
+    fns = inference_fit.compiled_fit(entry.model, guide, optimizer, x.shape[0], 1, xb, yb, chunk_len,
+                                     per_example_noise)
+    # inference.fit.init_state's own call when no start is given (fit's step 0), deferred so that warm_up
+    # compiles it with the other rows' in parallel
+    state = Deferred(fns.init, (jax.random.PRNGKey(0), xb, yb, None))
+    steps = np.arange(chunk_len, dtype=np.int32)
 
     def chunk(state, keys, x, y, idx, *_):
-        # fit's chunk takes one key and folds in the step number; steps 0 .. 199 every round (a fixed schedule)
-        return fns.chunk(state, keys[0], x, y, idx, np.arange(CHUNK, dtype=np.int32), np.float32(0),
-                         np.float32(1))[0]
+        # fit's chunk takes one key and folds in the step number; the same steps every round (a fixed schedule)
+        return fns.chunk(state, keys[0], x, y, idx, steps, np.float32(0), np.float32(1))[0]
 
-    return Runner(chunk, state, x, y, batch)
+    return Runner(chunk, state, x, y, batch, chunk_len=chunk_len, warm=warm)
+
+
+def ratio_summary(times, row, base, i):
+    """(median, min, max) over rounds of the per-round ratio ``times[row][r][i] / times[base][r][i]`` (i = 0:
+    wall clock, 1: CPU time; times {row: [(wall ms, CPU ms) per round]})."""
+    r = [a[i] / b[i] for a, b in zip(times[row], times[base])]
+    return statistics.median(r), min(r), max(r)
 
 
 def rows_for(batch, x, y, mlp, rank1):
@@ -203,8 +280,8 @@ def report(batch, times, rounds):
     for row, base in RATIOS:
         line = f"{row + ' / ' + base:40s}"
         for i in (1, 0):
-            r = [a[i] / b[i] for a, b in zip(times[row], times[base])]
-            line += f" {statistics.median(r):{8 if i else 6}.2f} [{min(r):.2f}-{max(r):.2f}]"
+            med, lo, hi = ratio_summary(times, row, base, i)
+            line += f" {med:{8 if i else 6}.2f} [{lo:.2f}-{hi:.2f}]"
         print(line)
 
 
