@@ -21,9 +21,9 @@ TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=3, curve_every=1, ensemb
 @pytest.mark.filterwarnings("ignore::inference.ConvergenceWarning")
 def test_tiny_job_writes_every_table_figure_and_finding(tmp_path):
     out = reproduce_variance_networks(tmp_path, "quick", log=None, settings=TINY)
-    for name in ("tuning.csv", "fits.csv", "table1.csv", "table2.csv", "transition.csv", "fig5_sparse_ensemble.csv", "fig2_attack.csv",
-                 "fig1_fig4_transition.png", "fig3_kappa_histograms.png", "fig5_sparse_ensemble.png",
-                 "fig2_attack.png", "report.md"):
+    for name in ("tuning.csv", "fits.csv", "table1.csv", "table2.csv", "transition.csv", "fig5_sparse_ensemble.csv",
+                 "fig2_attack.csv", "fig1_fig4_transition.png", "fig3_kappa_histograms.png",
+                 "fig5_sparse_ensemble.png", "fig2_attack.png", "report.md"):
         assert (tmp_path / name).exists(), name
     assert out["table1"].method.tolist() == ["point estimate", "binary dropout (dense layers)",
                                              "variance, dense1 (layer-wise alpha)"]

@@ -48,9 +48,9 @@ class VarianceNetworksSettings:
     validation_fraction: the last part of the training set held out of every fit for that choice;
     learning_rate: the rate of a fit given none; variance_learning_rate: Adam's rate on log alpha and the sigmas,
     not tuned (0.1, as the quick setting's search on a validation split found: at 1e-2 log alpha cannot travel to
-    the paper's ~6 in a few thousand steps; `variance_networks_train.optimizer_of`); curve_every: epochs between the points of the per-epoch
-    curves (Fig. 1, 3, 4); init_log_alpha: start of log alpha; additive_init_scale: start of the additive sigma
-    (eq. 20); ensemble_draws: draws of the ensemble procedure (eq. 2);
+    the paper's ~6 in a few thousand steps; `variance_networks_train.optimizer_of`); curve_every: epochs between
+    the points of the per-epoch curves (Fig. 1, 3, 4); init_log_alpha: start of log alpha; additive_init_scale:
+    start of the additive sigma (eq. 20); ensemble_draws: draws of the ensemble procedure (eq. 2);
     deep_ensemble_size: networks in the deep ensembles of the attack; fgsm_*: the attack (step, steps,
     test points); log10_kappa_0: the paper's threshold at its N = 60,000 (the job scales it to the training part:
     `variance_networks_train.log10_kappa_threshold`, + log10(N / 60,000)); kappa_thresholds: log10 thresholds of
@@ -382,7 +382,8 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
     compiles = int(sum(r["traces"] or 0 for r in all_rows))
     report.note("Seconds per stage: " + ", ".join(f"{k} {t.seconds:.0f} s" for k, t in stages.items())
                 + f"; {compiles} compiled SVI updates for {len(all_rows)} fits ({len(settings.seeds)} seed(s) of "
-                f"{len(_methods(settings))} methods, {len(settings.learning_rates)} candidate rates each on the first).")
+                f"{len(_methods(settings))} methods, {len(settings.learning_rates)} candidate rates each on the "
+                "first).")
     _point_estimate_note(report, settings, t1)
     earlier = len(report.findings)
     _training_findings(report, settings, t1, t2, chance, n_test)
