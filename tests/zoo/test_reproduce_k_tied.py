@@ -1,11 +1,11 @@
-"""`zoo reproduce k-tied`: one tiny end-to-end run of the job (every table, figure and verdict row, on a user's
+"""`zoo reproduce k-tied`: one tiny end-to-end run of the job (every table, figure and verdict row, the recipe's
+choice and final KL weight, the TFDS parts skipped, on a user's
 .npz through --data) and the CLI wiring; the verdict rules on constructed tables with hand-computed intervals; the
 analyses' numbers are tested in tests/evals/test_{sigma_spectrum,rank_truncation,gradient_snr}.py."""
 
 from dataclasses import replace
 
 import numpy as np
-import optax
 import pandas as pd
 import pytest
 

@@ -122,7 +122,8 @@ def accuracy_runs(entry, ks, settings, seeds, num_samples: int = 100, log=None) 
     `make_guide`) under `settings` (a `zoo.run.FitSettings`, e.g. `zoo.run.CONVERGED`: Adam 1e-2 cosine-decayed
     to 1e-4 over 10,000 steps, KL annealed over 20 %), scored on ``entry.test`` with `num_samples` weight draws.
     Returns one row per run: k ("mean field" or the rank), seed, accuracy, nll, ece, final_loss (the mean loss
-    over the last 5 % of steps). `benchmarks/bench_k_tied_accuracy.py` and `zoo reproduce k-tied` call it."""
+    over the last 5 % of steps). `benchmarks/bench_k_tied_accuracy.py` calls it (`zoo reproduce k-tied` uses the paper's recipe instead,
+    `zoo.reproduce.k_tied_recipe`)."""
     from evals import score
     from zoo.run import fit_with_settings
 

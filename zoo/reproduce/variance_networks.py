@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from evals.curvature import log10_kappa
-from evals.fgsm import draws_predictor, iterative_fgsm
+from evals.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
 from evals.seed_summary import mean_se
 from evals.sparse_ensemble import sparse_ensemble_curve
 from evals.verdicts import Interval, combine, judge, paired_interval, se_interval, t_interval
@@ -48,9 +48,9 @@ class VarianceNetworksSettings:
     validation_fraction: the last part of the training set held out of every fit for that choice;
     learning_rate: the rate of a fit given none; variance_learning_rate: Adam's rate on log alpha and the sigmas,
     not tuned (0.1, as the quick setting's search on a validation split found: at 1e-2 log alpha cannot travel to
-    the paper's ~6 in a few thousand steps; `variance_networks_train.optimizer_of`); curve_every: epochs between the points of the per-epoch
-    curves (Fig. 1, 3, 4); init_log_alpha: start of log alpha; additive_init_scale: start of the additive sigma
-    (eq. 20); ensemble_draws: draws of the ensemble procedure (eq. 2);
+    the paper's ~6 in a few thousand steps; `variance_networks_train.optimizer_of`); curve_every: epochs between
+    the points of the per-epoch curves (Fig. 1, 3, 4); init_log_alpha: start of log alpha; additive_init_scale:
+    start of the additive sigma (eq. 20); ensemble_draws: draws of the ensemble procedure (eq. 2);
     deep_ensemble_size: networks in the deep ensembles of the attack; fgsm_*: the attack (step, steps,
     test points); log10_kappa_0: the paper's threshold at its N = 60,000 (the job scales it to the training part:
     `variance_networks_train.log10_kappa_threshold`, + log10(N / 60,000)); kappa_thresholds: log10 thresholds of
@@ -98,15 +98,15 @@ class VarianceNetworksSettings:
 
 
 FULL = VarianceNetworksSettings()
-# Under 15 minutes on 2 CPU cores: digits 8x8 (1,347 training images, of which the last 269 are the validation
-# part; 450 test images) with SAME padding, a narrow LeNet-5 (8 and 16 channels, 128 hidden units: 8,192 weights
-# in dense1 instead of 400 k), batch norm and ReLU as FULL, 60 epochs (600 steps) of Adam at 3e-3 or 1e-2 (chosen
-# per arm on the validation part) with 0.1 on log alpha and the sigmas, log alpha from -1 (chosen on a
-# validation split, docs/variance-networks.md), curves every 2 epochs, 30 ensemble draws, 5 seeds (the first
-# 3 are the deep ensembles' members).
+# Under 15 minutes on 2 CPU cores: digits 8x8 (1,348 training images, of which the last 270 are the validation
+# part; 449 test images) with SAME padding, a narrow LeNet-5 (8 and 16 channels, 128 hidden units: 8,192 weights
+# in dense1 instead of 400 k), batch norm and ReLU as FULL, 40 epochs (400 steps: 8 seeds fit the budget)
+# of Adam at 3e-3 or 1e-2 (chosen per arm on the validation part) with 0.1 on log alpha and the sigmas, log alpha
+# from -1 (chosen on a validation split, docs/variance-networks.md), curves every 2 epochs, 30 ensemble draws,
+# 8 seeds (the first 3 are the deep ensembles' members).
 QUICK = replace(FULL, data="digits", channels=(8, 16), hidden=128, learning_rates=(3e-3, 1e-2), learning_rate=1e-2,
-                variance_learning_rate=0.1, init_log_alpha=-1.0, epochs=60, curve_every=2, ensemble_draws=30,
-                deep_ensemble_size=3, fgsm_examples=450, seeds=(0, 1, 2, 3, 4))
+                init_log_alpha=-1.0, epochs=40, curve_every=2, ensemble_draws=30, deep_ensemble_size=3,
+                fgsm_examples=450, seeds=tuple(range(8)))
 
 
 def _methods(settings) -> tuple:
@@ -217,9 +217,11 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
                                 learning_rates=None) -> dict:
     """Every variance-networks experiment, written to ``out_dir`` with report.md.
 
-    The stages, in order, each writing its CSV tables as soon as it ends (``fits.csv`` and ``tuning.csv`` after
-    every fit): Table 1-2 trainings (the first seed tunes each arm's learning rate on the validation part), the
-    per-epoch kappa run (Fig. 1, 3, 4) and sparse ensembles (Fig. 5), the attacks (Fig. 2), then the findings.
+    The stages, in order, each writing its CSV tables, findings and report.md as soon as it ends (``fits.csv``
+    and ``tuning.csv`` after every fit), so that a job stopped by a time limit keeps what finished: the first
+    seed's point estimate, binary dropout and dense1 layer-wise networks (each arm's learning rate chosen on the
+    validation part), the per-epoch kappa run (Fig. 1, 3, 4) and sparse ensembles (Fig. 5), the attacks (Fig. 2,
+    training the deep ensembles' members), then the other Table 1-2 trainings and the tables' findings.
 
     Args:
       out_dir: folder for the files (created).
@@ -269,68 +271,53 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
                    "layer-wise row's chosen rate." if settings.kappa_activation != settings.activation else
                    "the per-epoch kappa run is Table 2's layer-wise network of the first seed, refitted with curves."))
     stages = {name: StageTimes(name, "variance-networks") for name in
-              ("Table 1-2 trainings", "per-epoch run and sparse ensembles", "attacks")}
+              ("first-seed core trainings", "per-epoch run and sparse ensembles", "attacks", "Table 1-2 trainings")}
 
-    def timed(name):  # seconds and compiles of a stage, summed over the seeds
+    def timed(name):  # seconds and compiles of a stage
         return stage(name, log, "variance-networks", into=stages[name])
 
-    t1_rows, t2_rows, all_rows, fits, chosen, tuning = [], [], [], {}, {}, []
+    fits, rows_by_fit, all_rows, chosen, tuning = {}, {}, [], {}, []
+    first = settings.seeds[0]
+
+    def train(method, seed):
+        """(entry, posterior) of ``method`` at ``seed``, fitted once: the first call of a method tunes its learning
+        rate on the validation part with the first seed (`tune_method`; that seed's fit is the chosen
+        candidate), later seeds fit at the chosen rate. Every fit's row goes into fits.csv at once."""
+        if method.label not in chosen:
+            choice, (e_m, post_m, row, _, _), candidates = tune_method(settings, method, first, data_dir, log)
+            chosen[method.label] = choice.setting["learning_rate"]
+            fits[(method.label, first)], rows_by_fit[(method.label, first)] = (e_m, post_m), row
+            all_rows.extend(candidates)
+            tuning.append(choice.table.assign(method=method.label, chosen=choice.table.learning_rate
+                                              == choice.setting["learning_rate"]))
+            _save(report, "tuning", pd.concat(tuning, ignore_index=True))
+        if (method.label, seed) not in fits:
+            e_m, post_m, row, _, _ = fit_method(settings, method, seed, data_dir, log,
+                                                learning_rate=chosen[method.label])
+            fits[(method.label, seed)], rows_by_fit[(method.label, seed)] = (e_m, post_m), row
+            all_rows.append({**row, "chosen": True})
+        _save(report, "fits", pd.DataFrame(all_rows))
+        return fits[(method.label, seed)]
+
     layer = TABLE2["layer"]
-    with timed("Table 1-2 trainings"):
-        for seed in settings.seeds:
-            log(f"seed {seed}: Table 1 and 2 trainings" + (" (learning rates chosen on the validation part)"
-                                                           if seed == settings.seeds[0] else ""))
-            for method in _methods(settings):
-                if seed == settings.seeds[0]:
-                    choice, (e_m, post_m, row, _, _), candidates = tune_method(settings, method, seed, data_dir,
-                                                                                log)
-                    all_rows += candidates
-                    chosen[method.label] = choice.setting["learning_rate"]
-                    tuning.append(choice.table.assign(method=method.label, chosen=choice.table.learning_rate
-                                                      == choice.setting["learning_rate"]))
-                    _save(report, "tuning", pd.concat(tuning, ignore_index=True))
-                else:
-                    e_m, post_m, row, _, _ = fit_method(settings, method, seed, data_dir, log,
-                                                        learning_rate=chosen[method.label])
-                    all_rows.append({**row, "chosen": True})
-                fits[(method.label, seed)] = (e_m, post_m)
-                _save(report, "fits", pd.DataFrame(all_rows))
-                if method in TABLE1:
-                    t1_rows.append(row)
-                for name, m in TABLE2.items():
-                    if m is method:
-                        t2_rows.append({**row, "parameterisation": name})
-        e = fits[(layer.label, settings.seeds[0])][0]
+    # the networks the curves and attacks need first, so that a job stopped early (a GPU time limit) still has them
+    with timed("first-seed core trainings"):
+        log(f"seed {first}: point estimate, binary dropout, dense1 layer-wise (learning rates chosen on the "
+            "validation part)")
+        for method in (TABLE1[0], TABLE1[1], layer):
+            e = train(method, first)[0]
         n_test = len(e.test.y)
         chance = 1.0 / e.test.num_classes
-        metrics = ["stochastic_acc", "deterministic_acc", "ensemble_acc"]
-        tuning = pd.concat(tuning, ignore_index=True)
-        report.table("tuning", tuning[["method", "learning_rate", "validation", "chosen"]],
-                     "Learning rate of each arm: validation ensemble accuracy of every candidate (first seed)")
-        t1 = pd.DataFrame(t1_rows)
-        t1_sum = _summary(t1, "method", [m.label for m in TABLE1], metrics, n_test)
-        report.table("table1", t1_sum, f"Table 1: test accuracy by inference procedure (LeNet-5, {settings.activation}"
-                     + (", batch norm)" if settings.batch_norm else ")"))
-        t2 = pd.DataFrame(t2_rows)
-        t2_sum = _summary(t2, "parameterisation", list(TABLE2), metrics, n_test)
-        report.table("table2", t2_sum, "Table 2: final training ELBO and test accuracy per parameterisation of dense1",
-                     digits=3)
-        report.table("fits", pd.DataFrame(all_rows), "Every fit (the first seed's candidate rates too; chosen: "
-                     "the rate kept): test and validation accuracies, ELBO, seconds, compiles")
-        _point_estimate_note(report, settings, t1)
-        _training_findings(report, settings, t1, t2, chance, n_test)
-        report.write()  # a job stopped in a later stage still leaves a report of this one
 
     with timed("per-epoch run and sparse ensembles"):
-        seed = settings.seeds[0]
-        log(f"seed {seed}: the dense1 layer-wise run with per-epoch curves (Fig. 1, 3, 4), "
+        log(f"seed {first}: the dense1 layer-wise run with per-epoch curves (Fig. 1, 3, 4), "
             f"{settings.kappa_activation}, rate {chosen[layer.label]:g}")
-        e, post, _, rows, kappas = fit_method(settings, layer, seed, data_dir, log, curve=True,
+        e, post, _, rows, kappas = fit_method(settings, layer, first, data_dir, log, curve=True,
                                               learning_rate=chosen[layer.label], activation=settings.kappa_activation)
         kappa_0 = log10_kappa_threshold(settings.log10_kappa_0, len(e.train.y))
         report.note(f"kappa_0 scaled to the training part (kappa sums the curvature over the data): log10 kappa_0 = "
                     f"{settings.log10_kappa_0} + log10({len(e.train.y)} / 60,000) = {kappa_0:.2f}.")
-        transition = pd.DataFrame(rows).assign(seed=seed)
+        transition = pd.DataFrame(rows).assign(seed=first)
         report.table("transition", transition, "Per-epoch run: accuracy, log alpha, kappas above kappa_0 (Fig. 1, 4)")
         report.figure("fig1_fig4_transition", _plot_transition(rows, round(kappa_0, 2)),
                       "Fig. 1 and 4: deterministic vs ensemble accuracy, log alpha, kappas above the threshold")
@@ -355,21 +342,52 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
         report.table("fig5_sparse_ensemble", sparse, "Fig. 5: ensemble accuracy with weights below a kappa threshold "
                      "set to their mean or to 0 (per-epoch run, last epoch)")
         report.figure("fig5_sparse_ensemble", _plot_sparse(sparse), "Fig. 5: sparse ensembles")
-        _curve_findings(report, settings, t1, rows, t_epoch, chance, sparse, n_test, kappas[last_epoch].size,
+        layer_rows = pd.DataFrame([r for (label, _), r in rows_by_fit.items() if label == layer.label])
+        _curve_findings(report, settings, layer_rows, rows, t_epoch, chance, sparse, n_test, kappas[last_epoch].size,
                         kappa_0)
-        report.write()
+        report.write()  # a job stopped in a later stage still leaves a report of this one
 
     with timed("attacks"):
         log("iterative fast-sign attacks (Fig. 2)")
-        attack = _attack(settings, fits, chosen, e.test, data_dir, log)
+        attack = _attack(settings, train, e.test, log)
         report.table("fig2_attack", attack, "Fig. 2: targeted iterative fast sign, target = (label + 1) mod 10")
         report.figure("fig2_attack", _plot_attack(attack), "Fig. 2: attack success rate and predictive entropy")
+        _attack_finding(report, settings, pd.DataFrame([r for (label, _), r in rows_by_fit.items()
+                                                        if label == layer.label]), attack, n_test)
+        report.write()
+
+    with timed("Table 1-2 trainings"):
+        for seed in settings.seeds:
+            log(f"seed {seed}: Table 1 and 2 trainings" + (" (learning rates chosen on the validation part)"
+                                                           if seed == first else ""))
+            for method in _methods(settings):
+                train(method, seed)
+        metrics = ["stochastic_acc", "deterministic_acc", "ensemble_acc"]
+        t1 = pd.DataFrame([rows_by_fit[(m.label, seed)] for seed in settings.seeds for m in _methods(settings)
+                           if m in TABLE1])
+        t2 = pd.DataFrame([{**rows_by_fit[(m.label, seed)], "parameterisation": name} for seed in settings.seeds
+                           for name, m in TABLE2.items() if m in _methods(settings)])
+        tuning = pd.concat(tuning, ignore_index=True)
+        report.table("tuning", tuning[["method", "learning_rate", "validation", "chosen"]],
+                     "Learning rate of each arm: validation ensemble accuracy of every candidate (first seed)")
+        t1_sum = _summary(t1, "method", [m.label for m in TABLE1], metrics, n_test)
+        report.table("table1", t1_sum, f"Table 1: test accuracy by inference procedure (LeNet-5, {settings.activation}"
+                     + (", batch norm)" if settings.batch_norm else ")"))
+        t2_sum = _summary(t2, "parameterisation", list(TABLE2), metrics, n_test)
+        report.table("table2", t2_sum, "Table 2: final training ELBO and test accuracy per parameterisation of dense1",
+                     digits=3)
+        report.table("fits", pd.DataFrame(all_rows), "Every fit (the first seed's candidate rates and the deep "
+                     "ensembles' extra members too; chosen: the rate kept): test and validation accuracies, ELBO, "
+                     "seconds, compiles")
     compiles = int(sum(r["traces"] or 0 for r in all_rows))
     report.note("Seconds per stage: " + ", ".join(f"{k} {t.seconds:.0f} s" for k, t in stages.items())
                 + f"; {compiles} compiled SVI updates for {len(all_rows)} fits ({len(settings.seeds)} seed(s) of "
-                f"{len(_methods(settings))} methods, {len(settings.learning_rates)} candidate rates each on the first).")
-
-    _attack_finding(report, settings, t1, attack, n_test)
+                f"{len(_methods(settings))} methods, {len(settings.learning_rates)} candidate rates each on the "
+                "first).")
+    _point_estimate_note(report, settings, t1)
+    earlier = len(report.findings)
+    _training_findings(report, settings, t1, t2, chance, n_test)
+    report.findings[:] = report.findings[earlier:] + report.findings[:earlier]  # Tables 1-2 first, as the paper
     path = report.write()
     return {"table1": t1_sum, "table2": t2_sum, "tuning": tuning, "transition": transition, "sparse": sparse,
             "attack": attack, "report": path}
@@ -397,9 +415,9 @@ def _point_estimate_note(report, settings, t1) -> None:
                 + ("within" if within else "NOT within") + f" {100 * ACC_TOLERANCE:g} point.")
 
 
-def _attack(settings, fits, chosen, test, data_dir, log):
-    """Fig. 2 on the first seed's networks plus extra seeds (at each arm's ``chosen`` learning rate) for the deep
-    ensembles."""
+def _attack(settings, train, test, log):
+    """Fig. 2 on the first seed's networks plus extra seeds for the deep ensembles; ``train(method, seed)`` gives
+    the (entry, posterior) of a fit, training it at the method's chosen rate if it has not been."""
     seed = settings.seeds[0]
     variance, point, dropout = TABLE2["layer"], TABLE1[0], TABLE1[1]
     n = min(settings.fgsm_examples, len(test.y))
@@ -407,10 +425,7 @@ def _attack(settings, fits, chosen, test, data_dir, log):
     targets = (y + 1) % test.num_classes
 
     def draws_of(method, s, draws=settings.attack_draws, median=False):
-        if (method.label, s) not in fits:
-            e_m, post_m, *_ = fit_method(settings, method, s, data_dir, log, learning_rate=chosen[method.label])
-            fits[(method.label, s)] = (e_m, post_m)
-        post_m = fits[(method.label, s)][1]
+        post_m = train(method, s)[1]
         d = {k: np.asarray(v)[None] for k, v in post_m.median().items()} if median else \
             {k: np.asarray(v) for k, v in post_m.draws(draws, seed=s).items()}
         return post_m, d
@@ -420,11 +435,8 @@ def _attack(settings, fits, chosen, test, data_dir, log):
         return draws_predictor(post_m.model, d, post_m.state)
 
     def ensemble(method, **kwargs):
-        # networks of one structure with as many draws each: their equal-weight mixture is the average over all
-        # their draws together, one compiled predictor instead of one per network
-        parts = [draws_of(method, s, **kwargs) for s in members]
-        joined = {k: np.concatenate([d[k] for _, d in parts]) for k in parts[0][1]}
-        return draws_predictor(parts[0][0].model, joined, parts[0][0].state)
+        # the equal-weight mixture of the networks, each with its own draws and its own batch-norm statistics
+        return mixture_predictor([predictor(method, s, **kwargs) for s in members])
 
     members = range(seed, seed + settings.deep_ensemble_size)
     models = {

@@ -143,13 +143,23 @@ def steps_per_epoch(settings, train) -> int:
     return max(1, len(train.y) // settings.batch_size)
 
 
+SCORE_ROWS = 512
+"""Images per call of the predictor in `scores`: the ensemble's activations (50 draws x 512 images x LeNet-5's
+24 x 24 x 20 first feature map: 1.2 GB) stay bounded whatever the test set's size."""
+
+
 def scores(settings, post, test, seed: int, validation=None) -> dict:
     """Table 1's accuracies on ``test``: stochastic (one draw), deterministic (means, eq. 3), ensemble (eq. 2), as
-    ``{procedure}_acc``; with a ``validation`` set also ``val_{procedure}_acc``, from the same draws over both sets
-    joined (one compiled predictor for the two)."""
+    ``{procedure}_acc``; with a ``validation`` set also ``val_{procedure}_acc``. Both sets are joined and scored
+    `SCORE_ROWS` images at a time (the last block padded: one compiled predictor), each block with the same
+    ``settings.ensemble_draws`` weight draws (the same ``seed``)."""
     parts = [("", test)] + ([("val_", validation)] if validation is not None else [])
     x = np.concatenate([d.x for _, d in parts])
-    preds = inference.predictions_by_procedure(post, x, num_samples=settings.ensemble_draws, seed=seed)
+    rows = min(SCORE_ROWS, len(x))
+    padded = np.concatenate([x, np.zeros((-len(x) % rows,) + x.shape[1:], x.dtype)])
+    blocks = [inference.predictions_by_procedure(post, padded[i:i + rows], num_samples=settings.ensemble_draws,
+                                                 seed=seed) for i in range(0, len(padded), rows)]
+    preds = {k: np.concatenate([b[k] for b in blocks])[:len(x)] for k in blocks[0]}
     out, start = {}, 0
     for prefix, d in parts:
         out.update({f"{prefix}{k}_acc": accuracy(v[start:start + len(d.y)], d.y) for k, v in preds.items()})
