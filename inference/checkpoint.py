@@ -243,7 +243,7 @@ def _json_default(o):
         return float(o)
     if isinstance(o, (tuple, set)):
         return list(o)
-    raise ArgumentTypeError.worded("config", f"not JSON-serialisable: {type(o).__name__}")
+    raise ArgumentTypeError.worded("config", f"config: expected JSON-able values, got a {type(o).__name__}")
 
 
 def check_config(config, arg: str = "config") -> dict:

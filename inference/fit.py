@@ -50,6 +50,8 @@ from models.prng import flat_key
 class NonFiniteLossError(ZooError, FloatingPointError):
     """Training hit a NaN/inf loss or gradient. ``.posterior`` holds the last finite state, ``.step`` the bad step."""
 
+    exit_status = 3  # the `zoo` command's exit status for a NaN loss (models.errors.ZooError.exit_status)
+
     def __init__(self, message, posterior, step):
         super().__init__(message)
         self.posterior = posterior

@@ -227,7 +227,7 @@ def check_covariance_size(num_dims: int, max_latent_dim: int, what: str = "full 
         return
     itemsize = np.dtype(jax.dtypes.canonicalize_dtype(np.float64)).itemsize
     raise InputError.worded("guide",
-        f"{what} over {num_dims:,} latent dimensions needs {_bytes(num_dims * num_dims * itemsize)} for the "
+        f"guide: {what} over {num_dims:,} latent dimensions needs {_bytes(num_dims * num_dims * itemsize)} for the "
         f"{num_dims:,} x {num_dims:,} Cholesky factor ({8 * itemsize}-bit floats; about 4x that while training "
         f"with Adam), over max_latent_dim={max_latent_dim:,}; raise max_latent_dim if the memory is there, or use "
         "low_rank(model, rank=...) or block_diagonal(model)")

@@ -116,4 +116,4 @@ def _json_default(o):
         return o.tolist()
     if callable(o):
         return f"{getattr(o, '__module__', '?')}.{getattr(o, '__qualname__', type(o).__name__)}"
-    raise ArgumentTypeError.worded("config", f"not JSON-serialisable: {type(o).__name__}")
+    raise ArgumentTypeError.worded("config", f"config: expected JSON-able values, got a {type(o).__name__}")

@@ -2,8 +2,14 @@
 
 All derive from `ZooError`, and each also derives from the built-in exception a caller would expect
 (`InputError` is a ValueError, `ArgumentTypeError` a TypeError as well, `CheckpointError` a ValueError), so
-``except ValueError`` keeps working while ``except ZooError`` catches exactly the package's own failures (the
-`zoo` command line prints those as one line, anything else is a bug and keeps its traceback).
+``except ValueError`` keeps working while ``except ZooError`` catches exactly the package's own failures.
+
+The convention: a bad argument (a value, type, path or folder the caller chose) raises `InputError` or a
+subclass, naming the argument, the value received and what was expected; a failure of something the caller did
+not pass directly (a damaged checkpoint, an unprepared data set, a NaN loss) raises another `ZooError`. Each
+class's ``exit_status`` is the status the `zoo` command exits with for it (it reads the type, nothing else):
+2 for an `InputError`, 1 for another `ZooError` unless its class says otherwise (`inference.NonFiniteLossError`:
+3). Anything that is not a ZooError is a bug: the command prints its traceback and exits with 70.
 
 They live in `models`, the bottom of the package DAG (models <- inference <- evals <- zoo), so every package
 raises the same types.
@@ -14,7 +20,14 @@ import os
 
 
 class ZooError(Exception):
-    """Base of every error bnn-zoo raises on purpose (bad input, damaged checkpoint, unstable training)."""
+    """Base of every error bnn-zoo raises on purpose (bad input, damaged checkpoint, unstable training).
+
+    Attributes:
+      exit_status: the `zoo` command's exit status for this class (1: a run that could not complete);
+        subclasses set their own.
+    """
+
+    exit_status: int = 1
 
 
 class InputError(ZooError, ValueError):
@@ -24,7 +37,10 @@ class InputError(ZooError, ValueError):
       argument: the argument's name as the caller wrote it (e.g. "y", "num_samples", "--lr").
       value: a short description of the value received (its repr, shape or the offending entries).
       expected: what would have been accepted.
+      exit_status: 2 (a usage error, as argparse's), for this class and its subclasses.
     """
+
+    exit_status = 2
 
     def __init__(self, argument: str, value, expected: str, hint: str = ""):
         self.argument, self.value, self.expected = argument, value, expected

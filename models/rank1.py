@@ -100,8 +100,8 @@ def split_components(x, num_components):
     """Undo the tiling layout: (K n, ...) -> (K, n, ...), ``out[k]`` = rows of component k."""
     if x.shape[0] % num_components:
         raise InputError.worded("x",
-            f"rank-1 layers need a batch tiled over {num_components} components (a multiple of "
-            f"{num_components} rows, see tile_components); got {x.shape[0]} rows"
+            f"x: expected a batch tiled over {num_components} components for rank-1 layers (a multiple of "
+            f"{num_components} rows, see tile_components), got {x.shape[0]} rows"
         )
     return x.reshape((num_components, x.shape[0] // num_components) + x.shape[1:])
 

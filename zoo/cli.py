@@ -2,10 +2,11 @@
 option's default is in ``zoo <cmd> --help``).
 
 Errors: a bad argument or a failure the package recognises (`models.errors.ZooError`) prints ONE line
-``zoo <cmd>: error: ...`` on stderr, no traceback (``--debug`` adds it), and exits with `EXIT_USAGE` (2: a bad
-argument or input) or `EXIT_FAILURE` (1: a run that could not complete, e.g. a damaged checkpoint or an
-unprepared data set; `EXIT_NON_FINITE` 3 for a NaN loss); anything else is a bug: its traceback is printed
-and the exit status is `EXIT_BUG` (70, sysexits' EX_SOFTWARE).
+``zoo <cmd>: error: ...`` on stderr, no traceback (``--debug`` adds it), and exits with the error class's
+``exit_status`` (`exit_status`: by type, never by where it was raised): `EXIT_USAGE` (2: a bad argument or input,
+`InputError`), `EXIT_FAILURE` (1: a run that could not complete, e.g. a damaged checkpoint or an unprepared data
+set), `EXIT_NON_FINITE` (3: a NaN loss); anything else is a bug: its traceback is printed and the exit status is
+`EXIT_BUG` (70, sysexits' EX_SOFTWARE).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import threading
 import types
 import traceback
 
-from models.errors import InputError
+from models.errors import InputError, ZooError
 from zoo import guide_options, startup
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+EXIT_OK, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 3, 70, 130
+EXIT_FAILURE, EXIT_USAGE = ZooError.exit_status, InputError.exit_status  # 1, 2: the errors' own
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -389,18 +391,12 @@ def _run(command: str | None, call, debug: bool) -> int:
 
 
 def exit_status(err: BaseException) -> int:
-    """The exit status for `err`, by its type alone: `EXIT_USAGE` for a bad argument or input
-    (`models.errors.InputError`), `EXIT_NON_FINITE` for `inference.NonFiniteLossError`, `EXIT_FAILURE` for any
-    other `models.errors.ZooError` (a damaged checkpoint, an unprepared data set), `EXIT_BUG` for anything else
-    (every deliberate refusal of the package is a ZooError; another exception is a bug)."""
-    from models.errors import InputError, ZooError
-
-    if isinstance(err, InputError):
-        return EXIT_USAGE
-    if isinstance(err, ZooError):
-        non_finite = any(c.__name__ == "NonFiniteLossError" for c in type(err).__mro__)
-        return EXIT_NON_FINITE if non_finite else EXIT_FAILURE
-    return EXIT_BUG
+    """The exit status for `err`, by its type alone: a `models.errors.ZooError`'s class attribute
+    ``exit_status`` (`EXIT_USAGE` for an `InputError`: a bad argument or input; `EXIT_NON_FINITE` for
+    `inference.NonFiniteLossError`; `EXIT_FAILURE` for any other: a damaged checkpoint, an unprepared data set),
+    `EXIT_BUG` for anything else (every deliberate refusal of the package is a ZooError; another exception is a
+    bug)."""
+    return type(err).exit_status if isinstance(err, ZooError) else EXIT_BUG
 
 
 def one_line(err: BaseException) -> str:
@@ -443,7 +439,6 @@ def cmd_fit(args):
     import inference
     from inference.atomic_dir import remove_folder
     from inference.fit_state import saved_step
-    from models.errors import ZooError
 
     check_out(args.out)  # before any work: nothing is trained that cannot be saved
     state_dir = args.out.rstrip("/\\") + ".fit-state" if args.checkpoint_dir is None else args.checkpoint_dir
@@ -501,7 +496,6 @@ def _save_elsewhere(post, out: str) -> str:
     import tempfile
 
     import inference
-    from models.errors import ZooError
 
     try:
         where = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(out)) + ".", suffix=".posterior")
