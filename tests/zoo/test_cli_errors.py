@@ -1,15 +1,20 @@
 """The `zoo` CLI's errors: one line ``zoo <cmd>: error: ...`` on stderr, exit status 2 for a bad argument or
-input, 1 for a run that could not complete, 3 for a NaN loss, 70 plus the traceback for a bug; ``--debug``
-adds the traceback. Every bad argument here fails before any training (no compile)."""
+input, 1 for a run that could not complete, 3 for a NaN loss (each ZooError class's ``exit_status``: the status
+follows the error's type), 70 plus the traceback for a bug; ``--debug`` adds the traceback. Every bad argument
+here fails before any training (no compile)."""
 
 from __future__ import annotations
 
+import ast
+import pathlib
+
 import pytest
 
-from models.errors import CheckpointError
+from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo import cli
 from zoo.cli import EXIT_BUG, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_NON_FINITE, EXIT_USAGE, main
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIT = ["fit", "mlp", "--data", "two_moons", "--n", "100", "--hidden", "4", "--steps", "2", "--quiet"]
 NUTS = ["nuts", "mlp", "--data", "two_moons", "--n", "100", "--hidden", "4", "--quiet"]
 
@@ -104,18 +109,78 @@ def failing_list(monkeypatch):
     return raise_
 
 
-def test_exit_status_per_kind_of_error(failing_list, capsys):
-    from inference import NonFiniteLossError
+class _OwnStatus(ZooError):
+    """A ZooError subclass with a status of its own: the CLI reads it from the class."""
 
-    failing_list[0] = CheckpointError("runs/x", "arrays.npz is truncated (12 of 4096 bytes)", "arrays.npz")
-    assert main(["list"]) == EXIT_FAILURE
-    assert one_error_line(capsys, "zoo list: error: checkpoint 'runs/x/arrays.npz': arrays.npz is truncated")
-    failing_list[0] = NonFiniteLossError("fit: the loss became NaN/inf at step 7", None, 7)
-    assert main(["list"]) == EXIT_NON_FINITE
-    assert one_error_line(capsys, "zoo list: error: fit: the loss became NaN/inf at step 7")
-    failing_list[0] = KeyboardInterrupt()
-    assert main(["list"]) == EXIT_INTERRUPTED
-    assert one_error_line(capsys, "zoo list: interrupted")
+    exit_status = 5
+
+
+def error_cases():
+    """(the exception a command raises, the exit status `zoo` must give) for every error type the packages
+    define, a subclass with its own status, and exceptions that are not the package's (bugs, Ctrl-C)."""
+    from inference.fit import NonFiniteLossError
+    from models.errors import FolderLockedError, FolderNotOwnedError, PathNotFoundError, UnwritableError
+    from zoo.data.tfds_loaders import DatasetNotPreparedError
+
+    return [(InputError("x", 1, "2"), EXIT_USAGE),
+            (ArgumentTypeError("seed", "3", "an integer"), EXIT_USAGE),
+            (PathNotFoundError.worded("path", "path: no posterior at '/nonexistent'"), EXIT_USAGE),
+            (FolderNotOwnedError("--out", "/tmp/a", "a folder of the package's own"), EXIT_USAGE),
+            (FolderLockedError("--out", "/tmp/a", "a folder no other process writes", pid=7), EXIT_USAGE),
+            (UnwritableError("--out", "/tmp/a", "a writable folder"), EXIT_USAGE),
+            (CheckpointError("/tmp/c", "truncated", file="meta.json"), EXIT_FAILURE),
+            (DatasetNotPreparedError("cifar10 is not prepared\nin DIR"), EXIT_FAILURE),
+            (NonFiniteLossError("loss is NaN at step 3.", None, 3), EXIT_NON_FINITE),
+            (ZooError("a run that could not complete"), EXIT_FAILURE),
+            (_OwnStatus("its own status"), 5),
+            (ValueError("a plain error"), EXIT_BUG),
+            (OSError(28, "No space left on device"), EXIT_BUG),
+            (KeyboardInterrupt(), EXIT_INTERRUPTED)]
+
+
+@pytest.mark.parametrize("err, status", error_cases(), ids=lambda v: type(v).__name__ if isinstance(v, BaseException)
+                         else str(v))
+def test_the_cli_maps_each_error_type_to_its_exit_status(err, status, monkeypatch, capsys):
+    """Each type's status and output: a ZooError one line ``zoo list: error: <message on one line>`` (with
+    ``--debug`` its traceback too), a bug its traceback and a last line naming its type, Ctrl-C one line."""
+
+    def command(args):
+        raise err
+
+    monkeypatch.setitem(cli.COMMANDS, "list", command)
+    assert main(["list"]) == status
+    lines = capsys.readouterr().err.strip().splitlines()
+    if isinstance(err, ZooError):
+        assert lines == [f"zoo list: error: {' '.join(str(err).split(chr(10)))}"]
+        assert main(["--debug", "list"]) == status
+        assert capsys.readouterr().err.startswith("Traceback")
+    elif isinstance(err, KeyboardInterrupt):
+        assert lines == ["zoo list: interrupted"]
+    else:
+        assert lines[0].startswith("Traceback") and lines[-1] == \
+            f"zoo list: internal error (a bug, please report it with the traceback above): {type(err).__name__}: {err}"
+
+
+def test_the_cli_cases_cover_every_error_type_and_usage_errors_exit_2(capsys):
+    """`error_cases` holds every ZooError subclass defined in the packages (found in their source), so a new
+    error type comes with its exit status tested; argparse's usage errors exit with InputError's status."""
+    bases = {}
+    for path in sorted(p for package in ("models", "inference", "evals", "zoo") for p in (ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+    defined, grown = {"ZooError"}, True
+    while grown:
+        more = {name for name, of in bases.items() if of & defined} - defined
+        defined, grown = defined | more, bool(more)
+    covered = {type(err).__name__ for err, _ in error_cases() if isinstance(err, ZooError)} - {"_OwnStatus"}
+    assert covered == defined and len(defined) == 10
+    assert EXIT_USAGE == InputError.exit_status == 2 and EXIT_FAILURE == ZooError.exit_status == 1
+    with pytest.raises(SystemExit) as exit_:
+        main(["list", "--no-such-option"])
+    assert exit_.value.code == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == \
+        "zoo list: error: unrecognized arguments: --no-such-option (see zoo list --help)"
 
 
 def test_debug_prints_the_traceback_and_keeps_the_status(failing_list, capsys):
