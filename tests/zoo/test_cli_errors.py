@@ -12,7 +12,14 @@ import pytest
 
 from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo import cli
-from zoo.cli import EXIT_BUG, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_NON_FINITE, EXIT_USAGE, main
+from zoo.cli import (
+    EXIT_BUG,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_NON_FINITE,
+    EXIT_USAGE,
+    main,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIT = ["fit", "mlp", "--data", "two_moons", "--n", "100", "--hidden", "4", "--steps", "2", "--quiet"]
@@ -119,7 +126,12 @@ def error_cases():
     """(the exception a command raises, the exit status `zoo` must give) for every error type the packages
     define, a subclass with its own status, and exceptions that are not the package's (bugs, Ctrl-C)."""
     from inference.fit import NonFiniteLossError
-    from models.errors import FolderLockedError, FolderNotOwnedError, PathNotFoundError, UnwritableError
+    from models.errors import (
+        FolderLockedError,
+        FolderNotOwnedError,
+        PathNotFoundError,
+        UnwritableError,
+    )
     from zoo.data.tfds_loaders import DatasetNotPreparedError
 
     return [(InputError("x", 1, "2"), EXIT_USAGE),
