@@ -3,10 +3,10 @@ option's default is in ``zoo <cmd> --help``).
 
 Errors: a bad argument or a failure the package recognises (`models.errors.ZooError`) prints ONE line
 ``zoo <cmd>: error: ...`` on stderr, no traceback (``--debug`` adds it), and exits with the error class's
-``exit_status`` (`exit_status`: by type, never by where it was raised): `EXIT_USAGE` (2: a bad argument or input,
-`InputError`), `EXIT_FAILURE` (1: a run that could not complete, e.g. a damaged checkpoint or an unprepared data
-set), `EXIT_NON_FINITE` (3: a NaN loss); anything else is a bug: its traceback is printed and the exit status is
-`EXIT_BUG` (70, sysexits' EX_SOFTWARE).
+``exit_status`` (the type decides, never the file that raised it; see `exit_status`): `EXIT_USAGE` (2: a bad
+argument or input, `InputError`), `EXIT_FAILURE` (1: a run that could not complete, e.g. a damaged checkpoint or
+an unprepared data set), `EXIT_NON_FINITE` (3: a NaN loss); anything else is a bug: its traceback is printed and
+the exit status is `EXIT_BUG` (70, sysexits' EX_SOFTWARE).
 """
 
 from __future__ import annotations
