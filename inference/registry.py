@@ -26,12 +26,12 @@ class Registry(Mapping):
     """A read-only mapping {name: item} of one `kind` (e.g. "guide"), filled by `register`.
 
     ``registry[name]`` raises InputError naming `arg` (the argument users pass the name as), the unknown name
-    (as "unknown `noun`", default `kind`) and the known ones. Each name also keeps the keyword facts given with it (`info`). Iteration follows
+    and the known ones (``unknown(name, known names)`` makes the error where given: a registry's own wording). Each name also keeps the keyword facts given with it (`info`). Iteration follows
     registration order.
     """
 
-    def __init__(self, kind: str, arg: str, noun: str | None = None):
-        self.kind, self.arg, self.noun = kind, arg, noun or kind
+    def __init__(self, kind: str, arg: str, unknown: Callable[[object, list], Exception] | None = None):
+        self.kind, self.arg, self._unknown = kind, arg, unknown
         self._records: dict[str, tuple[object, dict]] = {}
 
     def register(self, name: str, item=None, **info):
@@ -68,8 +68,10 @@ class Registry(Mapping):
 
     def _lookup(self, name) -> tuple:
         if not isinstance(name, str) or name not in self._records:
-            raise InputError.worded(self.arg, f"{self.arg}: unknown {self.noun} {name!r}; expected one of "
-                                              f"{sorted(self._records)}", name)
+            known = sorted(self._records)
+            if self._unknown is not None:
+                raise self._unknown(name, known)
+            raise InputError(self.arg, name, f"one of {known}", f"unknown {self.kind}")
         return self._records[name]
 
     def __getitem__(self, name: str):
@@ -116,9 +118,11 @@ class RegistryView(Mapping):
         return repr(dict(self))
 
 
-GUIDES = Registry("guide", "guide", noun="name")
+GUIDES = Registry("guide", "guide", unknown=lambda name, known: InputError.worded(
+    "guide", f"guide: unknown name {name!r}; expected one of {known}", name))
 """Guide factories by name: {name: ``factory(model, **options) -> guide``}; `register_guide` adds one."""
-FAMILIES = Registry("family", "families")
+FAMILIES = Registry("family", "families", unknown=lambda name, known: InputError.worded(
+    "families", f"families: unknown family {name!r}; expected one of {known}", name))
 """Variational family classes by name: {name: family class}; `register_family` adds one."""
 
 

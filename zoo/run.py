@@ -3,8 +3,9 @@
 1. Every guide of `DIGITS_GUIDES` on digits: the MLP 64-64 under point estimate, mean field, k-tied
    (k = 1, 2, 3), by-site, zero-mean, variance layers, rank-1 (Normal, Cauchy), BatchEnsemble and low
    rank, trained to convergence; the dense-covariance ladder (mean field, low rank, block diagonal, full)
-   on the MLP 16-16. Guide parameter counts against the papers' formulas, scores, final losses, loss
-   curves, reliability diagrams. NUTS on the rank-1 model: r and s sampled with W fixed at the rank-1
+   on the MLP 16-16 (`TUNED_DIGITS_GUIDES`); every other registered guide (binary dropout, a user's) on the
+   MLP 64-64 with its registered example options (`digits_guides`). Guide parameter counts against the papers'
+   formulas, scores, final losses, loss curves, reliability diagrams. NUTS on the rank-1 model: r and s sampled with W fixed at the rank-1
    SVI estimate (a use the rank-1 paper names as future work).
 2. Two-moons MLP 2-16-16-2: mean-field SVI, then NUTS on the same model object started from draws of
    the SVI posterior; scores, divergences, function-space R-hat, an ArviZ summary, `az.compare` (PSIS-LOO of
