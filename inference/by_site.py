@@ -19,7 +19,7 @@ from inference.registry import FAMILIES, register_family, register_guide
 from inference.site_guide import SiteGuide
 from models.errors import InputError
 
-__all__ = ["by_site", "FAMILIES", "register_family", "normalize_spec", "make_family"]
+__all__ = ["FAMILIES", "by_site", "make_family", "normalize_spec", "register_family"]
 
 
 def normalize_spec(spec, arg: str) -> list:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from models.errors import InputError
 
-__all__ = ["Registry", "GUIDES", "FAMILIES", "register_guide", "register_family", "make_guide", "example_options"]
+__all__ = ["FAMILIES", "GUIDES", "Registry", "example_options", "make_guide", "register_family", "register_guide"]
 
 
 class Registry(Mapping):
@@ -62,7 +62,7 @@ class Registry(Mapping):
         """Make the registrations those of `snapshot` (from `snapshot`), dropping every later one."""
         self._records = dict(snapshot)
 
-    def view(self, project: Callable, where: Callable = lambda item: True) -> "RegistryView":
+    def view(self, project: Callable, where: Callable = lambda item: True) -> RegistryView:
         """A live read-only mapping {name: project(item)} of the items for which ``where(item)`` holds."""
         return RegistryView(self, project, where)
 

@@ -21,7 +21,7 @@ from models.errors import InputError
 from zoo import registry
 from zoo.entry_identity import set_entry_identity
 
-__all__ = ["entry_spec", "load_entry", "load", "set_entry_identity"]
+__all__ = ["entry_spec", "load", "load_entry", "set_entry_identity"]
 
 def entry_spec(path) -> dict:
     """The ``zoo.get`` keyword arguments of the entry whose posterior is saved at `path`.

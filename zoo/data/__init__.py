@@ -7,5 +7,5 @@ from inference.data import Dataset, validate_arrays
 from zoo.data.embedded import EMBEDDED, digits, regression_1d, two_moons
 from zoo.data.registry import DATASETS, DataSet, TfdsSpec, register_data
 
-__all__ = ["Dataset", "validate_arrays", "minibatches", "EMBEDDED", "digits", "two_moons", "regression_1d",
-           "DATASETS", "DataSet", "TfdsSpec", "register_data"]
+__all__ = ["DATASETS", "EMBEDDED", "DataSet", "Dataset", "TfdsSpec", "digits", "minibatches", "register_data",
+           "regression_1d", "two_moons", "validate_arrays"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from inference.registry import Registry
 from models.errors import ArgumentTypeError, InputError
 
-__all__ = ["DataSet", "TfdsSpec", "DATASETS", "register_data"]
+__all__ = ["DATASETS", "DataSet", "TfdsSpec", "register_data"]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ Nothing is downloaded: a data set that is not prepared on this machine raises
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import numpy as np
 
 from inference.data import Dataset
