@@ -80,6 +80,10 @@ class Registry(Mapping):
     def __contains__(self, name) -> bool:
         return isinstance(name, str) and name in self._records
 
+    def __setitem__(self, name: str, item) -> None:
+        """``registry[name] = item`` is ``register(name, item)`` (as when the registries were plain dicts)."""
+        self.register(name, item)
+
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._records))
 
@@ -107,6 +111,10 @@ class RegistryView(Mapping):
 
     def __contains__(self, name) -> bool:
         return name in self._registry and self._where(self._registry[name])
+
+    def __setitem__(self, name, value) -> None:
+        raise TypeError(f"a view of the {self._registry.kind} registry is read-only: register the {self._registry.kind} "
+                        f"instead (e.g. zoo.register_data for a data set), got {name!r} = {value!r}")
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names())
