@@ -171,6 +171,9 @@ class _LiveRows(Sequence):
     def __len__(self) -> int:
         return len(self._compute())
 
+    def __iter__(self):
+        return iter(self._compute())
+
 
 DIGITS_GUIDES = _LiveRows(digits_guides)
 """`digits_guides()`, recomputed on each access."""
