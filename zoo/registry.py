@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import zoo.data.embedded  # registers the shipped data sets
-import zoo.data.tfds_loaders  # registers the TFDS data sets
-import zoo.data.uci  # registers "uci"
+import zoo.data.embedded  # noqa: F401  (registers the shipped data sets)
+import zoo.data.tfds_loaders  # noqa: F401  (registers the TFDS data sets)
+import zoo.data.uci  # noqa: F401  (registers "uci")
 from inference.data import Dataset
 from inference.registry import Registry
 from inference.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
                                   is_int)
 from models import priors
 from models.errors import ArgumentTypeError, InputError
-from zoo.data.registry import DATASETS, register_data  # register_data: also zoo.register_data, as before
+from zoo.data.registry import DATASETS, register_data  # noqa: F401  (zoo.registry.register_data, as before)
 from zoo.entry_identity import set_entry_identity
 
 DATA_SHAPES = DATASETS.view(lambda record: (record.feature_shape, record.num_classes),
