@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import zoo.data.embedded  # noqa: F401  (registers the shipped data sets)
-import zoo.data.tfds_loaders  # noqa: F401  (registers the TFDS data sets)
+import zoo.data.embedded  # registers the shipped data sets
+import zoo.data.tfds_loaders  # registers the TFDS data sets
 import zoo.data.uci  # noqa: F401  (registers "uci")
 from inference.data import Dataset
 from inference.registry import Registry
