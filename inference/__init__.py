@@ -1,9 +1,14 @@
-"""Guides, variational families, SVI (`fit`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints."""
+"""Guides, variational families, SVI (`fit`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints.
 
-from inference.by_site import FAMILIES, by_site, register_family
+Every guide and family registers itself where it is defined (`inference.registry`: ``@register_guide(name)``,
+``@register_family``); importing its module here is what makes a built-in one known by name (`GUIDES`,
+`FAMILIES`)."""
+
+from inference.by_site import by_site
 from inference.checkpoint import load, save
 from inference.collapse import PosteriorCollapseWarning
 from inference.convergence import ConvergenceWarning
+from inference.dropout import BinaryDropoutFamily, binary_dropout
 from inference.families import Family, ParamSpec
 from inference.fit import NonFiniteLossError, default_optimizer, default_steps, fit
 from inference.guide_base import BNNGuide
@@ -17,7 +22,7 @@ from inference.point_estimate import DeltaFamily, point_estimate
 from inference.posterior import Posterior
 from inference.predictive_density import PredictiveDensity, log_predictive_density, predictive_density_table
 from inference.rank1_mixture import Rank1FactorFamily, batch_ensemble, rank1_mixture
-from inference.registry import GUIDES, make_guide, register_guide
+from inference.registry import FAMILIES, GUIDES, Registry, example_options, make_guide, register_family, register_guide
 from inference.run_info import FitInfo, NutsInfo
 from inference.site_guide import SiteGuide
 from inference.site_names import arviz_name, site_name
@@ -39,11 +44,12 @@ def to_arviz(posterior, data=None, **kwargs):
 __all__ = [
     # guides (swap with one argument) and their registry
     "mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers", "rank1_mixture", "batch_ensemble",
-    "full_covariance", "low_rank", "block_diagonal", "by_site", "GUIDES", "make_guide", "register_guide",
+    "full_covariance", "low_rank", "block_diagonal", "by_site", "binary_dropout", "GUIDES", "make_guide",
+    "register_guide", "example_options", "Registry",
     # the machinery under them
     "SiteGuide", "JointGaussian", "BNNGuide", "Guide", "HasSiteMoments", "Site", "site_table",
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
-    "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily",
+    "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily", "BinaryDropoutFamily",
     # training, sampling, results
     "fit", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",

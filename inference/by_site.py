@@ -8,32 +8,18 @@ section 6), the k-tied Normal on the other weight matrices (the k-tied paper als
 layers with mean-field conv layers) and a point estimate (Delta) on everything else. Each site gets the
 family of the FIRST pattern (in dict order) that matches its name, else `default`; see `SiteGuide`.
 
-A family spec is a name of `FAMILIES` or a (name, {keyword arguments}) pair; the keywords are the
+A family spec is a name of `FAMILIES` (`inference.registry`: every family class registers itself there with
+`register_family`, built-ins included) or a (name, {keyword arguments}) pair; the keywords are the
 family's fields (the same names its single-family guide takes, e.g. ``init_scale``, ``k``).
 """
 
 from __future__ import annotations
 
-from inference.k_tied import KTiedFamily
-from inference.mean_field import NormalFamily
-from inference.point_estimate import DeltaFamily
-from inference.rank1_mixture import Rank1FactorFamily
+from inference.registry import FAMILIES, register_family, register_guide
 from inference.site_guide import SiteGuide
-from inference.zero_mean import VarianceLayerFamily, ZeroMeanFamily
 from models.errors import InputError
 
-FAMILIES = {cls.name: cls for cls in (DeltaFamily, NormalFamily, KTiedFamily, ZeroMeanFamily, VarianceLayerFamily,
-                                      Rank1FactorFamily)}
-"""Variational families by name: {name: family class}; `register_family` adds one."""
-
-
-def register_family(family_class) -> None:
-    """Make a family class (with a ``name`` class attribute and keyword fields) available to `by_site` by name."""
-    name = getattr(family_class, "name", None)
-    if not isinstance(name, str) or not name:
-        raise InputError.worded("family_class",
-                                f"family_class: expected a class with a non-empty string attribute `name`, got {family_class!r}")
-    FAMILIES[name] = family_class
+__all__ = ["FAMILIES", "by_site", "make_family", "normalize_spec", "register_family"]
 
 
 def normalize_spec(spec, arg: str) -> list:
@@ -58,6 +44,7 @@ def make_family(spec: list, arg: str = "families"):
                                 f"{arg}: family {name!r} does not take the keyword arguments {kwargs}: {e}") from None
 
 
+@register_guide("by_site", example={"families": {"*/w": "mean_field"}, "default": "point_estimate"})
 def by_site(model, families: dict, *, default="point_estimate", prefix: str = "auto") -> SiteGuide:
     """One guide with a family per site: `families` {shell pattern: spec}, first match wins; sites no
     pattern matches get `default` (a spec, or None to refuse them). See the module docstring."""

@@ -32,6 +32,7 @@ import numpy as np
 from inference.atomic_dir import atomic_directory, check_folder, check_writable, readable_path, verify_directory
 from inference.model_identity import first_difference, model_identity
 from inference.posterior import Posterior
+from inference.registry import make_guide
 from inference.run_info import info_from_record, info_record
 from models.bridge import flatten_params, unflatten_params
 from models.errors import ArgumentTypeError, CheckpointError, InputError
@@ -147,8 +148,6 @@ def load(path, model=None) -> Posterior:
     groups, losses = _read_arrays(folder)
     guide = None
     if meta["kind"] == "svi":
-        from inference.registry import make_guide
-
         guide_cfg = fitted_guide_config(meta.get("guide") or {})
         name = guide_cfg.pop("name", None)
         if name is None:

@@ -19,6 +19,7 @@ from numpyro.distributions import constraints
 
 from inference.families import ParamSpec, site_size
 from inference.point_estimate import DeltaFamily
+from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 from inference.zero_mean import variance_site_patterns
 from models.errors import InputError
@@ -59,6 +60,7 @@ class BinaryDropout(dist.Distribution):
         return jnp.broadcast_to(self.loc, jnp.broadcast_shapes(jnp.shape(q), self.loc.shape))
 
 
+@register_family
 @dataclass(frozen=True)
 class BinaryDropoutFamily:
     """`BinaryDropout` at a learned location ``loc`` (1 parameter per weight); ``rate`` in [0, 1)."""
@@ -91,6 +93,7 @@ class BinaryDropoutFamily:
         return {"rate": self.rate}
 
 
+@register_guide("binary_dropout", example={"dropout_sites": ["*/w"]})
 def binary_dropout(model, *, dropout_sites, rate: float = 0.5, prefix: str = "auto") -> SiteGuide:
     """MC dropout: `BinaryDropoutFamily(rate)` on `dropout_sites` (shell patterns), point estimates elsewhere."""
     patterns = variance_site_patterns(dropout_sites)

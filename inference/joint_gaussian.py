@@ -34,6 +34,7 @@ from numpyro.distributions.util import sum_rightmost
 from inference.families import positive_number
 from inference.gaussian_kl import row_variances
 from inference.guide_base import BNNGuide
+from inference.registry import register_guide
 from inference.sites import constrain
 from models.errors import InputError
 
@@ -249,6 +250,7 @@ def check_max_latent_dim(max_latent_dim) -> int:
     return int(max_latent_dim)
 
 
+@register_guide("full_covariance")
 def full_covariance(model, *, init_scale: float = 1e-3, max_latent_dim: int = DEFAULT_MAX_LATENT_DIM,
                     prefix: str = "auto") -> JointGaussian:
     """One full-covariance Gaussian N(mu, L Lᵀ) over all D unconstrained weights (refused beyond `max_latent_dim`)."""
@@ -257,12 +259,14 @@ def full_covariance(model, *, init_scale: float = 1e-3, max_latent_dim: int = DE
                                                 "max_latent_dim": max_latent_dim})
 
 
+@register_guide("low_rank")
 def low_rank(model, *, rank: int = 2, init_scale: float = 1e-3, prefix: str = "auto") -> JointGaussian:
     """A rank-`rank` plus diagonal Gaussian over all D weights: covariance (s F)(s F)ᵀ + diag(s²); F starts at 0."""
     return JointGaussian(model, blocks="all", covariance="low_rank", rank=rank, init_scale=init_scale, prefix=prefix,
                          config={"name": "low_rank", "rank": rank, "init_scale": init_scale})
 
 
+@register_guide("block_diagonal")
 def block_diagonal(model, *, blocks: str = "site", init_scale: float = 1e-3,
                    max_latent_dim: int = DEFAULT_MAX_LATENT_DIM, prefix: str = "auto") -> JointGaussian:
     """A full-covariance Gaussian per weight tensor (``blocks="site"``) or per layer (``"layer"``)."""

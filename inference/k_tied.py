@@ -25,6 +25,7 @@ from numpyro.distributions import constraints
 from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, positive_number, scale_cap_arg,
                                 scale_limit)
 from inference.mean_field import NormalFamily
+from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 from models.errors import InputError
 
@@ -39,6 +40,7 @@ def tied_scale(u, v, shape):
     return (u @ v.T).reshape(shape)
 
 
+@register_family
 @dataclass(frozen=True)
 class KTiedFamily:
     """N(loc, (U Vᵀ)²) on sites with ndim >= 2 (eq. 8); `NormalFamily` (same init_scale) on the others.
@@ -117,6 +119,7 @@ class KTiedFamily:
                 "bias_limit": self.bias_limit}
 
 
+@register_guide("k_tied")
 def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0.1,
            scale_cap: float | None = DEFAULT_SCALE_CAP, bias_limit: str = "layer", prefix: str = "auto",
            rank: int | None = None) -> SiteGuide:

@@ -10,9 +10,11 @@ from numpyro.distributions import constraints
 
 from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, positive_number, scale_cap_arg,
                                 scale_limit, site_size)
+from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 
 
+@register_family
 @dataclass(frozen=True)
 class NormalFamily:
     """q(w) = N(loc, scale^2) elementwise over the site's unconstrained value.
@@ -60,6 +62,7 @@ class NormalFamily:
         return {"init_scale": self.init_scale, "scale_cap": self.scale_cap, "bias_limit": self.bias_limit}
 
 
+@register_guide("mean_field")
 def mean_field(model, *, init_scale: float = 1e-2, scale_cap: float | None = DEFAULT_SCALE_CAP,
                bias_limit: str = "layer", prefix: str = "auto") -> SiteGuide:
     """The mean-field guide for `model` (a `models.BNN`): `NormalFamily` on every site.

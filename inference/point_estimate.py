@@ -7,9 +7,11 @@ from dataclasses import dataclass
 import numpyro.distributions as dist
 
 from inference.families import ParamSpec, site_size
+from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 
 
+@register_family
 @dataclass(frozen=True)
 class DeltaFamily:
     """q(w) = delta(w - loc): a point mass at a learned (unconstrained) location. Parameters: ``loc``, 1 per entry."""
@@ -37,6 +39,7 @@ class DeltaFamily:
         return {}
 
 
+@register_guide("point_estimate")
 def point_estimate(model, *, prefix: str = "auto") -> SiteGuide:
     """The MAP / deterministic-network guide for `model`: `DeltaFamily` on every site.
 

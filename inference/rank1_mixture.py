@@ -27,6 +27,7 @@ from numpyro.distributions import constraints
 
 from inference.families import ParamSpec, site_size
 from inference.point_estimate import DeltaFamily
+from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 from models.rank1 import RANK1_SITE_SUFFIXES, log_factor_init, random_sign_init, scale_from_dropout
 from models.errors import InputError
@@ -56,6 +57,7 @@ alpha; it refuses a real-valued prior (where it would be a plain Normal)."""
 DEFAULT_FACTOR_SITES = tuple(f"*/{s}" for s in RANK1_SITE_SUFFIXES)
 
 
+@register_family
 @dataclass(frozen=True)
 class Rank1FactorFamily:
     """K-component Normal / Cauchy / Dirac factors on rank-1 factor sites, a point mass elsewhere.
@@ -122,6 +124,7 @@ class Rank1FactorFamily:
                 "factor_sites": list(self.factor_sites)}
 
 
+@register_guide("rank1_mixture")
 def rank1_mixture(model, *, family: str = "normal", dropout_rate: float = 1e-3, sign_init: float = 0.5,
                   factor_sites=DEFAULT_FACTOR_SITES, prefix: str = "auto") -> SiteGuide:
     """The rank-1 mixture guide: `Rank1FactorFamily` (Normal, Cauchy or, with ``family="delta"``,

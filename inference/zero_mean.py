@@ -25,11 +25,13 @@ from numpyro.distributions import constraints
 
 from inference.families import ParamSpec, positive_number, site_size
 from inference.mean_field import NormalFamily
+from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 from models.variance import log_alpha_shape, scale_from_log_alpha
 from models.errors import InputError
 
 
+@register_family
 @dataclass(frozen=True)
 class ZeroMeanFamily:
     """q(w) = N(0, sigma²) (eq. 12): the location is the constant 0, never a parameter.
@@ -75,6 +77,7 @@ class ZeroMeanFamily:
         return {"variance_init_scale": self.variance_init_scale, "init_scale": self.init_scale}
 
 
+@register_family
 @dataclass(frozen=True)
 class VarianceLayerFamily:
     """q(w) = N(mu, alpha mu²) with one alpha per layer, output neuron or weight (eq. 17-19).
@@ -133,6 +136,7 @@ def variance_guide(model, family, variance_sites, init_scale, prefix, config) ->
                      config={**config, "variance_sites": patterns, **family.config(), "init_scale": init_scale})
 
 
+@register_guide("zero_mean", example={"variance_sites": ["*/linear_0/w"]})
 def zero_mean(model, *, variance_sites, variance_init_scale: float | None = None, init_scale: float = 1e-3,
               prefix: str = "auto") -> SiteGuide:
     """The zero-mean guide: `ZeroMeanFamily` N(0, sigma²) on `variance_sites` (shell patterns, eq. 12),
@@ -141,6 +145,7 @@ def zero_mean(model, *, variance_sites, variance_init_scale: float | None = None
     return variance_guide(model, family, variance_sites, init_scale, prefix, {"name": "zero_mean"})
 
 
+@register_guide("variance_layers", example={"variance_sites": ["*/linear_0/w"]})
 def variance_layers(model, *, variance_sites, granularity: str = "layer", init_log_alpha: float = -4.0,
                     init_scale: float = 1e-3, prefix: str = "auto") -> SiteGuide:
     """`VarianceLayerFamily` N(mu, alpha mu²) on `variance_sites` (eq. 17-19), mean field elsewhere."""

@@ -81,3 +81,17 @@ def moons_tiny_svi(moons_tiny):
     return inference.fit(moons_tiny.model, inference.mean_field(moons_tiny.model), moons_tiny.train, steps=20,
                          batch_size=16, optimizer=optax.adam(1e-2), progress=False,
                          config={"entry": moons_tiny.config})
+
+
+@pytest.fixture
+def registries_restored():
+    """Tests that register guides, families, entries or data sets (the walkthroughs, a user's extension) keep
+    them for the test only, so that tests run later in the same process see the package's own registrations."""
+    from zoo.data.registry import DATASETS
+    from zoo.registry import ENTRIES
+
+    registries = (inference.GUIDES, inference.FAMILIES, ENTRIES, DATASETS)
+    saved = [r.snapshot() for r in registries]
+    yield
+    for registry, snapshot in zip(registries, saved):
+        registry.restore(snapshot)

@@ -21,23 +21,6 @@ def test_the_walkthroughs_exist_and_hold_code():
         assert python_blocks(ROOT / "docs" / name), name
 
 
-@pytest.fixture
-def registries_restored():
-    """The walkthroughs register guides, families, entries and data sets: keep them for the test only, so tests
-    run later in the same process (e.g. one that checks zoo run covers every registered guide) see the package's
-    own. The dicts are restored in place: other modules hold references to them."""
-    import inference.registry
-    import zoo.registry
-
-    registries = [inference.registry.GUIDES, inference.registry.FAMILIES, zoo.registry._REGISTRY,
-                  zoo.registry.NAMED_DATA, zoo.registry.DATA_SHAPES]
-    saved = [dict(r) for r in registries]
-    yield
-    for registry, contents in zip(registries, saved):
-        registry.clear()
-        registry.update(contents)
-
-
 @pytest.mark.parametrize("path", [p for p in FILES if python_blocks(p)], ids=lambda p: p.name)
 def test_examples_run(path, tmp_path, monkeypatch, registries_restored):
     monkeypatch.chdir(tmp_path)

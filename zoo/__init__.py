@@ -14,7 +14,8 @@ from zoo import compilation_cache  # noqa: E402
 from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
 from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo.checkpoints import load
-from zoo.registry import Entry, get, names, register, register_data
+from zoo.data.registry import register_data
+from zoo.registry import Entry, get, names, register
 from zoo.registry import list_entries as list  # noqa: A001
 
 compilation_cache.configure_default()

@@ -17,6 +17,7 @@ import json
 import types
 import typing
 
+from inference.registry import GUIDES, example_options
 from models.errors import InputError
 
 EXAMPLES = {  # what a required option looks like, by option name
@@ -98,17 +99,27 @@ def check_guide_options(name: str, factory, options: dict) -> dict:
     return checked
 
 
+def missing_required_options(factory, options: dict) -> list:
+    """The required options of guide `factory` (keyword parameters without a default) that `options` lacks."""
+    named, _ = guide_parameters(factory)
+    return [key for key, param in named.items() if param.default is inspect.Parameter.empty and key not in options]
+
+
 def check_required_options(name: str, factory, options: dict, sites=()) -> None:
     """Raise InputError naming the first required option of guide `name` (no default) missing from
-    `options`, with an example and the model's `sites` (names) to choose from."""
-    named, _ = guide_parameters(factory)
-    for key, param in named.items():
-        if param.default is inspect.Parameter.empty and key not in options:
-            shown = ", ".join(list(sites)[:8]) + (", ..." if len(sites) > 8 else "")
-            hint = f"e.g. {EXAMPLES.get(key, f'--guide-option {key}=VALUE')}"
-            raise InputError(f"--guide-option {key}", "<not given>",
-                             f"a value for option {key} of guide {name!r} (required: it has no default)",
-                             hint=hint + (f"; the model's sites: {shown}" if shown else ""))
+    `options`, with an example (`EXAMPLES`, else the guide's registered ``example``) and the model's `sites`
+    (names) to choose from."""
+    missing = missing_required_options(factory, options)
+    if missing:
+        key = missing[0]
+        shown = ", ".join(list(sites)[:8]) + (", ..." if len(sites) > 8 else "")
+        registered = example_options(name) if name in GUIDES else {}
+        fallback = f"--guide-option {key}={json.dumps(registered[key])}" if key in registered else \
+            f"--guide-option {key}=VALUE"
+        hint = f"e.g. {EXAMPLES.get(key, fallback)}"
+        raise InputError(f"--guide-option {key}", "<not given>",
+                         f"a value for option {key} of guide {name!r} (required: it has no default)",
+                         hint=hint + (f"; the model's sites: {shown}" if shown else ""))
 
 
 def _type_hints(factory) -> dict:

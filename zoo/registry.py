@@ -1,39 +1,41 @@
-"""The catalogue: named, ready-made BNNs (architecture + prior + likelihood + data)."""
+"""The catalogue: named, ready-made BNNs (architecture + prior + likelihood + data).
+
+Two registries of `inference.registry.Registry`, filled where their items are defined: `ENTRIES` (``@register``
+on a builder, ``zoo.entries``) and the data sets, ``zoo.data.registry.DATASETS`` (`register_data`; the shipped
+loaders register themselves in ``zoo.data``). Everything else here is derived from them: `DATA_SHAPES`,
+`TFDS_DATA` and `NAMED_DATA` are live views, never tables of their own.
+"""
 
 from __future__ import annotations
 
 import inspect
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
+import zoo.data.embedded  # registers the shipped data sets
+import zoo.data.tfds_loaders  # registers the TFDS data sets
+import zoo.data.uci  # noqa: F401  (registers "uci")
 from inference.data import Dataset
+from inference.registry import Registry
 from inference.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
                                   is_int)
 from models import priors
 from models.errors import ArgumentTypeError, InputError
-from zoo.data.embedded import EMBEDDED
-from zoo.data.uci import uci
+from zoo.data.registry import DATASETS, register_data  # noqa: F401  (zoo.registry.register_data, as before)
+from zoo.entry_identity import set_entry_identity
 
-# Input shape and classes of every named data set (None classes: regression), so that `zoo.list` can
-# count parameters without loading (or having prepared) the data.
-DATA_SHAPES = {
-    "digits": ((64,), 10),
-    "digits_28": ((784,), 10),
-    "two_moons": ((2,), 2),
-    "regression_1d": ((1,), None),
-    "mnist": ((28, 28, 1), 10),
-    "fashion_mnist": ((28, 28, 1), 10),
-    "cifar10": ((32, 32, 3), 10),
-    "cifar100": ((32, 32, 3), 100),
-    "imdb_reviews": ((80,), 2),
-}
-TFDS_DATA = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb_reviews")
-NAMED_DATA: dict[str, Callable] = {**EMBEDDED, "uci": uci}
-"""Loaders of the data sets known by name besides TFDS: {name: ``loader(**data_kwargs) -> (train, test)``}."""
+DATA_SHAPES = DATASETS.view(lambda record: (record.feature_shape, record.num_classes),
+                            where=lambda record: record.feature_shape is not None)
+"""{name: (feature shape, classes)} of the named data sets whose shape is known without loading them (a view of
+`DATASETS`), so that `zoo.list` counts parameters without loading (or having prepared) the data."""
+TFDS_DATA = DATASETS.view(lambda record: record.tfds, where=lambda record: record.tfds is not None)
+"""{name: `zoo.data.registry.TfdsSpec`} of the TFDS data sets (a view of `DATASETS`)."""
+NAMED_DATA = DATASETS.view(lambda record: record.loader, where=lambda record: record.tfds is None)
+"""{name: ``loader(**data_kwargs) -> (train, test)``} of the named data sets besides TFDS (a view of `DATASETS`)."""
 # Entry arguments checked by their own rules (InputError naming them), not by the kind of their default.
 PRIOR_CHECKS = {"prior": priors.check_kind, "prior_scale": priors.check_scale}
 
@@ -69,29 +71,34 @@ class Spec:
     guides: tuple = ("mean_field",)
 
 
-_REGISTRY: dict[str, Spec] = {}
+ENTRIES = Registry("zoo entry", "name")
+"""{name: `Spec`} of the catalogue's entries; `register` adds one."""
+_REGISTRY = ENTRIES  # the name this registry had before `inference.registry.Registry`
 
 
 def register(name: str, *, default_data: str, description: str, guides=("mean_field",)):
-    """Decorator adding ``build(train: Dataset, **kwargs) -> BNN`` to the catalogue as `name`."""
+    """Decorator adding ``build(train: Dataset, **kwargs) -> BNN`` to the catalogue as `name` (`ENTRIES`).
+
+    default_data: a data set name of `DATASETS` (e.g. "digits") the entry is built on unless ``zoo.get`` is
+    given other data; description: one line for ``zoo list``; guides: names of ``inference.GUIDES`` that suit
+    the entry (shown by ``zoo list``)."""
 
     def wrap(build):
-        _REGISTRY[name] = Spec(name, build, default_data, description, tuple(guides))
-        return build
+        if not callable(build):
+            raise ArgumentTypeError("build", build, "a function build(train, **kwargs) -> BNN")
+        return ENTRIES.register(name, Spec(name, build, default_data, description, tuple(guides)))
 
     return wrap
 
 
 def names() -> list:
     """The catalogue's entry names, sorted."""
-    return sorted(_REGISTRY)
+    return sorted(ENTRIES)
 
 
 def spec(name: str) -> Spec:
     """The `Spec` registered as `name`; unknown names raise InputError listing the known ones."""
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise InputError("name", name, f"one of {names()}", "unknown zoo entry")
-    return _REGISTRY[name]
+    return ENTRIES[name]
 
 
 def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entry:
@@ -130,8 +137,6 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
     if data_name is None:
         config.pop("data")
     model.origin = _json_copy(config)  # the model knows the entry that built it (checkpoints store it)
-    from zoo.checkpoints import set_entry_identity  # here: zoo.checkpoints imports this module
-
     set_entry_identity(model, s.build, kwargs, train, data_name, data_kwargs)  # compared when a checkpoint loads
     return Entry(name, model, train, test, config, s.description)
 
@@ -141,16 +146,13 @@ def load_data(data, data_kwargs: dict):
     arrays (name None)."""
     data, data_kwargs = named_pair(data, data_kwargs)
     if isinstance(data, str):
-        if data in TFDS_DATA:
-            from zoo.data.tfds_loaders import load_tfds
-
-            return load_tfds(data, "train", **data_kwargs), load_tfds(data, "test", **data_kwargs), data
-        if data not in NAMED_DATA:
-            raise InputError("data", data, f"one of {sorted(NAMED_DATA) + list(TFDS_DATA)} or a tuple "
-                             "(x_train, y_train, x_test, y_test)", "unknown data set")
-        check_entry_kwargs(data, NAMED_DATA[data], data_kwargs, skip=0, what="data set")
-        train, test = NAMED_DATA[data](**data_kwargs)
-        _check_named(data, train, test)
+        if data not in DATASETS:
+            raise InputError("data", data, f"one of {list(DATASETS)} or a tuple (x_train, y_train, x_test, y_test)",
+                             "unknown data set")
+        record = DATASETS[data]
+        check_entry_kwargs(data, record.loader, data_kwargs, skip=0, what="data set")
+        train, test = record.loader(**data_kwargs)
+        _check_named(record, train, test, data_kwargs)
         return train, test, data
     if isinstance(data, (tuple, list)) and len(data) == 4:
         check_entry_kwargs("user arrays", user_arrays, data_kwargs, skip=4, what="data")
@@ -231,45 +233,33 @@ def check_entry_kwargs(name: str, build: Callable, kwargs: dict, *, skip: int = 
             check_real(key, value)
 
 
-def register_data(name: str, loader: Callable, *, feature_shape, num_classes: int | None) -> None:
-    """Make a data set available by name: ``zoo.get(entry, data=name, data_kwargs={...})`` then calls
-    ``loader(**data_kwargs)``, which returns a (train, test) pair of `Dataset` with inputs of shape
-    (N, *feature_shape) and `num_classes` classes (None: regression). The shape and class count let
-    `zoo.list` size networks without loading anything; a loader whose data disagree is refused.
-    """
-    if not isinstance(name, str) or not name or name in TFDS_DATA:
-        raise InputError("name", name, f"a new data set name (not a TFDS one: {list(TFDS_DATA)})")
-    if not callable(loader):
-        raise ArgumentTypeError("loader", loader, "a function (**data_kwargs) -> (train, test)")
-    shape = tuple(feature_shape) if isinstance(feature_shape, (tuple, list)) else ()
-    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
-        raise InputError("feature_shape", feature_shape, "a tuple of positive integers")
-    if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 2):
-        raise InputError("num_classes", num_classes, "an integer >= 2 or None (regression)")
-    NAMED_DATA[name] = loader
-    DATA_SHAPES[name] = (shape, num_classes)
-
-
-def _check_named(name: str, train, test) -> None:
-    """Refuse a loader's (train, test) that are not Datasets of the registered feature shape and classes."""
+def _check_named(record, train, test, data_kwargs: dict) -> None:
+    """Refuse a loader's (train, test) that are not Datasets of the registered classes, or, under the loader's
+    default arguments (no `data_kwargs`: what ``zoo list`` sizes networks for), of another feature shape."""
+    name = record.name
     if not (isinstance(train, Dataset) and isinstance(test, Dataset)):
         raise ArgumentTypeError("data", f"<the loader of {name!r} returned ({type(train).__name__}, "
                                 f"{type(test).__name__})>", "a (train, test) pair of Dataset")
-    if name in DATA_SHAPES:
-        shape, classes = DATA_SHAPES[name]
-        for part, ds in (("train", train), ("test", test)):
-            if ds.feature_shape != shape or ds.num_classes != classes:
-                raise InputError("data", f"<the loader of {name!r} gave a {part} set of feature shape "
-                                 f"{ds.feature_shape} and {ds.num_classes} classes>",
-                                 f"feature shape {shape} and {classes} classes (as registered)")
+    shape = record.feature_shape if not data_kwargs else None
+    for part, ds in (("train", train), ("test", test)):
+        if ds.num_classes != record.num_classes or (shape is not None and ds.feature_shape != shape):
+            expected = f"{record.num_classes} classes" if shape is None else \
+                f"feature shape {shape} and {record.num_classes} classes"
+            raise InputError("data", f"<the loader of {name!r} gave a {part} set of feature shape "
+                             f"{ds.feature_shape} and {ds.num_classes} classes>", f"{expected} (as registered)")
 
 
 def placeholder_data(data: str) -> Dataset:
-    """A one-row Dataset shaped like the named data set (for building a model without its data)."""
-    shape, num_classes = DATA_SHAPES[data]
-    y = np.zeros(1, np.int32) if num_classes is not None else np.zeros(1, np.float32)
-    return Dataset(np.zeros((1,) + shape, np.float32), y, num_classes, data,
-                   image_shape={"digits": (8, 8, 1), "digits_28": (28, 28, 1)}.get(data))
+    """A one-row Dataset shaped like the named data set (its `DATASETS` record: feature shape, classes, image
+    shape), for building a model without its data. InputError for a data set whose shape depends on its
+    arguments (feature_shape None, e.g. "uci")."""
+    record = DATASETS[data]
+    if record.feature_shape is None:
+        raise InputError("data", data, "a data set whose feature shape is known without loading it",
+                         "its shape depends on its arguments (feature_shape=None)")
+    y = np.zeros(1, np.int32) if record.num_classes is not None else np.zeros(1, np.float32)
+    return Dataset(np.zeros((1,) + record.feature_shape, np.float32), y, record.num_classes, data,
+                   image_shape=record.image_shape)
 
 
 def list_entries() -> list:
@@ -277,7 +267,7 @@ def list_entries() -> list:
     nothing is loaded), applicable guides, and its default prior in words (`models.priors.describe`)."""
     rows = []
     for n in names():
-        s = _REGISTRY[n]
+        s = ENTRIES[n]
         train = placeholder_data(s.default_data)
         model = s.build(train)
         rows.append({"name": n, "data": s.default_data, "weights": model.num_weights(train.feature_shape),

@@ -3,8 +3,9 @@
 1. Every guide of `DIGITS_GUIDES` on digits: the MLP 64-64 under point estimate, mean field, k-tied
    (k = 1, 2, 3), by-site, zero-mean, variance layers, rank-1 (Normal, Cauchy), BatchEnsemble and low
    rank, trained to convergence; the dense-covariance ladder (mean field, low rank, block diagonal, full)
-   on the MLP 16-16. Guide parameter counts against the papers' formulas, scores, final losses, loss
-   curves, reliability diagrams. NUTS on the rank-1 model: r and s sampled with W fixed at the rank-1
+   on the MLP 16-16 (`TUNED_DIGITS_GUIDES`); every other registered guide (binary dropout, a user's) on the
+   MLP 64-64 with its registered example options (`digits_guides`). Guide parameter counts against the papers'
+   formulas, scores, final losses, loss curves, reliability diagrams. NUTS on the rank-1 model: r and s sampled with W fixed at the rank-1
    SVI estimate (a use the rank-1 paper names as future work).
 2. Two-moons MLP 2-16-16-2: mean-field SVI, then NUTS on the same model object started from draws of
    the SVI posterior; scores, divergences, function-space R-hat, an ArviZ summary, `az.compare` (PSIS-LOO of
@@ -23,7 +24,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ import pandas as pd
 from models.errors import ArgumentTypeError, InputError
 
 from inference.atomic_dir import check_output_folder
+from inference.registry import GUIDES, example_options
+from zoo.guide_options import missing_required_options
 
 if TYPE_CHECKING:
     from zoo.data.dataset import Dataset
@@ -113,8 +116,9 @@ _MLP = {"hidden": (64, 64)}
 _MLP16 = {"hidden": (16, 16)}
 _PAPER_INIT = {"init_scale": 0.01}  # k-tied paper app. D.4: sigma starts at 0.01 (mean field and U Vᵀ)
 _VARIANCE_SITE = "mlp/~/linear_1/w"
-# The guides fitted on digits by `zoo run`, in table order.
-DIGITS_GUIDES = [
+# The guides fitted on digits by `zoo run` with settings of their own, in table order (`DIGITS_GUIDES` adds a row
+# for every other registered guide).
+TUNED_DIGITS_GUIDES = (
     DigitsGuide("point_estimate", "mlp", _MLP, "point_estimate", {}, CONVERGED),
     DigitsGuide("mean_field", "mlp", _MLP, "mean_field", _PAPER_INIT, CONVERGED),
     DigitsGuide("1-tied", "mlp", _MLP, "k_tied", {"k": 1, **_PAPER_INIT}, CONVERGED),
@@ -140,7 +144,39 @@ DIGITS_GUIDES = [
     DigitsGuide("low_rank_16-16", "mlp", _MLP16, "low_rank", {"rank": 10}, REFINE_FIT),
     DigitsGuide("block_diagonal_16-16", "mlp", _MLP16, "block_diagonal", {}, REFINE_FIT),
     DigitsGuide("full_covariance_16-16", "mlp", _MLP16, "full_covariance", {}, REFINE_FIT),
-]
+)
+
+
+def digits_guides() -> list:
+    """`zoo run`'s digits rows, in table order: `TUNED_DIGITS_GUIDES`, then one row per guide of
+    ``inference.GUIDES`` that none of them fits, on the MLP 64-64 under `CONVERGED` with the options registered
+    as the guide's ``example`` (``inference.register_guide(..., example=...)``), labelled by the guide's name. A
+    guide with a required option that its example does not give gets no row (it cannot be built)."""
+    tuned = {row.guide for row in TUNED_DIGITS_GUIDES}
+    derived = [DigitsGuide(name, "mlp", _MLP, name, example_options(name), CONVERGED) for name in GUIDES
+               if name not in tuned and not missing_required_options(GUIDES[name], example_options(name))]
+    return [*TUNED_DIGITS_GUIDES, *derived]
+
+
+class _LiveRows(Sequence):
+    """A sequence recomputed by `compute` on each access: the rows follow the guide registry, so a guide
+    registered after this module is imported has its row (and its part)."""
+
+    def __init__(self, compute: Callable[[], Sequence]):
+        self._compute = compute
+
+    def __getitem__(self, index):
+        return self._compute()[index]
+
+    def __len__(self) -> int:
+        return len(self._compute())
+
+    def __iter__(self):
+        return iter(self._compute())
+
+
+DIGITS_GUIDES = _LiveRows(digits_guides)
+"""`digits_guides()`, recomputed on each access."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +298,7 @@ def _digits_groups() -> tuple:
     return (*chained, ("rank1_normal",), *((s.label,) for s in DIGITS_GUIDES if s.label not in taken))
 
 
-DIGITS_GROUPS = _digits_groups()
+DIGITS_GROUPS = _LiveRows(_digits_groups)
 
 
 def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, progress: bool = True,

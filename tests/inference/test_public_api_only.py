@@ -84,9 +84,7 @@ def test_every_guide_satisfies_the_guide_protocol():
     model = MODELS["mlp"]()
     x = np.zeros((2, 3), np.float32)
     for name, factory in inference.GUIDES.items():
-        kwargs = {"zero_mean": {"variance_sites": "*/linear_0/w"}, "variance_layers": {"variance_sites": "*/linear_0/w"},
-                  "by_site": {"families": {"*/w": "mean_field"}},
-                  "rank1_mixture": None}.get(name, {})
+        kwargs = None if name == "rank1_mixture" else inference.example_options(name)  # rank-1: no rank-1 sites here
         if kwargs is None:
             continue
         guide = factory(model, **kwargs).setup(x)

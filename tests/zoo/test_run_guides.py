@@ -1,4 +1,5 @@
-"""`zoo run`'s digits table: every registered guide is in it, and each row's parameter count is its formula."""
+"""`zoo run`'s digits table: every registered guide is in it (a tuned row, or one derived from the guide's
+registration: no edit of zoo/run.py for a new guide), and each row's parameter count is its formula."""
 import jax
 import numpy as np
 import pytest
@@ -6,13 +7,30 @@ import pytest
 import inference
 import zoo
 from inference.fit import guide_params
-from zoo.run import DIGITS_GUIDES, fit_with_settings
+from zoo.run import CONVERGED, DIGITS_GROUPS, DIGITS_GUIDES, TUNED_DIGITS_GUIDES, fit_with_settings
 
 
 def test_the_table_covers_every_registered_guide_with_unique_labels():
     assert {row.guide for row in DIGITS_GUIDES} == set(inference.GUIDES)
     labels = [row.label for row in DIGITS_GUIDES]
     assert len(set(labels)) == len(labels)
+
+
+def test_a_guide_without_a_tuned_row_gets_one_from_its_registration(registries_restored):
+    """binary_dropout has no tuned row: its row is the MLP 64-64 with its registered example options. A guide
+    registered later gets a row and a part at once; one whose required option has no example gets none."""
+    assert "binary_dropout" not in {row.guide for row in TUNED_DIGITS_GUIDES}
+    (row,) = [r for r in DIGITS_GUIDES if r.guide == "binary_dropout"]
+    assert (row.label, dict(row.entry_kwargs), dict(row.guide_kwargs), row.settings) == \
+        ("binary_dropout", {"hidden": (64, 64)}, {"dropout_sites": ["*/w"]}, CONVERGED)
+
+    def needs_sites(model, *, sites: list, prefix: str = "auto"):
+        return inference.mean_field(model, prefix=prefix)
+
+    inference.register_guide("needs_sites", needs_sites)
+    assert "needs_sites" not in {r.guide for r in DIGITS_GUIDES}
+    inference.register_guide("needs_sites", needs_sites, example={"sites": ["*/w"]})
+    assert [r.label for r in DIGITS_GUIDES][-1] == "needs_sites" and ("needs_sites",) in DIGITS_GROUPS
 
 
 def test_each_row_builds_and_counts_its_free_parameters_by_the_papers_formula():

@@ -1,6 +1,7 @@
 """Data sets that ship with the install (no network): digits, two-moons, 1-D regression.
 
-Each returns a (train, test) pair of `Dataset`s with a fixed, seeded split.
+Each returns a (train, test) pair of `Dataset`s with a fixed, seeded split, and registers itself by name
+(`zoo.data.registry.register_data`: its feature shape, classes and image shape beside the loader).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import numpy as np
 from inference.data import Dataset
 from inference.validation import check_memory, check_real, check_seed, is_int
 from models.errors import InputError
+from zoo.data.registry import DATASETS, register_data
 
 
+@register_data("digits", feature_shape=(64,), num_classes=10, image_shape=(8, 8, 1))
 def digits(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True, size: int = 8):
     """scikit-learn's 8x8 digits (1797 images, 10 classes), split with a fixed seed.
 
@@ -63,6 +66,7 @@ def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     return data[:, :-1], data[:, -1].astype(int, copy=False)
 
 
+@register_data("digits_28", feature_shape=(784,), num_classes=10, image_shape=(28, 28, 1))
 def digits_28(test_fraction: float = 0.25, seed: int = 0, standardise: bool = True):
     """The digits resampled to 28 x 28 (784 inputs, MNIST's shape; 1797 images): an MNIST-shaped stand-in that
     ships with the install. (train, test): x float32 (N, 784), y int32 (N,); as `digits(size=28)`."""
@@ -86,6 +90,7 @@ def digits_standardiser(x_train: np.ndarray):
     return np.float32(x_train.mean()), np.float32(x_train.std())
 
 
+@register_data("two_moons", feature_shape=(2,), num_classes=2)
 def two_moons(n: int = 10_000, noise: float = 0.1, test_fraction: float = 0.2, seed: int = 0):
     """scikit-learn's two interleaving half-moons (the Liberty-or-Depth paper: noise 0.1, 10,000 points).
 
@@ -103,6 +108,7 @@ def two_moons(n: int = 10_000, noise: float = 0.1, test_fraction: float = 0.2, s
     )
 
 
+@register_data("regression_1d", feature_shape=(1,), num_classes=None)
 def regression_1d(n: int = 500, noise: float = 0.1, test_fraction: float = 0.2, seed: int = 0):
     """A 1-D synthetic regression set y = sin(3x) + x/2 + noise, x ~ U(-2, 2), with a gap in (-0.5, 0.5).
 
@@ -142,4 +148,5 @@ def _split(n: int, test_fraction: float, seed: int):
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
-EMBEDDED = {"digits": digits, "digits_28": digits_28, "two_moons": two_moons, "regression_1d": regression_1d}
+EMBEDDED = DATASETS.view(lambda record: record.loader, where=lambda record: record.loader.__module__ == __name__)
+"""{name: loader} of the data sets this module registers (a live view of `zoo.data.registry.DATASETS`)."""

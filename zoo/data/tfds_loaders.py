@@ -23,13 +23,13 @@ Nothing is downloaded: a data set that is not prepared on this machine raises
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.data import tokens as tokens_lib
 from inference.data import Dataset
 from models.errors import InputError, ZooError
+from zoo.data import tokens as tokens_lib
+from zoo.data.registry import DATASETS, TfdsSpec, register_data
 
 CIFAR10_CORRUPTIONS = (
     "brightness", "contrast", "defocus_blur", "elastic", "fog", "frost", "frosted_glass_blur",
@@ -40,54 +40,75 @@ SEVERITIES = (1, 2, 3, 4, 5)
 SPLITS = ("train", "validation", "train+validation", "test")
 
 
-@dataclass(frozen=True)
-class _Spec:
-    num_classes: int
-    num_validation: int
-    kind: str  # "pm1": uint8 -> [-1, 1]; "unit": uint8 -> [0, 1]; "text": token ids
+CORRUPTED = TfdsSpec(num_validation=0, scaling="unit")
+"""cifar10_corrupted/<type>_<severity>: CIFAR-10's test images, corrupted (test split only; CIFAR-10's classes).
+Not a data set of its own (`zoo.data.cifar10_c` reads it beside CIFAR-10's record)."""
 
 
-_SPECS = {
-    "mnist": _Spec(10, 10_000, "pm1"),
-    "fashion_mnist": _Spec(10, 10_000, "pm1"),
-    "cifar10": _Spec(10, 0, "unit"),
-    "cifar100": _Spec(100, 10_000, "unit"),
-    "cifar10_corrupted": _Spec(10, 0, "unit"),
-    "imdb_reviews": _Spec(2, 5_000, "text"),
-}
+def tfds_pair(name: str):
+    """The `DataSet` loader of the TFDS data set `name`: (train, test) `load_tfds` parts under the same
+    arguments (see `load_tfds`; `vocab_size`, `maxlen`, `vocabulary` matter for IMDB only)."""
+
+    def load(data_dir=None, *, num_validation: int | None = None, vocab_size: int = 20_000, maxlen: int = 80,
+             vocabulary: Mapping[str, int] | None = None):
+        kwargs = {"num_validation": num_validation, "vocab_size": vocab_size, "maxlen": maxlen,
+                  "vocabulary": vocabulary}
+        return load_tfds(name, "train", data_dir, **kwargs), load_tfds(name, "test", data_dir, **kwargs)
+
+    load.__name__ = load.__qualname__ = f"load_{name}"
+    return load
+
+
+for _name, _shape, _classes, _validation, _scaling in (
+        ("mnist", (28, 28, 1), 10, 10_000, "pm1"),
+        ("fashion_mnist", (28, 28, 1), 10, 10_000, "pm1"),
+        ("cifar10", (32, 32, 3), 10, 0, "unit"),
+        ("cifar100", (32, 32, 3), 100, 10_000, "unit"),
+        ("imdb_reviews", (80,), 2, 5_000, "text")):  # IMDB: token ids of maxlen=80 (the loader's default)
+    register_data(_name, tfds_pair(_name), feature_shape=_shape, num_classes=_classes,
+                  tfds=TfdsSpec(_validation, _scaling))
 
 
 class DatasetNotPreparedError(ZooError, FileNotFoundError):
     """A TFDS data set is not prepared (in a random-access format) in the data directory."""
 
 
+def plain_names() -> list[str]:
+    """The TFDS data sets of `zoo.data.registry.DATASETS` (those with a `TfdsSpec`), in registration order."""
+    return [name for name, record in DATASETS.items() if record.tfds is not None]
+
+
 def tfds_names() -> list[str]:
-    """Every name `load_tfds` accepts: 5 plain names and the 95 cifar10_corrupted configs."""
+    """Every name `load_tfds` accepts: the 5 plain names and the 95 cifar10_corrupted configs."""
     corrupted = [f"cifar10_corrupted/{c}_{s}" for c in CIFAR10_CORRUPTIONS for s in SEVERITIES]
-    return [n for n in _SPECS if n != "cifar10_corrupted"] + corrupted
+    return plain_names() + corrupted
 
 
 def num_classes(name: str) -> int:
     """Number of classes of a supported data set name."""
-    return _spec(name).num_classes
+    return _spec(name)[0]
 
 
 def default_num_validation(name: str) -> int:
     """The papers' validation size for `name` (examples taken from the end of the train split)."""
-    return _spec(name).num_validation
+    return _spec(name)[1].num_validation
 
 
-def _spec(name: str) -> _Spec:
+def _spec(name: str) -> tuple[int, TfdsSpec]:
+    """(classes, `TfdsSpec`) of a name of `tfds_names()`: from its `DataSet` record, or for a cifar10_corrupted
+    config, CIFAR-10's classes and `CORRUPTED`."""
     base, _, config = name.partition("/")
-    if base not in _SPECS or (base == "cifar10_corrupted") != bool(config):
-        raise InputError("name", name, f"one of {[n for n in _SPECS if n != 'cifar10_corrupted']} or "
-                         "'cifar10_corrupted/<type>_<severity>'", "unknown TFDS data set")
+    plain = plain_names()
+    if (base not in plain and base != "cifar10_corrupted") or (base == "cifar10_corrupted") != bool(config):
+        raise InputError("name", name, f"one of {plain} or 'cifar10_corrupted/<type>_<severity>'",
+                         "unknown TFDS data set")
     if config:
         corruption, _, severity = config.rpartition("_")
         if corruption not in CIFAR10_CORRUPTIONS or severity not in {str(s) for s in SEVERITIES}:
             raise InputError("name", name, f"cifar10_corrupted/<type>_<1..5> with type one of "
                              f"{list(CIFAR10_CORRUPTIONS)}", "unknown cifar10_corrupted config")
-    return _SPECS[base]
+        return DATASETS["cifar10"].num_classes, CORRUPTED
+    return DATASETS[base].num_classes, DATASETS[base].tfds
 
 
 def _not_prepared_message(name: str, data_dir) -> str:
@@ -177,18 +198,18 @@ def load_tfds(name: str, split: str = "train", data_dir=None, *, num_validation:
       ValueError for an unknown name or split or a bad num_validation; DatasetNotPreparedError when
       the data set is not prepared under data_dir; ImportError without tensorflow-datasets.
     """
-    spec = _spec(name)
+    classes, spec = _spec(name)
     if split not in SPLITS:
         raise InputError("split", split, f"one of {SPLITS}")
     n_val = spec.num_validation if num_validation is None else int(num_validation)
     records = _records(name, split, data_dir, n_val)
-    if spec.kind == "text":
+    if spec.scaling == "text":
         if vocabulary is None:
             vocabulary = imdb_vocabulary(data_dir, vocab_size, n_val)
         x = tokens_lib.encode((r["text"] for r in records), vocabulary, maxlen)
         if x.size and x.max() >= vocab_size:
             raise InputError("vocabulary", f"<a vocabulary with ids up to {x.max()}>", f"ids < vocab_size={vocab_size}")
     else:
-        x = _images(records, spec.kind)
+        x = _images(records, spec.scaling)
     y = np.asarray([r["label"] for r in records], dtype=np.int32)
-    return Dataset(x, y, spec.num_classes, name=name)
+    return Dataset(x, y, classes, name=name)

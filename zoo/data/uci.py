@@ -29,6 +29,7 @@ import numpy as np
 from inference.data import Dataset
 from inference.validation import is_int
 from models.errors import InputError
+from zoo.data.registry import register_data
 
 PACKAGE_ROOT = Path(__file__).resolve().parent / "uci"
 """The folder of the data sets shipped with the package."""
@@ -54,6 +55,7 @@ class StandardisedRegression(Dataset):
                                       self.x_mean, self.x_sd)
 
 
+@register_data("uci", feature_shape=None, num_classes=None)  # the features are those of the folder chosen
 def uci(name: str = "yacht", split: int = 0, root: str | None = None):
     """(train, test) `StandardisedRegression` sets of split `split` of the data set folder `root`/`name`.
 
