@@ -331,7 +331,8 @@ METRIC_TITLES = {"nll": "NLL", "accuracy": "accuracy", "ece": "ECE", "brier": "B
 def plot_severity(results, path, metrics_shown=("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")):
     """Each metric (mean over types) vs severity, one line per method in the order scored, severity 0 = clean;
     one panel per metric (diversity only where some method has members), in a grid with the legend in a cell of
-    its own (`evals.plots.metric_panels`). Writes a PNG, returns path."""
+    its own (`evals.plots.metric_panels`); NLL, ECE, Brier score and entropy on a log axis where their values
+    span more than a factor of 10 (an outlying method would flatten the others). Writes a PNG, returns path."""
     from evals.plots import metric_panels
 
     curves = by_severity(results.table)
@@ -339,7 +340,9 @@ def plot_severity(results, path, metrics_shown=("nll", "accuracy", "ece", "brier
     methods = list(dict.fromkeys(results.table["method"]))
     panels = {METRIC_TITLES.get(m, m): {method: (curves.loc[method].index.to_numpy(), curves.loc[method][m].to_numpy())
                                         for method in methods} for m in shown}
-    return metric_panels(panels, path, "severity (0 = clean)")
+    spread = [METRIC_TITLES[m] for m in ("nll", "ece", "brier", "entropy")
+              if m in shown and curves[m].min() > 0 and curves[m].max() > 10 * curves[m].min()]
+    return metric_panels(panels, path, "severity (0 = clean)", log_panels=spread)
 
 
 def plot_reliability(results, directory, stem="ood"):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from evals import metrics
 
@@ -46,12 +48,13 @@ def line_styles(n: int) -> list:
     return styles
 
 
-def metric_panels(curves: dict, path: str, xlabel: str, title: str = "", panel_size=(3.2, 2.6)) -> str:
+def metric_panels(curves: dict, path: str, xlabel: str, title: str = "", panel_size=(3.2, 2.6),
+                  log_panels=()) -> str:
     """One panel per metric, one line per label in each, in a grid (`MAX_COLUMNS` a row) with the legend in a
     cell of its own (`line_styles`: a label keeps its style in every panel).
 
-    curves: {panel title: {line label: (x (K,), y (K,))}}; a label may be missing from a panel. Writes a PNG to
-    `path` and returns it.
+    curves: {panel title: {line label: (x (K,), y (K,))}}; a label may be missing from a panel. log_panels: titles
+    of panels drawn with a log y axis (where all their values are positive). Writes a PNG to `path` and returns it.
     """
     labels = list(dict.fromkeys(label for lines in curves.values() for label in lines))
     style = dict(zip(labels, line_styles(len(labels))))
@@ -59,12 +62,15 @@ def metric_panels(curves: dict, path: str, xlabel: str, title: str = "", panel_s
     for ax, (name, lines) in zip(axes, curves.items()):
         for label, (x, y) in lines.items():
             ax.plot(x, y, label=label, lw=1.2, markersize=4, **style[label])
+        if name in log_panels and all(np.all(np.asarray(y) > 0) for _, y in lines.values()):
+            ax.set_yscale("log")  # ticks at 1, 2, 5 x 10^k, written as plain numbers
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(xlabel, fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-    from matplotlib.lines import Line2D
-
     legend = axes[-1]
     legend.set_axis_off()
     rows = max(1, int(panel_size[1] / 0.16))  # legend entries of 7-point text that fit a cell's height
@@ -87,7 +93,7 @@ def reliability_diagram(probs_by_name: dict, y, path: str, num_bins: int = 15, t
     cols = min(n, MAX_COLUMNS + 2)
     fig, axes = _panel_grid(n, (2.8, 2.8), cols)
     for i, (ax, (label, probs)) in enumerate(zip(axes, probs_by_name.items())):
-        centres, acc, conf, counts = metrics.reliability(probs, y, num_bins)
+        centres, acc, _, _ = metrics.reliability(probs, y, num_bins)
         width = 1.0 / num_bins
         ax.bar(centres, np.nan_to_num(acc), width=width, edgecolor="k", alpha=0.7, label="accuracy")
         ax.plot([0, 1], [0, 1], "k--", lw=1)

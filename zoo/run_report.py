@@ -106,9 +106,9 @@ def results_markdown(table: pd.DataFrame, ood_table: pd.DataFrame, ood_summary: 
     moons = rows[rows["data"] == "two_moons"]
     density = test_lpd.join(comparison.rename(columns={"se": "loo_se"}), how="left").rename_axis("posterior")
     parts = [
-        f"# {title}\n\nEvery number below, at full precision, is in `results.csv` / `results.json` (one row per "
-        "posterior), `ood_table.csv` (one row per posterior and digits-C set), `ood_summary.csv`, "
-        "`az_compare_moons.csv` and `test_lpd_moons.csv`; the figures are next to this file.\n",
+        (f"# {title}\n\nEvery number below, at full precision, is in `results.csv` / `results.json` (one row per "
+         "posterior), `ood_table.csv` (one row per posterior and digits-C set), `ood_summary.csv`, "
+         "`az_compare_moons.csv` and `test_lpd_moons.csv`; the figures are next to this file.\n"),
         section("Digits: clean test set",
                 f"How accurate and how well calibrated is each posterior on the {n_clean} clean digits test images? "
                 f"Scores of the predictive mean over {draws} draws; `deterministic acc.` is the network at the "

@@ -86,7 +86,7 @@ def test_parts_fitted_apart_give_the_rows_and_digits_c_scores_of_one_part(one_pa
     from evals import ood
     from zoo.run import _merge_digits
 
-    sizes, labels, kw = SIZES, LABELS, dict(seed=0, progress=False)
+    sizes, labels, kw = SIZES, LABELS, {"seed": 0, "progress": False}
     one, out = one_part
     with pytest.warns(inference.ConvergenceWarning):
         parts = [digits_part((label,), sizes, **kw) for label in labels[::-1]]
