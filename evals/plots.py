@@ -9,6 +9,7 @@ writing them never selects or changes the matplotlib backend (a notebook keeps i
 from __future__ import annotations
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -37,13 +38,11 @@ def line_styles(n: int) -> list:
     no two share a colour (tab20's dark shades, solid, then its light shades, dashed), and next to the colour the
     marker and the line style tell lines apart; past 20 colours come back with other markers and line styles (no
     two of the first 200 lines alike)."""
-    from matplotlib import colormaps
-
-    shades = colormaps["tab20"].colors
+    shades = colormaps["tab20"]  # 20 colours, called with an integer index: 2j dark, 2j + 1 light
     styles = []
     for i in range(n):
         lap, j = divmod(i, 10)
-        styles.append({"color": shades[2 * j + lap % 2], "marker": _MARKERS[(j + 3 * lap) % len(_MARKERS)],
+        styles.append({"color": shades(2 * j + lap % 2), "marker": _MARKERS[(j + 3 * lap) % len(_MARKERS)],
                        "linestyle": _LINESTYLES[lap % len(_LINESTYLES)]})
     return styles
 
