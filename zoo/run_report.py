@@ -152,7 +152,7 @@ def results_markdown(table: pd.DataFrame, ood_table: pd.DataFrame, ood_summary: 
                 "Which posterior predicts new data better? Measured on the test set (log predictive density, "
                 "`test_lpd_moons.csv`) and estimated from the training data by PSIS-LOO (`az.compare`, "
                 "`az_compare_moons.csv`); differences are to the best row; `Pareto k warning`: ArviZ's flag that "
-                "the PSIS-LOO estimate is not reliable.",
+                "the PSIS-LOO estimate is not reliable (a blank: ArviZ gave no number).",
                 density.reset_index(), _DENSITY),
         section("NUTS diagnostics",
                 "Did the NUTS chains mix? Divergent transitions after warm-up, and function-space diagnostics "
