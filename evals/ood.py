@@ -324,24 +324,25 @@ def save(results, directory, reference="point_estimate", stem="ood"):
     return paths
 
 
+METRIC_TITLES = {"nll": "NLL", "accuracy": "accuracy", "ece": "ECE", "brier": "Brier score",
+                 "entropy": "predictive entropy", "mutual_info": "mutual information", "diversity": "diversity"}
+
+
 def plot_severity(results, path, metrics_shown=("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")):
-    """Each metric (mean over types) vs severity, one line per method, severity 0 = clean; one
-    panel per metric (diversity only where some method has members). Writes a PNG, returns path."""
-    from matplotlib.figure import Figure  # the object API: no pyplot, the backend is left alone
+    """Each metric (mean over types) vs severity, one line per method in the order scored, severity 0 = clean;
+    one panel per metric (diversity only where some method has members), in a grid with the legend in a cell of
+    its own (`evals.plots.metric_panels`); NLL, ECE, Brier score and entropy on a log axis where their values
+    span more than a factor of 10 (an outlying method would flatten the others). Writes a PNG, returns path."""
+    from evals.plots import metric_panels
 
     curves = by_severity(results.table)
     shown = [m for m in metrics_shown if m in curves and curves[m].notna().any()]
-    fig = Figure(figsize=(3.2 * len(shown), 3.0))
-    axes = fig.subplots(1, len(shown), squeeze=False)
-    for ax, metric in zip(axes[0], shown):
-        for method, frame in curves.groupby(level="method"):
-            ax.plot(frame.index.get_level_values("severity"), frame[metric], marker="o", label=method)
-        ax.set_xlabel("severity")
-        ax.set_title(metric)
-    axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return path
+    methods = list(dict.fromkeys(results.table["method"]))
+    panels = {METRIC_TITLES.get(m, m): {method: (curves.loc[method].index.to_numpy(), curves.loc[method][m].to_numpy())
+                                        for method in methods} for m in shown}
+    spread = [METRIC_TITLES[m] for m in ("nll", "ece", "brier", "entropy")
+              if m in shown and curves[m].min() > 0 and curves[m].max() > 10 * curves[m].min()]
+    return metric_panels(panels, path, "severity (0 = clean)", log_panels=spread)
 
 
 def plot_reliability(results, directory, stem="ood"):

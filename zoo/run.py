@@ -336,8 +336,10 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     _write_digits_summary(digits, out)
     ood_summary = _write_digits_c(digits.ood, out)
     table = pd.concat([digits.table, moons.table])
-    _write_results(table, out, sizes, time.perf_counter() - t_start)
-    _print_report(table, moons, ood_summary)
+    seconds = time.perf_counter() - t_start
+    report = _report(table, digits.ood, ood_summary, moons, sizes, f"zoo run: {size} size, seed {seed}, {seconds:.0f} s")
+    _write_results(table, report, out, sizes, seconds)
+    print("\n" + report)
     print(f"wrote {out}/ in {time.perf_counter() - t_start:.0f} s")
     return table
 
@@ -458,15 +460,13 @@ def _rank1_nuts(rank1_svi, sizes: RunSizes, seed: int, progress: bool):
     `rank1_svi`'s median (2 chains, tree depth 6). Returns (results row dict, MCMC Posterior)."""
     import inference
     import zoo
-    from inference import diagnostics
 
     spec = next(s for s in DIGITS_GUIDES if s.label == "rank1_normal")
     fixed = zoo.get(spec.entry, data="digits", **spec.entry_kwargs, fixed=rank1_svi.median())
     mcmc = inference.nuts(fixed.model, fixed.train, init=rank1_svi, num_chains=2, num_warmup=sizes.rank1_warmup,
                           draws_per_chain=sizes.rank1_draws_per_chain, max_tree_depth=6, seed=seed, progress=progress)
-    row = _row("digits", "rank1_nuts", mcmc, fixed, sizes.draws, seed)
-    row.update({"network": spec.network, "divergences": mcmc.info.divergences, "seconds": mcmc.info.nuts_s,
-                "rhat_max_predictive": diagnostics.max_rhat(mcmc, fixed.test.x[:20])})
+    row = _nuts_row("digits", "rank1_nuts", mcmc, fixed, sizes, seed, sizes.rank1_warmup, sizes.rank1_draws_per_chain)
+    row["network"] = spec.network
     return row, mcmc
 
 
@@ -498,10 +498,7 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
                           draws_per_chain=sizes.draws_per_chain, seed=seed, progress=bars, config={"entry": moons.config})
     _say(f"    two moons NUTS: done in {time.perf_counter() - start:.0f} s", progress)
     probe = moons.test.x[:20]
-    rhat = diagnostics.max_rhat(mcmc, probe)
-    nuts_row = _row("two_moons", "nuts", mcmc, moons, sizes.draws, seed)
-    nuts_row.update({"divergences": mcmc.info.divergences, "rhat_max_predictive": rhat,
-                     "seconds": mcmc.info.nuts_s})
+    nuts_row = _nuts_row("two_moons", "nuts", mcmc, moons, sizes, seed, sizes.warmup, sizes.draws_per_chain)
     table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
     draws = sizes.draws_per_chain * 2
     posteriors = {"mean_field": svi, "nuts": mcmc}
@@ -513,7 +510,7 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
         test_lpd=inference.predictive_density_table(posteriors, moons.test, num_samples=draws, seed=seed),
         predictive_summary=diagnostics.predictive_summary(mcmc, probe),
         weight_summary=az.summary(idata["nuts"], var_names=[inference.arviz_name("mlp/~/linear_2/b")], round_to=4),
-        rhat_max_predictive=rhat, divergences=mcmc.info.divergences)
+        rhat_max_predictive=nuts_row["rhat_max_predictive"], divergences=mcmc.info.divergences)
 
 
 def _write_digits(digits: Experiment, out: str):
@@ -570,32 +567,25 @@ def _write_moons(moons: MoonsExperiment, out: str, sizes: RunSizes):
                          moons.test.x, moons.test.y, os.path.join(out, "predictive_map_moons.png"))
 
 
-def _write_results(table: pd.DataFrame, out: str, sizes: RunSizes, seconds: float):
-    """results.csv, results.json (rows, run sizes, seconds) and results.md of `table` under `out`."""
+def _write_results(table: pd.DataFrame, report: str, out: str, sizes: RunSizes, seconds: float):
+    """results.csv, results.json (rows, run sizes, seconds) of `table` and results.md, the `report` text,
+    under `out`."""
     table.to_csv(os.path.join(out, "results.csv"))
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"results": table.reset_index().to_dict(orient="records"), "settings": asdict(sizes),
                    "seconds": seconds}, f, indent=2, default=float)
     with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(table.to_markdown(floatfmt=".4f") if _has_tabulate() else table.to_string())
+        f.write(report)
 
 
-def _print_report(table: pd.DataFrame, moons: MoonsExperiment, ood_summary: pd.DataFrame):
-    """Print the results table, the two-moons ArviZ comparison and summary, and the digits-C table."""
-    from evals import ood
+def _report(table: pd.DataFrame, ood_results, ood_summary: pd.DataFrame, moons: MoonsExperiment, sizes: RunSizes,
+            title: str) -> str:
+    """The Markdown report of a run (`zoo.run_report.results_markdown`): results rows `table`, digits-C's
+    `evals.ood.OODResults` and summary, the two-moons ArviZ comparison and test-set density."""
+    from zoo.run_report import results_markdown
 
-    print("\n" + table.to_string(float_format=lambda v: f"{v:.4f}"))
-    print("\nArviZ compare (two moons, PSIS-LOO of the training-data log-likelihood):")
-    print(moons.comparison[["rank", "elpd_loo", "p_loo", "elpd_diff", "weight"]].to_string(
-        float_format=lambda v: f"{v:.3f}"))
-    print("\nTest-set log predictive density (two moons):")
-    print(moons.test_lpd[["lpd", "se", "lpd_mean", "lpd_diff", "se_diff"]].to_string(float_format=lambda v: f"{v:.3f}"))
-    print("\nFunction-space summary of NUTS, p(y=c|x) at 20 test points (first rows):")
-    print(moons.predictive_summary.head(6).to_string())
-    print("\nDigits-C (19 types x 5 severities; mCE relative to point_estimate):")
-    print(ood.format_table(ood_summary))
-    print(f"\nmax R-hat of predictive probabilities: {moons.rhat_max_predictive:.4f}; "
-          f"divergences: {moons.divergences}")
+    return results_markdown(table, ood_results.table, ood_summary, moons.comparison, moons.test_lpd, title=title,
+                            draws=sizes.draws, ood_draws=sizes.ood_draws)
 
 
 def digits_c(posteriors: dict, out: str | None, *, num_samples: int = 10, seed: int = 0, verbose: bool = True,
@@ -632,6 +622,20 @@ def _digits_c_sets(types, severities):
     return raw_test, sets, lambda x: (x - mu) / sd
 
 
+def _nuts_row(data_name, label, mcmc, entry, sizes: RunSizes, seed, warmup: int, draws_per_chain: int) -> dict:
+    """`_row` of an MCMC posterior with its NUTS run: divergences after warm-up, NUTS seconds, chains, warm-up and
+    kept draws per chain, and the largest R-hat and smallest bulk ESS of its predictive probabilities p(y = c | x)
+    at the first 20 test points (`inference.diagnostics.ess_rhat`)."""
+    from inference import diagnostics
+
+    row = _row(data_name, label, mcmc, entry, sizes.draws, seed)
+    mixing = diagnostics.ess_rhat(diagnostics.predictive_draws(mcmc, entry.test.x[:20]))
+    row.update({"divergences": mcmc.info.divergences, "seconds": mcmc.info.nuts_s, "chains": mcmc.num_chains,
+                "warmup": warmup, "draws_per_chain": draws_per_chain, "rhat_max_predictive": mixing["rhat_max"],
+                "ess_bulk_min_predictive": mixing["ess_bulk_min"]})
+    return row
+
+
 def _row(data_name, label, posterior, entry, draws, seed):
     import evals
 
@@ -646,14 +650,6 @@ def _row(data_name, label, posterior, entry, draws, seed):
 def free_params(posterior) -> int:
     """Free variational parameters of an SVI posterior: a Cholesky factor counts n(n+1)/2, not its n² stored entries."""
     return int(posterior.guide.num_free_params(posterior.params))
-
-
-def _has_tabulate():
-    try:
-        import tabulate  # noqa: F401
-        return True
-    except ImportError:
-        return False
 
 
 def _say(msg, enabled):
