@@ -26,7 +26,6 @@ from evals.gaussians import (
     mean_field_extra_error,
     wasserstein2_gaussians,
 )
-from models.errors import InputError
 
 __all__ = [
     "kl_floor",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pandas as pd
 
 __all__ = ["fgsm_step", "draws_predictor", "mixture_predictor", "iterative_fgsm", "entropy"]

@@ -24,7 +24,6 @@ Only `models.BNN` models (whose priors can be drawn, `BNN.site_priors`) are judg
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 from scipy.special import logsumexp

@@ -149,7 +149,6 @@ REFERENCE_PARAMS = {"zoom_blur": (1.06, 1.11, 1.16, 1.21, 1.26), "pixelate": (0.
 
 @pytest.mark.parametrize("kind", ["zoom_blur", "pixelate"])
 def test_matches_reference(kind):
-    x = photo_crops()
     ours, ref = zoo_changes(kind), reference_changes(kind)
     ratio = ours / ref
     assert np.all(np.abs(ratio - 1) < TOLERANCE), ratio
@@ -182,7 +181,6 @@ def test_frost_texture_statistics():
 
 
 def test_frost_matches_reference_statistics():
-    x = photo_crops()
     ours, ref = zoo_changes("frost", seed=1), reference_changes("frost")
     ratio = ours / ref
     assert np.all(np.abs(ratio - 1) < TOLERANCE), ratio

@@ -22,7 +22,8 @@ def moons():
 def test_kappa_of_a_quadratic_loss_is_eq_16():
     a = jnp.array([[1.0, 2.0], [0.5, 4.0], [3.0, 0.25]])  # d²L/dW_ij² = a_ij
     c = jnp.arange(6.0).reshape(3, 2)
-    loss = lambda w: 0.5 * jnp.sum(a * (w - c) ** 2) + w[0, 0] * w[1, 1]  # a cross term leaves the diagonal alone
+    def loss(w):
+        return 0.5 * jnp.sum(a * (w - c) ** 2) + w[0, 0] * w[1, 1]  # a cross term leaves the diagonal alone
     sigma2 = jnp.array([[0.1, 1.0], [2.0, 0.01], [1.0, 3.0]])
     k = kappa(diagonal_hessian(loss, jnp.zeros((3, 2))), sigma2)
     np.testing.assert_allclose(np.asarray(k), np.asarray(sigma2 * a), rtol=1e-6)  # 0.1 2 1 0.04 3 0.75

@@ -10,7 +10,8 @@ def test_one_step_moves_a_linear_logit_by_eps_times_the_l1_norm():
     x = jnp.array([0.3, -0.2, 0.1, 0.7])
     eps = 0.05
     for c in range(2):
-        logit = lambda v: v @ w[:, c]
+        def logit(v):
+            return v @ w[:, c]
         moved = logit(fgsm_step(logit, x, eps)) - logit(x)
         # sign(0) = 0 for the zero weight: it neither moves the input nor counts in the norm
         np.testing.assert_allclose(float(moved), eps * float(jnp.sum(jnp.abs(w[:, c]))), rtol=1e-6)
@@ -18,7 +19,8 @@ def test_one_step_moves_a_linear_logit_by_eps_times_the_l1_norm():
 
 def test_iterative_attack_on_a_linear_softmax_succeeds_and_records_entropy():
     w = jnp.array([[1.0, -1.0], [0.5, -0.5]])
-    predict = lambda x: __import__("jax").nn.softmax(x @ w, axis=-1)
+    def predict(x):
+        return __import__("jax").nn.softmax(x @ w, axis=-1)
     x = jnp.array([[2.0, 1.0], [1.0, 1.0]])  # class 0 at the start
     table = iterative_fgsm(predict, x, targets=np.array([1, 1]), eps=0.5, iterations=4)
     assert table["iteration"].tolist() == [0, 1, 2, 3, 4]

@@ -54,7 +54,7 @@ def test_the_job_writes_every_table_figure_and_a_verdict_per_finding(tiny_run):
     claims = ["gradient SNR", "converges at least as fast", "low-rank", "truncation loses nothing", "no slower",
               "matches mean field's test accuracy", "within 1 point of the best accuracy known"]
     for claim in claims:
-        line = next(l for l in text.splitlines() if claim in l and l.startswith("|"))
+        line = next(row for row in text.splitlines() if claim in row and row.startswith("|"))
         assert any(f"| {v} |" in line for v in VERDICTS), line
     assert "| A k-tied step is no slower (Table 4) |  |  | not run | mnist: not run: no --data-dir |" in text
     assert "CNN (lenet_cnn on cifar100): not run: no --data-dir" in text

@@ -262,7 +262,7 @@ def write_report(out, table: pd.DataFrame, weights: pd.DataFrame, agreement: pd.
               + f". Splits per data set: {splits}. Settings: ")
              + ", ".join(f"{k}={v}" for k, v in settings.items() if k not in ("splits", "hidden_layers")) + ".",
              "Test LL per point and RMSE in the target's original units; mean +- SE over splits. NUTS rows "
-             f"average only the splits where NUTS converged (R-hat <= 1.01 and bulk ESS >= 400 on the predictive "
+             "average only the splits where NUTS converged (R-hat <= 1.01 and bulk ESS >= 400 on the predictive "
              "means at the test inputs); the others are flagged and left out.", "", "## Results", "",
              results_table(table), "## Quality bars (one hidden layer)", "", quality_bars(table),
              "## Which guide is closest to the exact posterior (NUTS)", "",

@@ -106,7 +106,6 @@ def cifar_table2(job: CifarJob, data_dir=None, log=print) -> pd.DataFrame:
     (`zoo.data.cifar10_c.tfds_corrupted`). Returns one row per (method, seed): NLL, Acc, ECE, cNLL, cA, cECE, mCE
     (vs the deterministic net), #params, seed. Raises ``DatasetNotPreparedError`` when a set is missing."""
     import inference
-    import zoo
     from zoo.data.cifar10_c import tfds_corrupted
 
     log = log or (lambda line: None)
