@@ -5,56 +5,20 @@ entry's arguments as its ``origin``, which `inference.save` stores in the model 
 names the entry in its posterior config (``config["entry"]``, as `zoo fit` writes it). Either rebuilds
 the entry with ``zoo.get``.
 
-``zoo.get`` also gives its model an identity (`set_entry_identity`): every argument of the entry's build
-function, defaults included, and the training data (a named data set with its arguments, or a SHA-256
-fingerprint of the user's own arrays). `inference.load` compares it with the checkpoint's, so a checkpoint of
+``zoo.get`` also gives its model an identity (`zoo.entry_identity.set_entry_identity`): every argument of
+the entry's build function, defaults included, and the training data (a named data set with its arguments, or a
+SHA-256 fingerprint of the user's own arrays). `inference.load` compares it with the checkpoint's, so a checkpoint of
 a model fitted on the user's arrays is never rebuilt onto a shipped data set: ``zoo.load`` asks for the
 arrays (``zoo.load(path, data=...)``) and checks them against the fingerprint.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
-
 import inference
 from inference.checkpoint import read_meta
-from inference.model_identity import data_fingerprint, describe_data
+from inference.model_identity import describe_data
 from models.errors import InputError
 from zoo import registry
-
-# Data set arguments that say where the files are, not what the data are (left out of the identity).
-LOCATION_KWARGS = ("data_dir",)
-
-
-def set_entry_identity(model, build, kwargs: dict, train, data_name: str | None, data_kwargs: dict) -> None:
-    """Set ``model.arguments`` and ``model.data_identity`` (see `models.BNN`) for an entry built by ``zoo.get``.
-
-    Args:
-      model: the BNN ``build(train, **kwargs)`` returned.
-      build: the entry's build function; its defaults complete `kwargs`, so that an argument left at its
-        default and the same value passed explicitly give the same identity.
-      kwargs: the architecture arguments the caller passed.
-      train: the training `Dataset` (its x (N, *feature_shape) and y (N,) are fingerprinted for user arrays).
-      data_name: the named data set, or None for the user's own arrays.
-      data_kwargs: the data set's arguments (where-the-files-are ones such as ``data_dir`` are left out).
-    """
-    arguments = {}
-    for name, p in list(inspect.signature(build).parameters.items())[1:]:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        if name in kwargs:
-            arguments[name] = kwargs[name]
-        elif p.default is not p.empty:
-            arguments[name] = p.default
-    arguments.update({k: v for k, v in kwargs.items() if k not in arguments})
-    model.arguments = json.loads(json.dumps(arguments, default=_described))
-    if data_name is None:
-        model.data_identity = {"fingerprint": data_fingerprint(train.x, train.y)}
-    else:
-        kept = {k: v for k, v in (data_kwargs or {}).items() if k not in LOCATION_KWARGS}
-        model.data_identity = {"name": data_name, "kwargs": json.loads(json.dumps(kept, default=_described))}
-
 
 def entry_spec(path) -> dict:
     """The ``zoo.get`` keyword arguments of the entry whose posterior is saved at `path`.
@@ -119,15 +83,3 @@ def _four_arrays(data) -> tuple:
     if isinstance(data, (tuple, list)) and len(data) == 4:
         return tuple(data)
     raise InputError("data", data, "a tuple (x_train, y_train, x_test, y_test) or (x_train, y_train)")
-
-
-def _described(value):
-    """JSON stand-in for an argument JSON cannot hold: an array as nested lists, a function by its module and
-    name, another object by its type (never a repr holding a memory address)."""
-    if hasattr(value, "shape") and hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, (tuple, set)):
-        return list(value)
-    if callable(value) and hasattr(value, "__qualname__"):
-        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
-    return f"<{type(value).__module__}.{type(value).__qualname__}>"

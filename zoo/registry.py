@@ -17,6 +17,7 @@ from models import priors
 from models.errors import ArgumentTypeError, InputError
 from zoo.data.embedded import EMBEDDED
 from zoo.data.uci import uci
+from zoo.entry_identity import set_entry_identity
 
 # Input shape and classes of every named data set (None classes: regression), so that `zoo.list` can
 # count parameters without loading (or having prepared) the data.
@@ -130,8 +131,6 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
     if data_name is None:
         config.pop("data")
     model.origin = _json_copy(config)  # the model knows the entry that built it (checkpoints store it)
-    from zoo.checkpoints import set_entry_identity  # here: zoo.checkpoints imports this module
-
     set_entry_identity(model, s.build, kwargs, train, data_name, data_kwargs)  # compared when a checkpoint loads
     return Entry(name, model, train, test, config, s.description)
 
