@@ -146,7 +146,7 @@ def load(path, model=None) -> Posterior:
     _check_model(target, meta, model, feature_shape)
     groups, losses = _read_arrays(folder)
     common = {"model": model, "feature_shape": feature_shape, "state": unflatten_params(groups["state"]) or None,
-              "config": meta["config"], "training_data": meta.get("training_data"),
+              "config": meta["config"], "training_data": meta.get("training_data"), "losses": losses,
               "info": info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"])}
     if meta["kind"] == "mcmc":
         return MCMCPosterior(samples=groups["samples"] or None, sample_stats=groups["sample_stats"] or None, **common)
@@ -160,7 +160,7 @@ def load(path, model=None) -> Posterior:
         raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
     guide = make_guide(name, model, **guide_cfg)
     guide.setup(np.zeros((1,) + feature_shape, np.float32))
-    return SVIPosterior(guide=guide, params=groups["params"] or None, losses=losses, **common)
+    return SVIPosterior(guide=guide, params=groups["params"] or None, **common)
 
 
 def _read(path: str) -> tuple[str, dict]:

@@ -65,11 +65,12 @@ class Posterior(abc.ABC):
         convergence; ``info.summary()`` says whether the ELBO converged), a `NutsInfo` (MCMC:
         nuts_s, divergences, mean_leapfrog_steps, chain_method), or None (built by hand); see
         `inference.run_info` for the fields and their units.
+      losses: (steps,) the SVI losses of the fit (None for NUTS's draws, or when unknown).
       training_data: the fingerprint of the data it was fitted to (`inference.model_identity.data_fingerprint`
         of x, y as validated; `inference.training_data`), or None when unknown; `to_arviz` builds the
         log_likelihood group only from these data; `inference.save` / `load` keep it.
       kind: "svi" or "mcmc", read-only: the name checkpoints store (``isinstance`` is the way to test a kind).
-      guide, params, losses (SVI) and samples, sample_stats (MCMC): the other kind's are None.
+      guide, params (SVI) and samples, sample_stats (MCMC): the other kind's are None.
     """
 
     model: object
@@ -77,6 +78,7 @@ class Posterior(abc.ABC):
     state: dict | None = None
     config: dict = field(default_factory=dict)
     info: FitInfo | NutsInfo | None = None
+    losses: np.ndarray | None = None
     training_data: dict | None = None
 
     def __new__(cls, *args, **kwargs):
@@ -257,7 +259,6 @@ class SVIPosterior(Posterior):
 
     Attributes (beyond `Posterior`'s):
       guide: the AutoGuide; params: its constrained parameters {name: array}, held as `ConstrainedParams`.
-      losses: (steps,) SVI losses, or None.
       unconstrained: the guide parameters as the optimiser saw them {name: array} (unconstrained, as
         `inference.fit` ends; None when not kept, e.g. a loaded checkpoint): `unconstrained_params` returns
         them exactly, so that a fit started from this posterior starts at this very point.
@@ -265,7 +266,6 @@ class SVIPosterior(Posterior):
 
     guide: object
     params: dict
-    losses: np.ndarray | None = None
     unconstrained: dict | None = field(default=None, repr=False, compare=False)
     samples = None  # an SVI posterior stores no draws
     sample_stats = None
@@ -398,9 +398,8 @@ class MCMCPosterior(Posterior):
 
     samples: dict
     sample_stats: dict | None = None
-    guide = None  # an MCMC posterior has no guide, parameters or losses
+    guide = None  # an MCMC posterior has no guide or parameters
     params = None
-    losses = None
     unconstrained = None
 
     def __post_init__(self):

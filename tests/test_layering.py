@@ -25,21 +25,27 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported_modules(path: Path):
-    """(line, absolute module name) for every import in the file, relative imports resolved."""
+def _statements(path: Path):
+    """(line, module, names) for every import statement in the file (function-level ones included): names is
+    None for ``import module``, the imported names for ``from module import names`` (relative ones resolved)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name
+                yield node.lineno, alias.name, None
         elif isinstance(node, ast.ImportFrom):
+            module = node.module
             if node.level:
                 base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                yield node.lineno, ".".join(base + ([node.module] if node.module else []))
-            else:
-                yield node.lineno, node.module
+                module = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            yield node.lineno, module, [alias.name for alias in node.names]
+
+
+def _imported_modules(path: Path):
+    """(line, absolute module name) for every import in the file, relative imports resolved."""
+    for line, module, _ in _statements(path):
+        yield line, module
 
 
 def back_arrows() -> list:
@@ -85,23 +91,6 @@ def _modules() -> dict:
     return {_module_name(path): path for pkg in LAYERS for path in sorted((ROOT / pkg).rglob("*.py"))}
 
 
-def _statements(path: Path):
-    """(line, module, names) for every import statement in the file (function-level ones included): names is
-    None for ``import module``, the imported names for ``from module import names`` (relative ones resolved)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name, None
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module
-            if node.level:
-                base = package.split(".")
-                module = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
-            yield node.lineno, module, [alias.name for alias in node.names]
-
-
 def import_graph(modules: dict) -> dict:
     """{module: {imported module: "file:line" of the import}} among `modules` ({name: path}).
 
@@ -116,10 +105,9 @@ def import_graph(modules: dict) -> dict:
             ancestors.add(name)
         edges = {}
         for line, module, names in _statements(path):
-            targets = [f"{module}.{n}" if f"{module}.{n}" in modules else module for n in (names or [None])]
+            targets = [module] if names is None else [f"{module}.{n}" if f"{module}.{n}" in modules else module
+                                                      for n in names]
             for target in targets:
-                if target is None or target.endswith(".None"):
-                    target = module
                 parts = target.split(".")
                 for i in range(1, len(parts) + 1):
                     step = ".".join(parts[:i])
