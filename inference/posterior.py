@@ -370,6 +370,7 @@ class SVIPosterior(Posterior):
         return {k: med[k] for k in self.site_names}
 
     def _check_chunk_memory(self, chunk_size: int) -> None:
+        """Raise InputError naming `chunk_size` when a chunk of that many draws of the weights would not fit."""
         check_memory("chunk_size", chunk_size, 4.0 * chunk_size * num_latent(self.model, self.feature_shape),
                      f"a chunk of {chunk_size} draws of the weights (float32)")
 
