@@ -20,6 +20,7 @@ from inference.model_identity import describe_data
 from models.errors import InputError
 from zoo import registry
 
+
 def entry_spec(path) -> dict:
     """The ``zoo.get`` keyword arguments of the entry whose posterior is saved at `path`.
 
