@@ -226,7 +226,7 @@ def main(argv=None):
             (positions, steps, divergent, accept), warm_steps = jax.block_until_ready(run(keys, u1))
             seconds = time.perf_counter() - t0
             samples = {k: np.asarray(transforms[k](v)) for k, v in positions.items()}
-            bj_post = inference.Posterior(model=model, kind="mcmc", samples=samples, feature_shape=feature_shape)
+            bj_post = inference.MCMCPosterior(model=model, samples=samples, feature_shape=feature_shape)
             bj_runs.append(one_run(f"(c) BlackJAX, seed {seed}", seconds, "warm", warm_steps, steps, accept,
                                    int(np.asarray(divergent).sum()), ess_of(bj_post)))
         bj_per_step, bj_ess_s = summarise("(c) BlackJAX", bj_runs)

@@ -130,11 +130,11 @@ def _predictive(posterior, other, data, model, num_samples: int, seed: int, y=No
         if model is None:
             raise InputError.worded("model",
                                     "model: function-space comparison of InferenceData needs the BNN (model=...)")
-        from inference.posterior import Posterior
+        from inference.posterior import MCMCPosterior
 
         sites = model.site_shapes(x.shape[1:])
         samples = {k: v for k, v in chain_draws(posterior).items() if k in sites}
-        posterior = Posterior(model=model, kind="mcmc", samples=samples, feature_shape=x.shape[1:])
+        posterior = MCMCPosterior(model=model, samples=samples, feature_shape=x.shape[1:])
     if not getattr(posterior.model.likelihood, "classification", False):  # refused before any prediction
         raise InputError.worded("data",
                                 "data: function-space rows need class probabilities (S, N, C), got a regression "

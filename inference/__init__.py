@@ -19,7 +19,7 @@ from inference.k_tied import KTiedFamily, k_tied
 from inference.mean_field import NormalFamily, mean_field
 from inference.nuts import DivergenceWarning, nuts
 from inference.point_estimate import DeltaFamily, point_estimate
-from inference.posterior import Posterior
+from inference.posterior import ConstrainedParams, MCMCPosterior, Posterior, SVIPosterior
 from inference.predictive_density import PredictiveDensity, log_predictive_density, predictive_density_table
 from inference.rank1_mixture import Rank1FactorFamily, batch_ensemble, rank1_mixture
 from inference.registry import FAMILIES, GUIDES, Registry, example_options, make_guide, register_family, register_guide
@@ -51,7 +51,8 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily", "BinaryDropoutFamily",
     # training, sampling, results
-    "fit", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
+    "fit", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
+    "ConstrainedParams", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
     # ArviZ names <-> site names, the training data a posterior remembers, held-out scores
     "arviz_name", "site_name", "remember_training_data", "log_predictive_density", "predictive_density_table",

@@ -53,7 +53,7 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
     chains, draws = next(iter(by_chain.values())).shape[:2]
     groups = {"posterior": {names[k]: np.asarray(by_chain[k]) for k in sites}}
     dims = {names[k]: [f"{names[k]}_dim_{i}" for i in range(np.ndim(by_chain[k]) - 2)] for k in sites}
-    if posterior.kind == "mcmc" and posterior.sample_stats:
+    if posterior.sample_stats:  # MCMC diagnostics (an SVI posterior has none)
         stats = dict(posterior.sample_stats)
         renamed = {"num_steps": "n_steps", "accept_prob": "acceptance_rate"}
         groups["sample_stats"] = {renamed.get(k, k): np.asarray(v) for k, v in stats.items()}

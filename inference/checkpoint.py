@@ -31,7 +31,7 @@ import numpy as np
 
 from inference.atomic_dir import atomic_directory, check_folder, check_writable, readable_path, verify_directory
 from inference.model_identity import first_difference, model_identity
-from inference.posterior import Posterior
+from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
 from inference.registry import make_guide
 from inference.run_info import info_from_record, info_record
 from models.bridge import flatten_params, unflatten_params
@@ -146,21 +146,20 @@ def load(path, model=None) -> Posterior:
     feature_shape = tuple(meta["feature_shape"])
     _check_model(target, meta, model, feature_shape)
     groups, losses = _read_arrays(folder)
-    guide = None
-    if meta["kind"] == "svi":
-        guide_cfg = fitted_guide_config(meta.get("guide") or {})
-        name = guide_cfg.pop("name", None)
-        if name is None:
-            raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
-        guide = make_guide(name, model, **guide_cfg)
-        guide.setup(np.zeros((1,) + feature_shape, np.float32))
-    return Posterior(model=model, kind=meta["kind"], guide=guide,
-                     params=groups["params"] or None, samples=groups["samples"] or None,
-                     sample_stats=groups["sample_stats"] or None, losses=losses,
-                     feature_shape=feature_shape, state=unflatten_params(groups["state"]) or None,
-                     config=meta["config"],
-                     info=info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"]),
-                     training_data=meta.get("training_data"))
+    common = {"model": model, "feature_shape": feature_shape, "state": unflatten_params(groups["state"]) or None,
+              "config": meta["config"], "training_data": meta.get("training_data"), "losses": losses,
+              "info": info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"])}
+    if meta["kind"] == "mcmc":
+        return MCMCPosterior(samples=groups["samples"] or None, sample_stats=groups["sample_stats"] or None, **common)
+    if meta["kind"] != "svi":
+        raise CheckpointError(folder, f"has kind {meta['kind']!r}; expected 'svi' or 'mcmc'", META)
+    guide_cfg = fitted_guide_config(meta.get("guide") or {})
+    name = guide_cfg.pop("name", None)
+    if name is None:
+        raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
+    guide = make_guide(name, model, **guide_cfg)
+    guide.setup(np.zeros((1,) + feature_shape, np.float32))
+    return SVIPosterior(guide=guide, params=groups["params"] or None, **common)
 
 
 def _read(path: str) -> tuple[str, dict]:

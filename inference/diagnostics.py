@@ -29,13 +29,8 @@ def predictive_draws(posterior, x, num_samples: int = 500, seed: int = 0) -> np.
 
     MCMC: every stored draw; SVI: one chain of `num_samples` guide draws.
     """
-    chains = posterior.num_chains
-    if posterior.kind == "mcmc":
-        total = chains * next(iter(posterior.samples.values())).shape[1]
-        probs = posterior.predict(x, num_samples=total, seed=seed)
-    else:
-        probs = posterior.predict(x, num_samples=num_samples, seed=seed)
-    return probs.reshape((chains, -1) + probs.shape[1:])
+    probs = posterior.predict(x, num_samples=posterior.num_draws or num_samples, seed=seed)
+    return probs.reshape((posterior.num_chains, -1) + probs.shape[1:])
 
 
 def predictive_summary(posterior, x, num_samples: int = 500, seed: int = 0):

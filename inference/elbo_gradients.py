@@ -9,8 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from inference.data_args import check_model_data
-from inference.fit import constrain_params, guide_constraints
+from inference.fit import constrain_params
+from inference.guide_params import guide_constraints
 from inference.per_example import per_example_estimator, per_example_mode
+from inference.posterior import SVIPosterior
 from inference.validation import check_positive_ints, check_seed
 from models import structure
 from models.errors import InputError
@@ -37,8 +39,8 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
     Returns:
       {name: (num_batches, *param shape)} float32 gradients.
     """
-    if getattr(posterior, "kind", None) != "svi":
-        raise InputError("posterior", f"<a {getattr(posterior, 'kind', '?')!r} posterior>", "an SVI Posterior")
+    if not isinstance(posterior, SVIPosterior):
+        raise InputError("posterior", f"<{type(posterior).__name__}>", "an inference.SVIPosterior")
     check_positive_ints(batch_size=batch_size, num_batches=num_batches)
     check_seed(seed)
     elbo_loss = per_example_estimator(per_example_noise)

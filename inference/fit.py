@@ -25,7 +25,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
 import optax
 from numpyro import handlers
 from numpyro.distributions import biject_to
@@ -38,8 +37,9 @@ from inference.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.checkpoint import check_config
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
+from inference.guide_params import guide_params
 from inference.model_identity import data_fingerprint
-from inference.posterior import Posterior, params_owner
+from inference.posterior import ConstrainedParams, Posterior, SVIPosterior
 from inference.run_info import FitInfo
 from models import structure
 from models.bridge import BNN, STATE_SITE
@@ -66,47 +66,6 @@ class SVIState(NamedTuple):
     opt_state: object
     mutable: dict
     stopped: jnp.ndarray
-
-
-def guide_params(guide, rng_key, x, y, n_data) -> tuple[dict, dict]:
-    """(unconstrained params {name: array}, constraints {name: constraint or None}) of `guide`'s parameters,
-    traceable (fit runs it inside its jitted initialisation).
-
-    The guide runs once with zeros in place of its draws, so the graph holds only the parameter
-    initialisers (no random draws, no network forward pass). x (B, ...), y (B,): a minibatch.
-    """
-
-    def zeros_for_draws(site):
-        return jnp.zeros(site["fn"].shape()) if site["type"] == "sample" and not site["is_observed"] else None
-
-    seeded = handlers.substitute(handlers.seed(guide, flat_key(rng_key)), substitute_fn=zeros_for_draws)
-    params, constraints = {}, {}
-    # NumPyro validates distribution arguments that are concrete (here: the initial values, constants of
-    # the trace) eagerly, one small compile per check and shape; the initialisers need no such check
-    with numpyro.validation_enabled(False):
-        trace = handlers.trace(seeded).get_trace(x, y, n_data)
-    for name, site in trace.items():
-        if site["type"] == "param":
-            c = site["kwargs"].get("constraint")
-            constraints[name] = c
-            params[name] = biject_to(c).inv(site["value"]) if c is not None else site["value"]
-    return params, constraints
-
-
-def guide_constraints(guide, feature_shape: tuple) -> dict:
-    """{param name: constraint or None} of `guide`'s parameters for inputs of `feature_shape`, read from one
-    abstract trace (`jax.eval_shape`: nothing is compiled or computed)."""
-    x = jnp.zeros((1,) + tuple(feature_shape), jnp.float32)
-    guide.setup(x)
-    found = {}
-
-    def trace(key):
-        params, constraints = guide_params(guide, key, x, jnp.zeros((1,), jnp.int32), 1)
-        found.update(constraints)
-        return params
-
-    jax.eval_shape(trace, jax.random.PRNGKey(0))
-    return found
 
 
 def guide_param_init(guide, rng_key, x, y, n_data):
@@ -403,7 +362,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     not a `models.BNN`.
 
     Returns:
-      Posterior(kind="svi") with constrained guide params, their unconstrained values (``unconstrained``),
+      SVIPosterior with constrained guide params, their unconstrained values (``unconstrained``),
       ``losses`` (steps,) and ``info`` a `FitInfo` (first_step_s, fit_s, traces: 0 when the compiled update
       was reused; first_step_s None when a resumed fit had no step left; temperature; converged and
       convergence; collapsed and collapse; ``info.summary()`` is a one-line account).
@@ -648,7 +607,7 @@ def start_params(init_params) -> dict | None:
     if not isinstance(init_params, Mapping):
         raise InputError("init_params", init_params, "None, an SVI Posterior or a dict of unconstrained guide "
                          "parameters {name: array}")
-    if params_owner(init_params) is not None:
+    if isinstance(init_params, ConstrainedParams):
         raise InputError("init_params", "<posterior.params, the constrained parameters of a Posterior>",
                          "unconstrained guide parameters",
                          hint="pass init_params=posterior (or posterior.unconstrained_params()) to start from a "
@@ -837,14 +796,14 @@ def _same_values(a, b) -> bool:
 
 
 def svi_posterior(model, guide, state: SVIState, params, losses: np.ndarray, *, feature_shape: tuple,
-                  config: dict | None, info: FitInfo, training_data: dict | None = None) -> Posterior:
-    """Posterior(kind="svi") of `state`: its constrained guide params `params` (a chunk's third output, or
+                  config: dict | None, info: FitInfo, training_data: dict | None = None) -> SVIPosterior:
+    """SVIPosterior of `state`: its constrained guide params `params` (a chunk's third output, or
     `CompiledFit.constrain` of ``state.params``), the unconstrained ones and the network state on the host,
     losses (steps,), feature_shape (x.shape[1:]), training_data: the fingerprint of the data fitted
     (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
-    return Posterior(
-        model=model, kind="svi", guide=guide, params=jax.device_get(params),
+    return SVIPosterior(
+        model=model, guide=guide, params=jax.device_get(params),
         state=jax.device_get(network_state), losses=losses,
         feature_shape=feature_shape, config=dict(config or {}), info=info,
         unconstrained=jax.device_get(state.params), training_data=training_data,

@@ -52,7 +52,7 @@ from inference.fit import labelled_arrays
 from inference.model_identity import data_fingerprint
 from inference.validation import (MAX_SEED, check_choice, check_memory, check_nuts_settings, check_seed, num_latent,
                                   site_mismatch)
-from inference.posterior import Posterior
+from inference.posterior import MCMCPosterior, Posterior
 from inference.run_info import NutsInfo
 from models import structure
 from models.bridge import unconstrain
@@ -105,7 +105,7 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       num_warmup < 0, target_accept_prob outside (0, 1), max_tree_depth < 1, ...), for data that do not fit
       the model, and for an `init` posterior of another feature shape.
     Returns:
-      Posterior(kind="mcmc") with samples {site: (C, D, *site_shape)} (constrained, NumPy), sample_stats
+      MCMCPosterior with samples {site: (C, D, *site_shape)} (constrained, NumPy), sample_stats
       {diverging, num_steps, accept_prob, energy}: (C, D) each, and ``info`` a `NutsInfo`
       (nuts_s: seconds of warm-up + sampling, compiles included, divergences, mean_leapfrog_steps,
       chain_method: the method that ran).
@@ -154,7 +154,7 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     info = NutsInfo(nuts_s=seconds, divergences=int(stats["diverging"].sum()),
                     mean_leapfrog_steps=float(stats["num_steps"].mean()), chain_method=chain_method)
     warn_divergences(info.divergences, int(stats["diverging"].size), divergence_threshold)
-    return Posterior(model=model, kind="mcmc", samples=samples, sample_stats=stats,
+    return MCMCPosterior(model=model, samples=samples, sample_stats=stats,
                      feature_shape=feature_shape, state=state, config=dict(config or {}), info=info,
                      training_data=data_fingerprint(x, y))
 

@@ -47,9 +47,7 @@ def default_num_samples(posterior, num_samples: int | None) -> int:
     if num_samples is not None:
         check_positive_ints(num_samples=num_samples)
         return int(num_samples)
-    if posterior.kind == "mcmc":
-        return int(np.prod(next(iter(posterior.samples.values())).shape[:2]))
-    return 500
+    return posterior.num_draws or 500
 
 
 def log_predictive_density(posterior, data, *, num_samples: int | None = None, seed: int = 0,

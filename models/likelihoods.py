@@ -14,7 +14,9 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
+
 from models.errors import InputError
+from models.rank1 import rank1_likelihood
 
 
 class Categorical:
@@ -121,8 +123,6 @@ def from_spec(spec):
     if kind == "normal":
         return normal(**spec)
     if kind == "rank1":
-        from models.rank1 import rank1_likelihood
-
         return rank1_likelihood(from_spec(spec["base"]), spec["num_components"], spec["objective"])
     raise InputError.worded("likelihood",
                             f"likelihood: unknown kind {kind!r}; expected 'categorical', 'normal' or 'rank1'")

@@ -1,10 +1,13 @@
-"""The package DAG models <- inference <- evals <- zoo: no module imports a package above its own.
+"""The package DAG models <- inference <- evals <- zoo: no module imports a package above its own, and no
+module imports itself through others (no import cycle between modules).
 
 (a) statically: every Import / ImportFrom node of every module (function-level imports included, relative
-imports resolved); (b) dynamically: importing a package loads none of the packages above it.
+imports resolved); (b) dynamically: importing a package loads none of the packages above it; (c) the graph of
+module imports (function-level ones included) has no cycle.
 """
 
 import ast
+import itertools
 import os
 import subprocess
 import sys
@@ -22,21 +25,27 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported_modules(path: Path):
-    """(line, absolute module name) for every import in the file, relative imports resolved."""
+def _statements(path: Path):
+    """(line, module, names) for every import statement in the file (function-level ones included): names is
+    None for ``import module``, the imported names for ``from module import names`` (relative ones resolved)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name
+                yield node.lineno, alias.name, None
         elif isinstance(node, ast.ImportFrom):
+            module = node.module
             if node.level:
                 base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                yield node.lineno, ".".join(base + ([node.module] if node.module else []))
-            else:
-                yield node.lineno, node.module
+                module = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            yield node.lineno, module, [alias.name for alias in node.names]
+
+
+def _imported_modules(path: Path):
+    """(line, absolute module name) for every import in the file, relative imports resolved."""
+    for line, module, _ in _statements(path):
+        yield line, module
 
 
 def back_arrows() -> list:
@@ -74,3 +83,116 @@ def test_importing_a_package_loads_no_package_above_it(package):
     done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"import {package} loaded {done.stdout.strip()}"
+
+
+# ----- (c) no import cycles -------------------------------------------------------------------------------------
+def _modules() -> dict:
+    """{module name: path} of every module of the four packages (a package by its ``__init__.py``)."""
+    return {_module_name(path): path for pkg in LAYERS for path in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def import_graph(modules: dict) -> dict:
+    """{module: {imported module: "file:line" of the import}} among `modules` ({name: path}).
+
+    ``from a.b import c`` imports the module a.b.c when there is one, else a.b; ``import a.b`` imports a.b.
+    Importing a.b.c also runs each package on its path (a, a.b) that is not the importer's own package or
+    one above it: those are already loading when the importer runs, the others are run now.
+    """
+    graph = {}
+    for name, path in modules.items():
+        ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        if path.name == "__init__.py":
+            ancestors.add(name)
+        edges = {}
+        for line, module, names in _statements(path):
+            targets = [module] if names is None else [f"{module}.{n}" if f"{module}.{n}" in modules else module
+                                                      for n in names]
+            for target in targets:
+                parts = target.split(".")
+                for i in range(1, len(parts) + 1):
+                    step = ".".join(parts[:i])
+                    if step in modules and step not in ancestors and step != name:
+                        edges.setdefault(step, f"{path.relative_to(ROOT)}:{line}")
+        graph[name] = edges
+    return graph
+
+
+def import_cycles(graph: dict) -> list:
+    """Every strongly connected set of two or more modules (Tarjan), each as one cycle found by walking its
+    edges, followed by the set's other members if the cycle misses some:
+    ['a -> b (a.py:12) -> a (b.py:3)', ...]."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.add(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                found.append(members)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_describe_cycle(graph, members) for members in found]
+
+
+def _describe_cycle(graph: dict, members: set) -> str:
+    """One cycle inside the strongly connected `members`, from its first module (sorted) back to it, each edge
+    with the importing file and line."""
+    start = min(members)
+    path, seen = [start], {start}
+    while True:  # walk to an unvisited member while one is reachable, then close the loop
+        here = path[-1]
+        nxt = sorted(w for w in graph[here] if w in members)
+        fresh = [w for w in nxt if w not in seen]
+        if start in nxt and not fresh:
+            path.append(start)
+            break
+        step = fresh[0] if fresh else nxt[0]
+        if step in seen:  # a loop not through start: report it from where it closes
+            path = path[path.index(step):] + [step]
+            break
+        path.append(step)
+        seen.add(step)
+    cycle = " -> ".join([path[0]] + [f"{b} ({graph[a][b]})" for a, b in itertools.pairwise(path)])
+    others = sorted(members - set(path))
+    return cycle + (f"; also in the same import loop: {', '.join(others)}" if others else "")
+
+
+def test_no_import_cycles_function_level_imports_included():
+    cycles = import_cycles(import_graph(_modules()))
+    assert not cycles, "import cycles (module -> imported module (importing file:line)):\n" + "\n".join(cycles)
+
+
+def test_the_cycle_check_sees_function_level_imports_and_packages(tmp_path, monkeypatch):
+    """A cycle closed only by a function-level import, and one through a package's __init__ (b imports
+    pkg.sub.c, which runs pkg/sub/__init__, which imports b), are both found; a sibling import through
+    the importer's own package is not a cycle."""
+    for rel, text in {"pkg/__init__.py": "from pkg import a\n",
+                      "pkg/a.py": "from pkg import b\n",
+                      "pkg/b.py": "def f():\n    from .a import g\n",
+                      "pkg/sub/__init__.py": "from pkg import d\n",
+                      "pkg/sub/c.py": "x = 1\n",
+                      "pkg/d.py": "import pkg.sub.c\n"}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    modules = {_module_name(p): p for p in sorted(tmp_path.rglob("*.py"))}
+    graph = import_graph(modules)
+    assert graph["pkg.d"] == {"pkg.sub": "pkg/d.py:1", "pkg.sub.c": "pkg/d.py:1"}
+    assert sorted(import_cycles(graph)) == ["pkg.a -> pkg.b (pkg/a.py:1) -> pkg.a (pkg/b.py:2)",
+                                            "pkg.d -> pkg.sub (pkg/d.py:1) -> pkg.d (pkg/sub/__init__.py:1)"]

@@ -61,7 +61,7 @@ def wider():
 def wider_draws(wider):
     """A hand-built MCMC posterior of `wider` (zeros, 1 chain x 3 draws): draws of another model, no compile."""
     shapes = wider.model.site_shapes((2,))
-    return inference.Posterior(model=wider.model, kind="mcmc", feature_shape=(2,),
+    return inference.MCMCPosterior(model=wider.model, feature_shape=(2,),
                                samples={k: np.zeros((1, 3) + tuple(s), np.float32) for k, s in shapes.items()})
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 from models.errors import ArgumentTypeError, InputError
 
 from inference.atomic_dir import check_output_folder
+from inference.posterior import SVIPosterior
 from inference.registry import GUIDES, example_options
 from zoo.guide_options import missing_required_options
 
@@ -519,7 +520,7 @@ def _write_digits(digits: Experiment, out: str):
     from evals import plots
 
     for label, post in digits.posteriors.items():
-        if post.kind != "svi":
+        if not isinstance(post, inference.SVIPosterior):
             continue
         inference.save(post, os.path.join(out, "posteriors", f"digits_{label}"))
         plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
@@ -597,7 +598,7 @@ def digits_c(posteriors: dict, out: str | None, *, num_samples: int = 10, seed: 
     from evals import ood
 
     raw_test, sets, preprocess = _digits_c_sets(None if types is None else tuple(types), tuple(severities))
-    weights = {k: free_params(p) for k, p in posteriors.items() if p.kind == "svi"}
+    weights = {k: free_params(p) for k, p in posteriors.items() if isinstance(p, SVIPosterior)}
     results = ood.score_sets(posteriors, sets, clean=raw_test, num_samples=num_samples, seed=seed,
                              preprocess=preprocess, num_params=weights)
     if not summary:
@@ -641,7 +642,7 @@ def _row(data_name, label, posterior, entry, draws, seed):
 
     row = evals.score(posterior, entry.test, num_samples=draws, seed=seed, verbose=False).iloc[0].to_dict()
     row.update({"data": data_name, "posterior": label, "weights": entry.num_weights()})
-    if posterior.kind == "svi":
+    if isinstance(posterior, SVIPosterior):
         row["seconds"] = posterior.info.fit_s
         row["guide_params"] = free_params(posterior)
     return row

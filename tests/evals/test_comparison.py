@@ -72,7 +72,7 @@ def test_bad_sites_are_refused(correlated):
 
 @pytest.fixture(scope="module")
 def tiny_bnn():
-    from inference.posterior import Posterior
+    from inference.posterior import MCMCPosterior
     from models import bnn
     from models.networks.mlp import mlp
 
@@ -81,7 +81,7 @@ def tiny_bnn():
     samples = {k: rng.normal(size=(2, 40) + s).astype(np.float32) for k, s in model.site_shapes((2,)).items()}
     x = rng.normal(size=(25, 2)).astype(np.float32)
     flipped = {k: -v if "linear_1" in k else v for k, v in samples.items()}
-    make = lambda s: Posterior(model=model, kind="mcmc", samples=s, feature_shape=(2,))  # noqa: E731
+    make = lambda s: MCMCPosterior(model=model, samples=s, feature_shape=(2,))  # noqa: E731
     return model, make(samples), make(flipped), x
 
 

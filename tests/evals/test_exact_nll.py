@@ -29,7 +29,7 @@ def overconfident(entry, svi):
     inputs scaled by 3 (off the data) some wrong predictions have probabilities far below float32's smallest."""
     draws = svi.draws(S, seed=1)
     samples = {k: 3.0 * np.asarray(v).reshape((2, S // 2) + v.shape[1:]) for k, v in draws.items()}
-    return inference.Posterior(model=entry.model, kind="mcmc", samples=samples, feature_shape=svi.feature_shape)
+    return inference.MCMCPosterior(model=entry.model, samples=samples, feature_shape=svi.feature_shape)
 
 
 def test_score_nll_is_exact_where_probabilities_underflow(entry, overconfident):

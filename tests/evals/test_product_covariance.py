@@ -114,14 +114,14 @@ def test_heatmaps_show_each_covariance_on_a_symmetric_scale():
 
 def test_posterior_product_covariance_of_a_deep_linear_network():
     import zoo
-    from inference.posterior import Posterior
+    from inference.posterior import MCMCPosterior
 
     entry = zoo.get("deep_linear", data="digits", depth=3, width=4)
     rng = np.random.default_rng(5)
     shapes = entry.model.site_shapes(entry.train.x)
     assert list(shapes.values()) == [(64, 4), (4, 4), (4, 10)]
     samples = {k: rng.normal(size=(1, 300) + s).astype(np.float32) for k, s in shapes.items()}
-    posterior = Posterior(model=entry.model, kind="mcmc", samples=samples, feature_shape=(64,))
+    posterior = MCMCPosterior(model=entry.model, samples=samples, feature_shape=(64,))
     cov, products = posterior_product_covariance(posterior, num_samples=300)
     layers = [samples[k][0].astype(np.float64) for k in shapes]  # site order = layer order
     expected_cov, expected_products = sampled_product_covariance(layers)

@@ -61,7 +61,7 @@ def test_log_predictive_density_is_log_mean_exp_of_the_draws(blr):
 
 def test_the_table_ranks_posteriors_by_held_out_lpd(blr):
     model, train, test, post = blr
-    prior_only = inference.Posterior(model=model, kind="mcmc", feature_shape=(3,), samples={
+    prior_only = inference.MCMCPosterior(model=model, feature_shape=(3,), samples={
         "mlp/~/linear_0/w": np.random.default_rng(0).normal(size=(1, 200, 3, 1)).astype(np.float32),
         "mlp/~/linear_0/b": np.random.default_rng(1).normal(size=(1, 200, 1)).astype(np.float32)})
     table = inference.predictive_density_table({"prior": prior_only, "nuts": post}, test)

@@ -98,7 +98,7 @@ def test_fingerprint_survives_save_load_and_unknown_data_warn(tiny, tiny_nuts, t
     assert back.training_data == tiny_nuts.training_data
     with pytest.raises(InputError, match="^data:"):
         inference.to_arviz(back, tiny.test)
-    anonymous = inference.Posterior(model=tiny.model, kind="mcmc", samples=tiny_nuts.samples, feature_shape=(2,))
+    anonymous = inference.MCMCPosterior(model=tiny.model, samples=tiny_nuts.samples, feature_shape=(2,))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         idata = inference.to_arviz(anonymous, tiny.train)
@@ -111,7 +111,7 @@ def test_loo_of_confidently_classified_points_is_finite(tiny, tiny_nuts):
     log-likelihood group is float64 (and the model's log-softmax keeps those tiny values), so PSIS-LOO's Pareto
     fit gets distinct ratios and elpd_loo is finite (with the group in float32 ArviZ returns NaN here)."""
     samples = {k: 3.0 * np.asarray(v) for k, v in tiny_nuts.samples.items()}
-    confident = inference.Posterior(model=tiny.model, kind="mcmc", samples=samples,
+    confident = inference.MCMCPosterior(model=tiny.model, samples=samples,
                                     feature_shape=tiny_nuts.feature_shape, training_data=tiny_nuts.training_data)
     idata = inference.to_arviz(confident, tiny.train)
     ll = idata.log_likelihood["y"].values

@@ -31,8 +31,8 @@ def hand_posterior(model, feature_shape, version=0, draws=3, seed=0):
     """An MCMC Posterior built by hand (no compile): samples (1, draws, *shape) = N(0, 1) + version, stats,
     losses, network state and info all set, so that every stored field is checked."""
     samples = {k: v + np.float32(version) for k, v in _normal_draws(model, feature_shape, draws, seed).items()}
-    return inference.Posterior(
-        model=model, kind="mcmc", samples=samples, feature_shape=feature_shape,
+    return inference.MCMCPosterior(
+        model=model, samples=samples, feature_shape=feature_shape,
         sample_stats={"diverging": (np.arange(draws) % 2 == 0)[None], "num_steps": np.full((1, draws), 7)},
         losses=np.array([3.5, 2.25, np.float32(1 / 3)], np.float32),
         state={"bn": {"mean": np.arange(4, dtype=np.float32), "var": np.ones(4, np.float64)}},
@@ -143,7 +143,7 @@ def test_an_edited_activation_is_refused_and_without_a_manifest_loads_only_with_
     relu = models.bnn(mlp((4,), 2))
     relu.arguments = {"activation": "relu"}
     saved = tmp_path / "ckpt"
-    inference.save(inference.Posterior(model=relu, kind="mcmc", samples=post.samples, feature_shape=(3,)), saved)
+    inference.save(inference.MCMCPosterior(model=relu, samples=post.samples, feature_shape=(3,)), saved)
     meta = saved / "posterior.json"
     meta.write_text(meta.read_text().replace('"activation": "relu"', '"activation": "tanh"'))
     tanh = models.bnn(mlp((4,), 2, activation="tanh"))

@@ -229,7 +229,7 @@ path, saves = sys.argv[1], int(sys.argv[2])
 
 def posterior(writer, version):
     samples = {k: np.full((1, 2) + s, writer * 1000 + version, np.float32) for k, s in shapes.items()}
-    return inference.Posterior(model=model, kind="mcmc", samples=samples, feature_shape=(10,),
+    return inference.MCMCPosterior(model=model, samples=samples, feature_shape=(10,),
                                config={"writer": writer, "version": version})
 
 children = []

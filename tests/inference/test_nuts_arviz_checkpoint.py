@@ -113,7 +113,7 @@ def test_info_is_a_named_tuple_or_none(moons_nuts):
     assert isinstance(moons_nuts.info, NutsInfo) and moons_nuts.info.chain_method in ("parallel", "vectorized", "sequential")
     assert moons_nuts.info.mean_leapfrog_steps == float(moons_nuts.sample_stats["num_steps"].mean())
     with pytest.raises(TypeError, match="info: expected an inference.run_info.FitInfo, NutsInfo or None, got dict"):
-        inference.Posterior(model=moons_nuts.model, kind="mcmc", samples=moons_nuts.samples, info={"nuts_s": 1.0})
+        inference.MCMCPosterior(model=moons_nuts.model, samples=moons_nuts.samples, info={"nuts_s": 1.0})
 
 
 def test_nuts_num_samples_was_renamed(moons_entry):

@@ -45,7 +45,7 @@ def _init_posterior(entry, seed):
     rng = np.random.default_rng(seed)
     shapes = entry.model.site_shapes((2,))
     samples = {k: rng.normal(0.0, 0.5, (1, 4) + s).astype(np.float32) for k, s in shapes.items()}
-    return inference.Posterior(model=entry.model, kind="mcmc", samples=samples, feature_shape=(2,))
+    return inference.MCMCPosterior(model=entry.model, samples=samples, feature_shape=(2,))
 
 
 def _numpyro_reference(entry, init, chain_method, num_warmup, draws, depth, flat, seed=0):

@@ -28,7 +28,7 @@ def mcmc(tiny, svi):
     """An MCMC-kind Posterior built by hand: 2 chains x 4 draws (8 = S + 1, also not a multiple of CHUNK)."""
     draws = svi.draws(8, seed=1)
     samples = {k: np.asarray(v).reshape((2, 4) + v.shape[1:]) for k, v in draws.items()}
-    return inference.Posterior(model=tiny.model, kind="mcmc", samples=samples, feature_shape=svi.feature_shape)
+    return inference.MCMCPosterior(model=tiny.model, samples=samples, feature_shape=svi.feature_shape)
 
 
 @pytest.fixture(params=["svi", "mcmc"])
@@ -39,7 +39,7 @@ def post(request, svi, mcmc):
 def _chunk_draws(post, num_samples, seed, chunk_size):
     """[{site: (chunk_size, ...)}, ...] the draws of each chunk, by hand: SVI chunk i is `chunk_size` guide draws
     with the key fold_in(PRNGKey(seed), i); MCMC: the stored draws, the last chunk padded with its last draw."""
-    if post.kind == "svi":
+    if isinstance(post, inference.SVIPosterior):
         base, x0 = jax.random.PRNGKey(seed), jnp.zeros((1,) + tuple(post.feature_shape))
         sample = jax.jit(lambda key, params: post.guide.sample_posterior(key, params, x0, sample_shape=(chunk_size,)))
         chunks = [sample(jax.random.fold_in(base, i), post.params) for i in range(-(-num_samples // chunk_size))]
@@ -138,7 +138,7 @@ def test_mcmc_draws_are_chunked_on_the_host_without_compiling(tiny, svi):
 
     draws = svi.draws(6, seed=2)
     samples = {k: jnp.reshape(v, (2, 3) + v.shape[1:]) for k, v in draws.items()}  # jax arrays
-    post = inference.Posterior(model=tiny.model, kind="mcmc", samples=samples, feature_shape=svi.feature_shape)
+    post = inference.MCMCPosterior(model=tiny.model, samples=samples, feature_shape=svi.feature_shape)
     compiled = []
     monitoring.register_event_duration_secs_listener(
         lambda event, seconds, **kw: compiled.append(kw.get("fun_name")) if event.endswith("backend_compile_duration")

@@ -239,7 +239,7 @@ def test_params_that_do_not_round_trip_are_refused(entry, reference):
     name = next(k for k in reference.params if k.endswith("_scale"))
     params = {k: np.array(v) for k, v in reference.params.items()}
     params[name][...] = 0.0  # a scale of 0: unconstrained -inf
-    broken = inference.Posterior(model=entry.model, kind="svi", guide=reference.guide, params=params,
+    broken = inference.SVIPosterior(model=entry.model, guide=reference.guide, params=params,
                                  feature_shape=(2,))
     with pytest.raises(InputError, match=f"posterior.params\\[{name!r}\\]: expected values inside the support"):
         broken.unconstrained_params()

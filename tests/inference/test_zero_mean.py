@@ -6,7 +6,7 @@ import optax
 import pytest
 
 import models
-from inference import Posterior, fit
+from inference import SVIPosterior, fit
 from inference.elbo import elbo_terms
 from inference.zero_mean import predictions_by_procedure, variance_layers, zero_mean
 from models.networks.mlp import mlp
@@ -81,7 +81,7 @@ def test_deterministic_prediction_of_a_zero_mean_layer_ignores_the_input():
     x, y = _data(30)
     model = _model()
     guide = zero_mean(model, variance_sites=[SITE])
-    post = Posterior(model=model, kind="svi", guide=guide, params=guide.init_params(KEY, x), feature_shape=(4,))
+    post = SVIPosterior(model=model, guide=guide, params=guide.init_params(KEY, x), feature_shape=(4,))
     out = predictions_by_procedure(post, x, num_samples=8)
     assert {k: v.shape for k, v in out.items()} == {k: (30, 3) for k in ("deterministic", "stochastic", "ensemble")}
     np.testing.assert_allclose(out["deterministic"], np.broadcast_to(out["deterministic"][0], (30, 3)), rtol=1e-6)

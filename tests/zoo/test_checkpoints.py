@@ -41,7 +41,7 @@ def test_readme_quick_start_round_trip(tiny, tmp_path):
     _, post = tiny
     inference.save(post, tmp_path / "mlp")
     back = zoo.load(tmp_path / "mlp")
-    assert back.kind == "svi" and set(back.params) == set(post.params)
+    assert isinstance(back, inference.SVIPosterior) and set(back.params) == set(post.params)
     for k in post.params:
         np.testing.assert_array_equal(np.asarray(post.params[k]), back.params[k])
     np.testing.assert_array_equal(post.losses, back.losses)
@@ -59,7 +59,7 @@ def test_zoo_load_refuses_checkpoints_that_name_no_entry(tiny, tmp_path):
         zoo.load(tmp_path / "outside")
     assert inference.load(tmp_path / "outside", model=outside).model is outside
     own = zoo.get("mlp", data=(entry.train.x, entry.train.y, entry.test.x, entry.test.y), hidden=(4,))
-    inference.save(inference.Posterior(model=own.model, kind="svi", guide=post.guide, params=post.params,
+    inference.save(inference.SVIPosterior(model=own.model, guide=post.guide, params=post.params,
                                        feature_shape=(2,), config={}), tmp_path / "own")
     with pytest.raises(ValueError, match="user's own arrays"):
         zoo.load(tmp_path / "own")
@@ -76,7 +76,7 @@ def test_cli_nuts_init_loads_the_svi_posterior_with_zoo_load(tmp_path, capsys):
     entry = zoo.get("mlp", data="two_moons", data_kwargs={"n": 100}, hidden=(4,))
     init = _init_posterior(str(fit_out), entry)  # what `zoo nuts --init` starts its chains from
     saved = zoo.load(fit_out)
-    assert init.kind == "svi" and init.model.origin == entry.config
+    assert isinstance(init, inference.SVIPosterior) and init.model.origin == entry.config
     for k in saved.params:
         np.testing.assert_array_equal(init.params[k], saved.params[k])
     capsys.readouterr()
@@ -121,7 +121,7 @@ def own_checkpoint(own_arrays, tmp_path):
     own = zoo.get("mlp", data=own_arrays, hidden=(4,))
     rng = np.random.default_rng(4)
     samples = {k: rng.normal(size=(1, 2) + s).astype(np.float32) for k, s in own.model.site_shapes((64,)).items()}
-    post = inference.Posterior(model=own.model, kind="mcmc", samples=samples, feature_shape=(64,),
+    post = inference.MCMCPosterior(model=own.model, samples=samples, feature_shape=(64,),
                                config={"entry": own.config})  # as `zoo fit` / `zoo nuts` write it
     inference.save(post, tmp_path / "own")
     return tmp_path / "own", post

@@ -88,7 +88,7 @@ def _hand_posterior():
 
     model = models.bnn(mlp((2,), 2))
     samples = {k: np.zeros((1, 2) + s, np.float32) for k, s in model.site_shapes((2,)).items()}
-    return inference.Posterior(model=model, kind="mcmc", samples=samples, feature_shape=(2,))
+    return inference.MCMCPosterior(model=model, samples=samples, feature_shape=(2,))
 
 
 def test_a_nan_stopped_fit_goes_beside_a_good_posterior(tmp_path, capsys, no_scores):
