@@ -40,3 +40,13 @@ def test_sem_is_sd_over_root_n_and_nan_for_one_value():
 
     assert sem([0.1, 0.2, 0.3]) == pytest.approx(0.1 / 3 ** 0.5) and sem([[1.0, 3.0]]) == pytest.approx(1.0)
     assert sem([0.5]) != sem([0.5])  # NaN
+
+
+def test_small_numbers_keep_their_significant_digits_in_the_report():
+    from zoo.reproduce.report import shown_numbers
+
+    table = pd.DataFrame({"kl_slope": [5e-5, 5e-6, 0.0], "accuracy": [0.97375, 0.5, 1.0], "k": [1, 2, 3]})
+    shown = shown_numbers(table, 4)
+    assert shown["kl_slope"].tolist() == [5e-5, 5e-6, 0.0]  # not 0.0001 / 0 as 4 decimals would give
+    assert shown["accuracy"].tolist() == [round(0.97375, 4), 0.5, 1.0]
+    assert shown["k"].tolist() == [1, 2, 3]

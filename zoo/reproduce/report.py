@@ -36,6 +36,21 @@ class Finding(NamedTuple):
     ours: str = ""
 
 
+def shown_numbers(table: pd.DataFrame, digits: int) -> pd.DataFrame:
+    """`table` with its float columns rounded to `digits` decimals, except that a nonzero value below
+    10^(1 - digits), which the rounding would keep to one digit or none, keeps `digits` significant digits (so a KL
+    slope 5e-05 is not shown as 0 or 0.0001)."""
+    def one(v):
+        if isinstance(v, float) and v == v and 0 < abs(v) < 10.0 ** (1 - digits):
+            return float(f"{v:.{digits}g}")
+        return round(v, digits) if isinstance(v, float) else v
+    shown = table.copy()
+    for col in shown.columns:
+        if pd.api.types.is_float_dtype(shown[col]):
+            shown[col] = shown[col].map(one)
+    return shown
+
+
 class Report:
     """Collects a reproduction's outputs under ``out_dir`` and writes ``report.md`` at the end.
 
@@ -58,11 +73,12 @@ class Report:
         self._start = time.perf_counter()
 
     def table(self, name: str, table: pd.DataFrame, caption: str, digits: int = 4) -> Path:
-        """Write ``name``.csv and add the table (rounded to ``digits``) to the report under ``caption``."""
+        """Write ``name``.csv and add the table (`shown_numbers`: ``digits`` decimals, small numbers ``digits``
+        significant digits) to the report under ``caption``."""
         path = self.out / f"{name}.csv"
         table.to_csv(path, index=False)
         self.files.append(path.name)
-        shown = table.round(digits) if digits is not None else table
+        shown = table if digits is None else shown_numbers(table, digits)
         self.sections.append(f"### {caption}\n\n{_markdown(shown)}\n\n(`{path.name}`)\n")
         self.log(f"{caption}:\n{shown.to_string(index=False)}")
         return path
