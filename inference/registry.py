@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from models.errors import InputError
+from models.errors import ArgumentTypeError, InputError
 
 __all__ = ["FAMILIES", "GUIDES", "Registry", "example_options", "make_guide", "register_family", "register_guide"]
 
@@ -113,8 +113,9 @@ class RegistryView(Mapping):
         return name in self._registry and self._where(self._registry[name])
 
     def __setitem__(self, name, value) -> None:
-        raise TypeError(f"a view of the {self._registry.kind} registry is read-only: register the {self._registry.kind} "
-                        f"instead (e.g. zoo.register_data for a data set), got {name!r} = {value!r}")
+        raise ArgumentTypeError(f"{self._registry.kind} view[{name!r}]", value,
+                                f"no assignment: a view of the {self._registry.kind} registry is read-only; register "
+                                f"the {self._registry.kind} instead (e.g. zoo.register_data for a data set)")
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names())
