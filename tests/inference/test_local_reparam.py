@@ -1,6 +1,7 @@
 """`inference.local_reparam` and `models.local_reparam`: the local reparameterisation trick estimates the same ELBO
 as a weight draw per example (`inference.per_example`), with a gradient variance no higher."""
 
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,8 +14,8 @@ from inference.fit import constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
 from inference.per_example import per_example_elbo_loss, per_example_estimator
 from models.errors import InputError
-from models.local_reparam import (GaussianRule, KTiedRule, dropout_preactivation, gaussian_preactivation,
-                                  k_tied_preactivation)
+from models.local_reparam import (FlipoutRule, GaussianRule, KTiedRule, dropout_preactivation, flipout_output,
+                                  gaussian_preactivation, k_tied_preactivation, local_noise)
 
 SITE = "mlp/~/linear_0/w"
 KEYS = 3000
@@ -134,3 +135,48 @@ def test_fit_passes_local_through(setup):
                          per_example_noise="local")
     assert np.all(np.isfinite(post.losses)) and len(post.losses) == 10
     assert post.info.traces == 1
+
+
+def _conv(z, w, b=None):
+    """A SAME, stride-1 NHWC convolution (what ``hk.Conv2D(cout, kernel)`` computes) plus its bias."""
+    h = jax.lax.conv_general_dilated(z, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return h if b is None else h + b
+
+
+def test_flipout_gives_each_example_its_sign_flipped_weight():
+    """Flipout's output for example n is the convolution with M + (sd o eps) o (s_n r_nᵀ) (Wen et al., 2018, eq. 2)."""
+    rng = np.random.default_rng(0)
+    z = jnp.asarray(rng.normal(size=(3, 5, 5, 2)), jnp.float32)
+    mean, sd, eps = (jnp.asarray(rng.normal(size=(3, 3, 2, 4)), jnp.float32) for _ in range(3))
+    bias = jnp.asarray(rng.normal(size=(4,)), jnp.float32)
+    s_in, s_out = (jnp.asarray(rng.choice([-1.0, 1.0], size=(3, c)), jnp.float32) for c in (2, 4))
+
+    def apply(inputs, w, zero_bias):
+        return _conv(inputs, w, None if zero_bias else bias)
+
+    h = flipout_output(apply, z, mean, jnp.abs(sd), eps, s_in, s_out)
+    for n in range(3):
+        w_n = mean + jnp.abs(sd) * eps * (s_in[n][:, None] * s_out[n][None, :])
+        np.testing.assert_allclose(h[n], _conv(z[n:n + 1], w_n, bias)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_local_noise_runs_a_conv_module_with_flipout():
+    """Under `local_noise`, an ``hk.Conv2D`` with a `FlipoutRule` computes `flipout_output` through its own
+    convolution: its bias kept on the mean path, its weight parameter unused."""
+    rng = np.random.default_rng(1)
+    z = jnp.asarray(rng.normal(size=(2, 4, 4, 3)), jnp.float32)
+    mean = jnp.asarray(rng.normal(size=(3, 3, 3, 5)), jnp.float32)
+    variance = jnp.asarray(rng.uniform(0.1, 1.0, size=(3, 3, 3, 5)), jnp.float32)
+    net = hk.transform(lambda inputs: hk.Conv2D(5, 3, name="c")(inputs))
+    params = net.init(jax.random.PRNGKey(0), z)
+    params = {"c": {"w": jnp.full_like(params["c"]["w"], 100.0), "b": jnp.arange(5.0)}}
+    key = jax.random.PRNGKey(7)
+    with local_noise({"c": FlipoutRule(mean, variance)}, key=key) as seen:
+        h = net.apply(params, None, z)
+    assert seen == {"c"}
+    k_eps, k_in, k_out = jax.random.split(jax.random.fold_in(key, 0), 3)
+    eps = jax.random.normal(k_eps, mean.shape)
+    s_in, s_out = (jax.random.rademacher(k, (2, c), jnp.float32) for k, c in ((k_in, 3), (k_out, 5)))
+    for n in range(2):
+        w_n = mean + jnp.sqrt(variance + 1e-12) * eps * (s_in[n][:, None] * s_out[n][None, :])
+        np.testing.assert_allclose(h[n], _conv(z[n:n + 1], w_n, jnp.arange(5.0))[0], rtol=1e-4, atol=1e-4)
