@@ -38,7 +38,6 @@ import jax
 import jax.numpy as jnp
 import numpyro
 from models.errors import InputError
-from models.prng import normal
 
 __all__ = ["gaussian_preactivation", "k_tied_preactivation", "dropout_preactivation", "flipout_output", "GaussianRule",
            "KTiedRule", "DropoutRule", "FlipoutRule", "local_noise"]
@@ -139,8 +138,8 @@ class KTiedRule(_DenseRule):
 
 
 def _eps(key, z, mean):
-    """(B, out) standard normals (jax.random.normal's numbers, `models.prng.normal`) for input z (B, in)."""
-    return normal(key, (z.shape[0], mean.shape[-1])).astype(z.dtype)
+    """(B, out) standard normals (``jax.random.normal``) for input z (B, in)."""
+    return jax.random.normal(key, (z.shape[0], mean.shape[-1])).astype(z.dtype)
 
 
 @dataclass(frozen=True)
@@ -171,7 +170,7 @@ class FlipoutRule:
         """The layer's output for input z (B, ..., in) (`flipout_output`); `bias` is applied by `apply`."""
         del bias
         k_eps, k_in, k_out = jax.random.split(key, 3)
-        eps = normal(k_eps, self.mean.shape).astype(z.dtype)
+        eps = jax.random.normal(k_eps, self.mean.shape).astype(z.dtype)
         signs_in = jax.random.rademacher(k_in, (z.shape[0], z.shape[self.channel_axis]), z.dtype)
         signs_out = jax.random.rademacher(k_out, (z.shape[0], self.mean.shape[-1]), z.dtype)
         sd = jnp.sqrt(self.variance + _TINY)
