@@ -71,6 +71,22 @@ def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_f
             np.testing.assert_array_equal(g, e)
 
 
+def test_normal_draws_with_constant_scales_equal_numpyros_scaled_draws_bit_for_bit():
+    """With `scales`, draw i is ``jax.random.normal(k_i, s_i) * scale_i`` as XLA compiles it with a constant
+    scale, for shared and own-hash draws alike."""
+    shapes, scales = [(64, 64), (10,), (3, 5, 7)], [0.3, 1.7, 0.05]
+    for own_hash_from in (2 ** 15, 60):
+        def batched(key):
+            return normal_draws(list(jax.random.split(key, 3)), shapes, scales, own_hash_from=own_hash_from)
+
+        def one_by_one(key):
+            return [jax.random.normal(k, s) * c for k, s, c in zip(jax.random.split(key, 3), shapes, scales)]
+
+        for got, expected in zip(jax.jit(batched)(jax.random.PRNGKey(2)), jax.jit(one_by_one)(jax.random.PRNGKey(2)),
+                                 strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
 def test_normal_draws_declines_what_it_cannot_reproduce():
     keys = list(jax.random.split(jax.random.PRNGKey(0), 2))
     assert normal_draws(list(jax.random.split(jax.random.key(0, impl="rbg"), 2)), [(3,), (2,)]) is None
