@@ -101,14 +101,12 @@ class _DenseRule:
 
     module_type = hk.Linear
     module_words = "hk.Linear (dense)"
+    input_ndim = 2
 
     def __call__(self, z, bias, key, apply):
         """The layer's output for input z (B, in), its bias (out,) or None and a key; `apply` is unused (the rule
         computes the dense map itself)."""
         del apply
-        if z.ndim != 2:
-            raise InputError.worded("local_noise", f"local_noise: a dense module got an input of shape {z.shape}, "
-                                    "expected (batch, features)")
         return self.output(z, bias, key)
 
 
@@ -209,6 +207,10 @@ def local_noise(rules: dict, key=None):
         rule = rules.get(path)
         if rule is None or not isinstance(module, rule.module_type):
             return next_f(*args, **kwargs)
+        z = args[0]
+        if getattr(rule, "input_ndim", z.ndim) != z.ndim:
+            raise InputError.worded("local_noise", f"local_noise: the dense module {path!r} got an input of shape "
+                                    f"{z.shape}, expected (batch, features)")
         if getattr(module, "channel_index", -1) != getattr(rule, "channel_axis", -1):
             raise InputError.worded("local_noise", f"local_noise: the module {path!r} has its channels on axis "
                                     f"{module.channel_index}, expected channels last (axis -1)")
@@ -227,7 +229,7 @@ def local_noise(rules: dict, key=None):
                 return next_f(inputs, *args[1:], **kwargs)
 
         seen.add(path)
-        return rule(args[0], bias, key_of(path), apply)
+        return rule(z, bias, key_of(path), apply)
 
     with hk.intercept_methods(interceptor):
         yield seen

@@ -211,3 +211,19 @@ def test_conv_kernels_of_gaussian_families_get_flipout():
               for loss in (local_reparam_elbo_loss, annealed_elbo_loss)]
     assert 5.0 < float(losses[1]) < 50.0  # 10 x the mean cross-entropy of 4 examples over 3 classes (~1.1)
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
+
+
+def test_local_noise_refuses_inputs_it_cannot_reparameterise():
+    """A dense rule's module called on a (B, T, F) input, and a convolution with its channels first: InputError
+    naming the module."""
+    dense = hk.transform(lambda inputs: hk.Linear(2, name="d")(inputs))
+    z3 = jnp.ones((2, 3, 4))
+    rule = GaussianRule(jnp.zeros((4, 2)), jnp.ones((4, 2)))
+    with pytest.raises(InputError, match="'d' got an input of shape"):
+        with local_noise({"d": rule}, key=jax.random.PRNGKey(0)):
+            dense.apply(dense.init(jax.random.PRNGKey(0), z3), None, z3)
+    conv = hk.transform(lambda inputs: hk.Conv2D(2, 3, data_format="NCHW", name="c")(inputs))
+    z4 = jnp.ones((2, 3, 5, 5))
+    with pytest.raises(InputError, match="'c' has its channels on axis 1"):
+        with local_noise({"c": FlipoutRule(jnp.zeros((3, 3, 3, 2)), jnp.ones((3, 3, 3, 2)))}, key=jax.random.PRNGKey(0)):
+            conv.apply(conv.init(jax.random.PRNGKey(0), z4), None, z4)
