@@ -105,8 +105,7 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
     while one more hash costs compile time once; and a caller that uses only some draws (the local
     reparameterisation estimator ignores the weight draws) pays for no unused large one. (A hash written out
     elementwise, which XLA fuses with the code around it, was faster for the draws alone but slower in an SVI
-    step: XLA computed it again in each consumer, the weight w = loc + sd eps and the gradient of sd;
-    docs/speed.md.)
+    step: docs/speed.md.)
 
     keys: threefry keys, raw (2,) uint32 or typed (``jax.random.key``, `flat_key`); shapes: tuples;
     own_hash_from: a positive int. Returns a list of float32 arrays of `shapes`, or None (the caller draws one
