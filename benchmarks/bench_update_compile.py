@@ -8,7 +8,7 @@ after `models.prng`'s draw rule (persistent compilation cache off).
            compiled once, then timed in a 200-step scan, interleaved rounds): one ``jax.random.normal`` per site
            (per_site); `models.prng.normal_draws` as it was before (before: every site in ONE hash, JAX's own
            threefry with a key per value); `models.prng.normal_draws` now (now: the small sites so, each
-           large site alone with the unrolled `models.prng.threefry2x32`). All three give the same numbers (checked).
+           large site alone by `jax.random.normal`). All three give the same numbers (checked).
            Networks: the tiny ResNet-18 (38 small sites) and the MLP 784-400-400-10 (two weights of 160k+ values).
 
 "before" is the library with `normal_draws` put back as it was for the run: ``own_hash_from`` above every draw

@@ -302,7 +302,8 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         ELBO, a lower-variance gradient: `inference.per_example`; the local reparameterisation trick's
         estimator); B draws of every stochastic weight per step; refused for models with batch norm;
         "local": the local reparameterisation trick on dense Gaussian / dropout layers (`inference.local_reparam`:
-        the same estimator's marginal, per-example pre-activations, no B weight draws);
+        the same estimator's marginal, per-example pre-activations, no B weight draws) and Flipout on Gaussian
+        convolution kernels;
       progress: a tqdm bar over chunks, with the running loss; chunk_size: steps per scanned chunk (every
         chunk has this length, the last one padded with skipped steps, so any number of steps reuses one
         compiled update);

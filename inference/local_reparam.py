@@ -7,8 +7,10 @@ whose family is a factorised Gaussian (mean field, k-tied N(mu, (U Vᵀ)²), var
 zero-mean N(0, sigma²)) or binary dropout is computed from pre-activations drawn per example and unit (`models.local_reparam`): the
 exact marginal of `inference.per_example`'s independent weight draw per example, so both estimate the same
 expected log-likelihood, at the cost of two matrix products instead of B weight draws and a vmap over the
-examples. Other stochastic sites (convolution kernels, other families) keep one draw per minibatch, which is
-also unbiased. The KL term is the one of `annealed_elbo_loss` (closed form where NumPyro has one; the guide's
+examples. Convolution kernels of those Gaussian families use Flipout (Wen et al., 2018): example n's kernel
+M + dW o (s_n r_nᵀ) with random signs, marginally a weight draw (so again the same expectation), the examples'
+noise decorrelated, for a second convolution. Other stochastic sites (other families, dropout on a kernel) keep
+one draw per minibatch, which is also unbiased. The KL term is the one of `annealed_elbo_loss` (closed form where NumPyro has one; the guide's
 own draw otherwise). Batch norm works (the minibatch is one batch).
 """
 
@@ -20,7 +22,7 @@ from inference.k_tied import KTiedFamily
 from inference.mean_field import NormalFamily
 from inference.zero_mean import VarianceLayerFamily, ZeroMeanFamily
 from models.errors import InputError
-from models.local_reparam import DropoutRule, GaussianRule, KTiedRule, local_noise
+from models.local_reparam import DropoutRule, FlipoutRule, GaussianRule, KTiedRule, local_noise
 
 __all__ = ["GAUSSIAN_FAMILIES", "local_rules", "local_reparam_elbo_loss"]
 
@@ -30,21 +32,25 @@ LOCAL_FAMILIES = GAUSSIAN_FAMILIES + (BinaryDropoutFamily,)
 
 
 def local_rules(guide, params: dict) -> dict:
-    """{module path: rule} for the dense (2-D, real) weight sites of a `SiteGuide` whose family is in
-    `GAUSSIAN_FAMILIES` (`GaussianRule` from the family's moments; `KTiedRule` for k-tied sites without a scale
-    cap, whose sd is U Vᵀ exactly) or binary dropout (`DropoutRule`), from the
-    constrained guide ``params``. The module path of site ``a/~/b/w`` is ``a/b``
-    (`models.local_reparam.local_noise`)."""
+    """{module path: rule} for the real weight sites (leaf ``w``) of a `SiteGuide`: a dense (2-D) site whose
+    family is in `GAUSSIAN_FAMILIES` gets `GaussianRule` from the family's moments (`KTiedRule` for k-tied sites
+    without a scale cap, whose sd is U Vᵀ exactly), or `DropoutRule` under binary dropout; a convolution kernel
+    (3-D or more, channels last) of a `GAUSSIAN_FAMILIES` family gets `FlipoutRule`; all from the constrained
+    guide ``params``. The module path of site ``a/~/b/w`` is ``a/b`` (`models.local_reparam.local_noise`)."""
     rules = {}
     for name, site in guide.sites.items():
         family = guide.assignment[name]
-        if len(site.shape) != 2 or not site.is_real or not isinstance(family, LOCAL_FAMILIES):
+        dense = len(site.shape) == 2 and isinstance(family, LOCAL_FAMILIES)
+        kernel = len(site.shape) >= 3 and isinstance(family, GAUSSIAN_FAMILIES)
+        if not site.is_real or not (dense or kernel):
             continue
         path, _, leaf = name.replace("/~/", "/").rpartition("/")
         if leaf != "w":
             continue
         values = {s: params[guide.param_name(name, s)] for s in family.params(site)}
-        if isinstance(family, BinaryDropoutFamily):
+        if kernel:
+            rules[path] = FlipoutRule(*family.moments(site, values))
+        elif isinstance(family, BinaryDropoutFamily):
             rules[path] = DropoutRule(values["loc"], family.rate)
         elif isinstance(family, KTiedFamily) and family.scale_cap is None:  # sd = U Vᵀ exactly: no (in, out) variance
             rules[path] = KTiedRule(values["loc"], values["u"], values["v"])
@@ -58,18 +64,22 @@ def local_reparam_elbo_loss(rng_key, params, model, guide, beta, num_particles, 
     """(loss, new mutable state): the module docstring's estimator, same signature and expectation as
     `inference.elbo.annealed_elbo_loss`; x (B, ...), y (B,) a minibatch, n_data the data set's size N; beta,
     temperature scalars; ``num_particles`` independent estimates averaged (each its own noise). Refuses a guide
-    with no dense Gaussian or dropout site (InputError: nothing to reparameterise) and a rule whose module the
-    network never calls as an ``hk.Linear`` (InputError naming it)."""
+    with no dense Gaussian or dropout site and no Gaussian convolution kernel (InputError: nothing to
+    reparameterise) and a rule whose module the network never calls as an ``hk.Linear`` (dense rules) or
+    ``hk.ConvND`` (`FlipoutRule`) (InputError naming it)."""
     rules = local_rules(guide, params)
     if not rules:
         raise InputError("per_example_noise", "local", "a guide with a dense weight site of a Gaussian or binary "
-                         "dropout family", hint="use per_example_noise=True (a weight draw per example)")
+                         "dropout family, or a convolution kernel of a Gaussian family",
+                         hint="use per_example_noise=True (a weight draw per example)")
 
     with local_noise(rules) as seen:  # the noise keys come from the model's seed: one set per particle
         loss, new_mutable = annealed_elbo_loss(rng_key, params, model, guide, beta, num_particles, x, y, n_data,
                                                temperature=temperature, mutable=mutable)
     missing = sorted(set(rules) - seen)
     if missing:
-        raise InputError("per_example_noise", "local", "dense weight sites computed by Haiku hk.Linear modules",
-                         hint=f"the network never called {missing} as hk.Linear")
+        words = sorted({rules[path].module_words for path in missing})
+        raise InputError("per_example_noise", "local", "weight sites computed by Haiku hk.Linear (dense) or "
+                         "hk.ConvND (convolution) modules",
+                         hint=f"the network never called {missing} as {' or '.join(words)}")
     return loss, new_mutable

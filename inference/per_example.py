@@ -56,7 +56,8 @@ def per_example_elbo_loss(rng_key, params, model, guide, beta, num_particles, x,
 PER_EXAMPLE_NOISE = (False, True, "local")
 """Values of `inference.fit`'s ``per_example_noise``: False, one guide draw per minibatch
 (`inference.elbo.annealed_elbo_loss`); True, a guide draw per example (`per_example_elbo_loss`); "local", the
-local reparameterisation trick on the dense Gaussian and dropout layers (`inference.local_reparam`)."""
+local reparameterisation trick on the dense Gaussian and dropout layers and Flipout on the Gaussian convolution
+kernels (`inference.local_reparam`)."""
 
 
 def per_example_mode(per_example_noise):

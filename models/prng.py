@@ -58,31 +58,6 @@ def flat_key(key):
 OWN_HASH_FROM = 2 ** 15
 """`normal_draws` hashes a draw of this many values or more on its own (module docstring of `normal_draws`)."""
 
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-
-def threefry2x32(k0, k1, x0, x1):
-    """Threefry-2x32 with 20 rounds (Salmon et al., 2011, "Parallel random numbers: as easy as 1, 2, 3"), JAX's
-    ``threefry2x32`` hash unrolled: key words k0, k1 and counter words x0, x1 (uint32, broadcastable) -> the two
-    hashed words (uint32, the broadcast shape), equal to JAX's bit for bit.
-
-    Written out here because JAX lowers its own hash on CPU as a 5-step loop: a loop is not fused with the
-    code around it, so every step writes the counters' arrays out (and, with one key per value as in
-    `normal_draws`, the key schedule too); unrolled, the hash, the counters and the mapping to normals are one
-    fused elementwise kernel (benchmarks/bench_update_compile.py: the MLP 784-400-400-10's draws in 0.73x the
-    time of one ``jax.random.normal`` per site, 0.35x that of one JAX hash with a key per value).
-    """
-    ks = (k0, k1, k0 ^ k1 ^ jnp.uint32(0x1BD11BDA))
-    x0, x1 = x0 + ks[0], x1 + ks[1]
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            x0 = x0 + x1
-            x1 = lax.shift_left(x1, jnp.uint32(r)) | lax.shift_right_logical(x1, jnp.uint32(32 - r))
-            x1 = x0 ^ x1
-        x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + jnp.uint32(i + 1)
-    return x0, x1
-
-
 def _bits_to_normal(bits, scale=None):
     """uint32 random bits (n,) -> float32 standard normals (n,), as ``jax.random.normal``: a uniform in
     (nextafter(-1, 0), 1) from the top 23 bits, then sqrt(2) erfinv. With a constant `scale` (a Python or NumPy
@@ -117,7 +92,7 @@ def _key_words(keys):
 
 def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FROM) -> list | None:
     """``[jax.random.normal(k, s) for k, s in zip(keys, shapes)]`` (float32), the same numbers bit for bit, with
-    the small draws from ONE threefry hash and each large draw from a hash of its own; None when the same
+    the small draws from ONE threefry hash and each large draw by ``jax.random.normal`` itself; None when the same
     numbers cannot be promised.
 
     Each draw of shape s is n = prod(s) values of JAX's partitionable threefry (the hash of key k and the
@@ -125,16 +100,17 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
     sqrt(2) erfinv, all elementwise. Draws of fewer than `own_hash_from` values share one hash: their counters
     in one vector, each with its own key broadcast along them, which gives each draw's bits exactly; the
     compiled program then holds one hash where a guide with S sites held S (measured: S = 38 hashes were half
-    of a tiny ResNet-18 mean-field update's 7.5 s compile). A draw of `own_hash_from` values or more gets its
-    own hash with its key as a scalar (a per-value key costs run time, which such a draw pays at every step,
-    while one more hash costs compile time once), and a caller that uses only some draws (the local
-    reparameterisation estimator ignores the weight draws) pays for no unused large one. A large draw's hash is
-    the unrolled `threefry2x32` (faster to run); the shared one is JAX's (faster to compile).
+    of a tiny ResNet-18 mean-field update's 7.5 s compile). A draw of `own_hash_from` values or more is
+    ``jax.random.normal(flat_key(k), s)``: a key per value costs run time, which such a draw pays at every step,
+    while one more hash costs compile time once; and a caller that uses only some draws (the local
+    reparameterisation estimator ignores the weight draws) pays for no unused large one. (A hash written out
+    elementwise, which XLA fuses with the code around it, was faster for the draws alone but slower in an SVI
+    step: docs/speed.md.)
 
     keys: threefry keys, raw (2,) uint32 or typed (``jax.random.key``, `flat_key`); shapes: tuples;
     own_hash_from: a positive int. Returns a list of float32 arrays of `shapes`, or None (the caller draws one
     by one) when a key is of another implementation, 64-bit floats are on, JAX's threefry is not partitionable
-    or a hash would count 2**32 values or more.
+    or the shared hash would count 2**32 values or more.
 
     scales: None, or one constant (a Python or NumPy number) per draw: draw i is then ``eps_i * scales[i]`` as
     XLA compiles ``jax.random.normal(k, s) * scale`` with a constant scale (`_bits_to_normal`), so a prior
@@ -147,15 +123,15 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
         return None
     sizes = [math.prod(s) for s in shapes]
     shared = [i for i, n in enumerate(sizes) if 0 < n < own_hash_from]
-    if sum(sizes[i] for i in shared) >= 2 ** 32 or max(sizes, default=0) >= 2 ** 32:
+    if sum(sizes[i] for i in shared) >= 2 ** 32:
         return None
     out = [None] * len(shapes)
     for i, n in enumerate(sizes):
         if n == 0:
             out[i] = jnp.zeros(shapes[i], jnp.float32)
         elif n >= own_hash_from:
-            bits1, bits2 = threefry2x32(words[i][0], words[i][1], jnp.zeros((), jnp.uint32), lax.iota(jnp.uint32, n))
-            out[i] = _bits_to_normal(bits1 ^ bits2, None if scales is None else scales[i]).reshape(shapes[i])
+            draw = jax.random.normal(flat_key(words[i]), shapes[i])
+            out[i] = draw if scales is None else draw * np.float32(scales[i])
     if shared:
         small = np.asarray([sizes[i] for i in shared], np.uint32)
         ends = np.cumsum(small).astype(np.uint32)
@@ -164,7 +140,7 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
         key_words = jnp.stack([words[i] for i in shared])
         counts = flat - jnp.asarray(ends - small)[draw]  # 0 .. n-1 within each draw
         # (built from one iota and gathers: concatenating S pieces compiled 1.6x slower, S separate hashes 3.6x)
-        # JAX's own hash here, not the unrolled one: with a key per value, the unrolled hash compiled 1.6x slower
+        # JAX's own hash primitive: with a key per value, the hash written out elementwise compiled 1.6x slower
         # (the tiny ResNet-18's 38 draws: 2.2 s against 1.4 s), and small draws' run time is small
         bits1, bits2 = jax_random.threefry2x32_p.bind(key_words[draw, 0], key_words[draw, 1], jnp.zeros_like(counts),
                                                       counts)
@@ -175,11 +151,3 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
         for i, part in zip(shared, parts):
             out[i] = part.reshape(shapes[i])
     return out
-
-
-def normal(key, shape):
-    """``jax.random.normal(key, shape)`` (float32), the same numbers bit for bit, through the unrolled
-    `threefry2x32` (`normal_draws` of one draw with its own hash); ``jax.random.normal`` itself where
-    `normal_draws` declines. key: a threefry key, raw or typed; shape: a tuple -> float32 array of `shape`."""
-    draws = normal_draws([key], [tuple(shape)], own_hash_from=1)
-    return jax.random.normal(key, shape) if draws is None else draws[0]

@@ -1,6 +1,7 @@
 """`inference.local_reparam` and `models.local_reparam`: the local reparameterisation trick estimates the same ELBO
 as a weight draw per example (`inference.per_example`), with a gradient variance no higher."""
 
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,12 +10,13 @@ import pytest
 import inference
 import zoo
 from inference.dropout import binary_dropout
+from inference.elbo import annealed_elbo_loss
 from inference.fit import constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
 from inference.per_example import per_example_elbo_loss, per_example_estimator
 from models.errors import InputError
-from models.local_reparam import (GaussianRule, KTiedRule, dropout_preactivation, gaussian_preactivation,
-                                  k_tied_preactivation)
+from models.local_reparam import (FlipoutRule, GaussianRule, KTiedRule, dropout_preactivation, flipout_output,
+                                  gaussian_preactivation, k_tied_preactivation, local_noise)
 
 SITE = "mlp/~/linear_0/w"
 KEYS = 3000
@@ -134,3 +136,94 @@ def test_fit_passes_local_through(setup):
                          per_example_noise="local")
     assert np.all(np.isfinite(post.losses)) and len(post.losses) == 10
     assert post.info.traces == 1
+
+
+def _conv(z, w, b=None):
+    """A SAME, stride-1 NHWC convolution (what ``hk.Conv2D(cout, kernel)`` computes) plus its bias."""
+    h = jax.lax.conv_general_dilated(z, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return h if b is None else h + b
+
+
+def test_flipout_gives_each_example_its_sign_flipped_weight():
+    """Flipout's output for example n is the convolution with M + (sd o eps) o (s_n r_nᵀ) (Wen et al., 2018, eq. 2)."""
+    rng = np.random.default_rng(0)
+    z = jnp.asarray(rng.normal(size=(3, 5, 5, 2)), jnp.float32)
+    mean, sd, eps = (jnp.asarray(rng.normal(size=(3, 3, 2, 4)), jnp.float32) for _ in range(3))
+    bias = jnp.asarray(rng.normal(size=(4,)), jnp.float32)
+    s_in, s_out = (jnp.asarray(rng.choice([-1.0, 1.0], size=(3, c)), jnp.float32) for c in (2, 4))
+
+    def apply(inputs, w, zero_bias):
+        return _conv(inputs, w, None if zero_bias else bias)
+
+    h = flipout_output(apply, z, mean, jnp.abs(sd), eps, s_in, s_out)
+    for n in range(3):
+        w_n = mean + jnp.abs(sd) * eps * (s_in[n][:, None] * s_out[n][None, :])
+        np.testing.assert_allclose(h[n], _conv(z[n:n + 1], w_n, bias)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_local_noise_runs_a_conv_module_with_flipout():
+    """Under `local_noise`, an ``hk.Conv2D`` with a `FlipoutRule` computes `flipout_output` through its own
+    convolution: its bias kept on the mean path, its weight parameter unused."""
+    rng = np.random.default_rng(1)
+    z = jnp.asarray(rng.normal(size=(2, 4, 4, 3)), jnp.float32)
+    mean = jnp.asarray(rng.normal(size=(3, 3, 3, 5)), jnp.float32)
+    variance = jnp.asarray(rng.uniform(0.1, 1.0, size=(3, 3, 3, 5)), jnp.float32)
+    net = hk.transform(lambda inputs: hk.Conv2D(5, 3, name="c")(inputs))
+    params = net.init(jax.random.PRNGKey(0), z)
+    params = {"c": {"w": jnp.full_like(params["c"]["w"], 100.0), "b": jnp.arange(5.0)}}
+    key = jax.random.PRNGKey(7)
+    with local_noise({"c": FlipoutRule(mean, variance)}, key=key) as seen:
+        h = net.apply(params, None, z)
+    assert seen == {"c"}
+    k_eps, k_in, k_out = jax.random.split(jax.random.fold_in(key, 0), 3)
+    eps = jax.random.normal(k_eps, mean.shape)
+    s_in, s_out = (jax.random.rademacher(k, (2, c), jnp.float32) for k, c in ((k_in, 3), (k_out, 5)))
+    for n in range(2):
+        w_n = mean + jnp.sqrt(variance + 1e-12) * eps * (s_in[n][:, None] * s_out[n][None, :])
+        np.testing.assert_allclose(h[n], _conv(z[n:n + 1], w_n, jnp.arange(5.0))[0], rtol=1e-4, atol=1e-4)
+
+
+def test_conv_kernels_of_gaussian_families_get_flipout():
+    """`local_rules`: a convolution kernel (4-D) of a Gaussian family gets `FlipoutRule` with its family's
+    moments, a dense weight the local reparameterisation (`GaussianRule`); biases no rule."""
+    from models.networks.lenet5 import lenet5
+
+    import models
+
+    model = models.bnn(lenet5(3, channels=(2, 3), hidden=6, padding="SAME"), models.priors.normal(1.0))
+    x = np.zeros((2, 8, 8, 1), np.float32)
+    guide = inference.mean_field(model, init_scale=0.05, scale_cap=None)
+    pu, pc, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, np.zeros(2, np.int32), 10)
+    params = constrain_params(pu, pc)
+    rules = local_rules(guide, params)
+    assert {path: type(rule) for path, rule in rules.items()} == {
+        "lenet5/conv1": FlipoutRule, "lenet5/conv2": FlipoutRule, "lenet5/dense1": GaussianRule,
+        "lenet5/dense2": GaussianRule}
+    np.testing.assert_allclose(rules["lenet5/conv2"].variance, 0.05 ** 2, rtol=1e-5)
+    assert rules["lenet5/conv2"].mean.shape == params["lenet5/conv2/w_auto_loc"].shape
+    # inside the model: with sd ~ 0 the local likelihood term (beta = 0: no KL; Flipout through the network's own
+    # convolutions) is the one at the means, as the weight draw's is; it raises if a rule's module were never called
+    tiny = inference.mean_field(model, init_scale=1e-6, scale_cap=None)
+    pu, pc, _ = guide_param_init(tiny, jax.random.PRNGKey(0), x, np.zeros(2, np.int32), 10)
+    xs = jnp.asarray(np.random.default_rng(0).normal(size=(4, 8, 8, 1)), jnp.float32)
+    ys = jnp.array([0, 1, 2, 0])
+    losses = [loss(jax.random.PRNGKey(3), constrain_params(pu, pc), model, tiny, 0.0, 1, xs, ys, 10)[0]
+              for loss in (local_reparam_elbo_loss, annealed_elbo_loss)]
+    assert 5.0 < float(losses[1]) < 50.0  # 10 x the mean cross-entropy of 4 examples over 3 classes (~1.1)
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
+
+
+def test_local_noise_refuses_inputs_it_cannot_reparameterise():
+    """A dense rule's module called on a (B, T, F) input, and a convolution with its channels first: InputError
+    naming the module."""
+    dense = hk.transform(lambda inputs: hk.Linear(2, name="d")(inputs))
+    z3 = jnp.ones((2, 3, 4))
+    rule = GaussianRule(jnp.zeros((4, 2)), jnp.ones((4, 2)))
+    with pytest.raises(InputError, match="'d' got an input of shape"):
+        with local_noise({"d": rule}, key=jax.random.PRNGKey(0)):
+            dense.apply(dense.init(jax.random.PRNGKey(0), z3), None, z3)
+    conv = hk.transform(lambda inputs: hk.Conv2D(2, 3, data_format="NCHW", name="c")(inputs))
+    z4 = jnp.ones((2, 3, 5, 5))
+    with pytest.raises(InputError, match="'c' has its channels on axis 1"):
+        with local_noise({"c": FlipoutRule(jnp.zeros((3, 3, 3, 2)), jnp.ones((3, 3, 3, 2)))}, key=jax.random.PRNGKey(0)):
+            conv.apply(conv.init(jax.random.PRNGKey(0), z4), None, z4)

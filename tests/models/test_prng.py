@@ -4,9 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.extend.random import threefry2x32_p
 
-from models.prng import FLAT_THREEFRY, flat_key, normal, normal_draws, threefry2x32
+from models.prng import FLAT_THREEFRY, flat_key, normal_draws
 
 SHAPES = [(), (7,), (5, 3), (4, 6, 10), (2, 3, 4, 5)]
 
@@ -72,23 +71,20 @@ def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_f
             np.testing.assert_array_equal(g, e)
 
 
-def test_unrolled_threefry_and_normal_equal_jaxs_bit_for_bit():
-    """`threefry2x32` against JAX's own hash on the Threefry paper's known-answer vectors (Salmon et al., 2011;
-    JAX's tests use them) and on random words; `normal` against jax.random.normal at a large shape."""
-    words = [(0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x6B200159, 0x99BA4EFE),
-             (0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0x1CB996FC, 0xBB002BE7),
-             (0x13198A2E, 0x03707344, 0x243F6A88, 0x85A308D3, 0xC4923A9C, 0x483DF7A0)]
-    for k0, k1, x0, x1, e0, e1 in words:
-        got = threefry2x32(*(jnp.uint32(v) for v in (k0, k1, x0, x1)))
-        assert (int(got[0]), int(got[1])) == (e0, e1)
-    rng = np.random.default_rng(0)
-    k0, k1, x0, x1 = (jnp.asarray(rng.integers(0, 2 ** 32, 1000, dtype=np.uint32)) for _ in range(4))
-    ours, jaxs = threefry2x32(k0, k1, x0, x1), threefry2x32_p.bind(k0, k1, x0, x1)  # a key per value
-    for o, j in zip(ours, jaxs, strict=True):
-        assert o.shape == (1000,) and o.dtype == jnp.uint32
-        np.testing.assert_array_equal(o, j)
-    key = jax.random.PRNGKey(5)
-    np.testing.assert_array_equal(jax.jit(normal, static_argnums=1)(key, (300, 120)), jax.random.normal(key, (300, 120)))
+def test_normal_draws_with_constant_scales_equal_numpyros_scaled_draws_bit_for_bit():
+    """With `scales`, draw i is ``jax.random.normal(k_i, s_i) * scale_i`` as XLA compiles it with a constant
+    scale, for shared and own-hash draws alike."""
+    shapes, scales = [(64, 64), (10,), (3, 5, 7)], [0.3, 1.7, 0.05]
+    for own_hash_from in (2 ** 15, 60):
+        def batched(key):
+            return normal_draws(list(jax.random.split(key, 3)), shapes, scales, own_hash_from=own_hash_from)
+
+        def one_by_one(key):
+            return [jax.random.normal(k, s) * c for k, s, c in zip(jax.random.split(key, 3), shapes, scales)]
+
+        for got, expected in zip(jax.jit(batched)(jax.random.PRNGKey(2)), jax.jit(one_by_one)(jax.random.PRNGKey(2)),
+                                 strict=True):
+            np.testing.assert_array_equal(got, expected)
 
 
 def test_normal_draws_declines_what_it_cannot_reproduce():
