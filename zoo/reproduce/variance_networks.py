@@ -57,7 +57,7 @@ class VarianceNetworksSettings:
     Fig. 5 (the scaled kappa_0 is added); seeds: one run of everything per seed;
     per_example_noise: noise per example in the stochastic layers (`inference.fit`'s option): "local", the paper's
     local reparameterisation trick on the dense layers (appendix A: "epsilon is sampled independently for each
-    object"; `inference.local_reparam`; batch norm works with it); True, a weight draw per example
+    object") and Flipout on the convolution kernels (`inference.local_reparam`; batch norm works with it); True, a weight draw per example
     (`inference.per_example`: the same expected log-likelihood, a vmap over the examples; refused with batch
     norm); False, one draw per minibatch;
     methods: labels of the Table 1-2 rows to train (None: all nine); the point estimate, binary dropout and the
