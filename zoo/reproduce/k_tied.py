@@ -126,6 +126,15 @@ QUICK = replace(
         "{5e-5, 5e-6}; the point estimate: the rates), 300 epochs at batch 128, 8 seeds.",
     ),
 )
+CPU = replace(
+    FULL, seeds=(0, 1, 2), trace_ks=(None, 2), others=(), speed=None, val_draws=20, epochs=100,
+    recipe=replace(FULL.recipe, learning_rates=(1e-3, 3e-3), prior_scales=(0.3,), kl_slopes=(5e-5,),
+                   point_priors=(0.3,), epochs=100),
+    notes=FULL.notes + ("Sized for 2 CPU cores (`k_tied.CPU`, with --data): 100 epochs instead of ~300 (trace and "
+                        "accuracy runs), the grid Adam {1e-3, 3e-3} x prior sd 0.3 x slope 5e-5, trace guides mean "
+                        "field and 2-tied, 20 weight draws per validation -ELBO.",))
+"""The full setting's MLP 784-400-400 parts at batch 1,024 sized for 2 CPU cores (about 45 minutes on USPS's
+4,000 training images): ``reproduce_k_tied(out, "full", data_path=..., config=CPU)``."""
 
 
 def _data_name(data) -> str:
