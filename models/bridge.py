@@ -84,7 +84,8 @@ class BNN:
         def with_flag(x, is_training=False):
             return network_fn(x, is_training=is_training) if takes_flag else network_fn(x)
 
-        self.transformed = hk.without_apply_rng(hk.transform_with_state(with_flag))
+        # declared: haiku types `without_apply_rng` by a TypeVar whose constraints mypy cannot resolve
+        self.transformed: hk.TransformedWithState = hk.without_apply_rng(hk.transform_with_state(with_flag))
         # initialise in training mode: Haiku creates batch-norm state only there
         self.init_fn = lambda rng, x: self.transformed.init(rng, x, is_training=True)
         self.prior = prior
