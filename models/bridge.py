@@ -121,7 +121,7 @@ class BNN:
             self._sites_cache[feature_shape] = sites
         return self._sites_cache[feature_shape]
 
-    def site_priors(self, x_or_feature_shape) -> "OrderedDict[str, object]":
+    def site_priors(self, x_or_feature_shape) -> "OrderedDict[str, numpyro.distributions.Distribution]":
         """{site name: prior distribution with event dims} in model order."""
         lik_sites = self.likelihood.latent_sites()
         out = OrderedDict()
