@@ -126,7 +126,8 @@ def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callabl
 
     import jax
 
-    cache_dir = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]  # a dynamic attribute of jax's Config
+    # jax's Config holds its flags as dynamic attributes, which its type information does not declare:
+    cache_dir = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
     results, errors = [None] * len(tasks), {}
     sys.stdout.flush()
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
