@@ -199,7 +199,8 @@ def merge(parts) -> OODResults:
     parts = list(parts)
     if not parts:
         raise InputError.worded("parts", "parts: expected at least one OODResults, got none")
-    probs, counts = {}, {}
+    probs: dict[str, dict] = {}
+    counts: dict[str, int] = {}
     for i, part in enumerate(parts):
         if not isinstance(part, OODResults):
             raise ArgumentTypeError.worded(f"parts[{i}]",

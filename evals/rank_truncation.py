@@ -46,7 +46,7 @@ def truncate_matrix(matrix, k: int, floor: float = 0.0) -> np.ndarray:
 def _mean_field_scale_params(posterior) -> dict:
     """{site: scale param name} of the weight sites (ndim >= 2) of a mean-field SVI posterior."""
     guide = getattr(posterior, "guide", None)
-    if getattr(posterior, "kind", None) != "svi" or not hasattr(guide, "family_of"):
+    if guide is None or getattr(posterior, "kind", None) != "svi" or not hasattr(guide, "family_of"):
         raise InputError("posterior", f"<a {getattr(posterior, 'kind', type(posterior).__name__)!r} posterior>",
                          "an SVI Posterior of a mean-field guide (inference.mean_field)")
     out = {}

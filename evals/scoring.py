@@ -67,7 +67,7 @@ def check_score_memory(posterior, x, num_samples) -> None:
     """Refuse (InputError naming num_samples) a `score` whose (S, N, C) arrays would not fit in memory."""
     model = getattr(posterior, "model", None)
     shape = np.shape(x)
-    if not hasattr(model, "output_width") or len(shape) < 2:
+    if model is None or not hasattr(model, "output_width") or len(shape) < 2:
         return  # not a zoo posterior, or inputs the posterior's own checks refuse
     width = model.output_width(tuple(shape[1:]))
     check_memory("num_samples", num_samples, SCORE_BYTES_PER_VALUE * float(num_samples) * shape[0] * width,

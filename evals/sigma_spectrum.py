@@ -58,7 +58,7 @@ def posterior_moments(posterior) -> dict:
     (`inference.SiteGuide`: mean field, k-tied, ...), each of the site's shape, from the guide's
     distributions of the (unconstrained) site values: mean and sqrt(variance) elementwise."""
     guide = getattr(posterior, "guide", None)
-    if getattr(posterior, "kind", None) != "svi" or not hasattr(guide, "distributions"):
+    if guide is None or getattr(posterior, "kind", None) != "svi" or not hasattr(guide, "distributions"):
         raise InputError("posterior", f"<a {getattr(posterior, 'kind', type(posterior).__name__)!r} posterior>",
                          "an SVI Posterior of a per-site guide (e.g. inference.mean_field, inference.k_tied)")
     out = {}

@@ -10,6 +10,7 @@ scored by `inference.log_predictive_density`.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import arviz as az
 import numpy as np
@@ -51,7 +52,7 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
     names = arviz_names(sites)
     by_chain = posterior.draws_by_chain(num_samples, seed)
     chains, draws = next(iter(by_chain.values())).shape[:2]
-    groups = {"posterior": {names[k]: np.asarray(by_chain[k]) for k in sites}}
+    groups: dict[str, Any] = {"posterior": {names[k]: np.asarray(by_chain[k]) for k in sites}}
     dims = {names[k]: [f"{names[k]}_dim_{i}" for i in range(np.ndim(by_chain[k]) - 2)] for k in sites}
     if posterior.sample_stats:  # MCMC diagnostics (an SVI posterior has none)
         stats = dict(posterior.sample_stats)

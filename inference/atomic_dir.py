@@ -319,7 +319,7 @@ def _acquire(file: str, purpose: str, argument: str, path: str, wait_s: float) -
                 time.sleep(0.01)
                 continue
             pid = holder.get("pid")
-            what = {"fit": "a fit", "save": "a save"}.get(holder.get("purpose"), "a writer")
+            what = {"fit": "a fit", "save": "a save"}.get(holder.get("purpose", ""), "a writer")
             since = f", since {holder['started']}" if holder.get("started") else ""
             raise FolderLockedError(argument, path, "a folder no other process is writing",
                                     f"process {pid} ({what}{since}) holds its lock {file!r}; wait for it to end "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def save(posterior: Posterior, path) -> str:
         raise ArgumentTypeError("posterior", posterior, "an inference.Posterior")
     target = _path_arg(path)
     check_folder(target, "posterior", "path")
-    arrays = {}
+    arrays: dict[str, Any] = {}  # {name: array}, passed to np.savez as keywords
     for group, values in (("params", posterior.params), ("samples", posterior.samples),
                           ("sample_stats", posterior.sample_stats)):
         for k, v in (values or {}).items():

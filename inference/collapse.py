@@ -117,6 +117,9 @@ def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: 
         prior = None
     likelihood = model.likelihood
     classification = bool(getattr(likelihood, "classification", False)) and hasattr(likelihood, "log_predictive")
+    post_acc: float | None  # the accuracies: None for a regression likelihood
+    prior_acc: float | None
+    free_acc: float | None
     if classification:
         post_lpd, post_acc = _class_scores(posterior.log_predict(xs, num_samples, seed=seed), ys)
         prior_lpd, prior_acc = (_class_scores(posterior.log_predict(xs, draws=prior), ys) if prior is not None

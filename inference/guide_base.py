@@ -16,7 +16,7 @@ import jax
 from numpyro import handlers
 from numpyro.infer.autoguide import AutoGuide
 
-from inference.sites import site_table
+from inference.sites import Site, site_table
 from models.errors import InputError
 
 
@@ -36,7 +36,7 @@ class BNNGuide(AutoGuide):
         if not isinstance(prefix, str) or not prefix:
             raise InputError.worded("prefix", f"prefix: expected a non-empty string, got {prefix!r}")
         super().__init__(model, prefix=prefix)
-        self.sites = None  # {name: Site} once `setup` has seen the inputs' shape
+        self.sites: dict[str, Site] | None = None  # {name: Site} once `setup` has seen the inputs' shape
         self._guide_config = {**config, "prefix": prefix}
 
     @property
@@ -58,13 +58,17 @@ class BNNGuide(AutoGuide):
         """`setup` from the arguments a NumPyro guide is called with: ``(x, ...)`` or ``x=...``."""
         self.setup(args[0] if args else kwargs["x"])
 
-    def site_shapes(self) -> dict:
-        """{latent site: shape} in model order (after `setup`)."""
+    def checked_sites(self) -> dict[str, Site]:
+        """{latent site: Site} in model order (after `setup`; InputError naming the guide before)."""
         if self.sites is None:
             raise InputError.worded("guide",
                                     f"{type(self).__name__}: the guide has not seen the model's inputs yet; call "
                                     "guide.setup(x) (fit does) before asking for sites or parameter counts")
-        return {name: site.shape for name, site in self.sites.items()}
+        return self.sites
+
+    def site_shapes(self) -> dict:
+        """{latent site: shape} in model order (after `setup`)."""
+        return {name: site.shape for name, site in self.checked_sites().items()}
 
     def latent_names(self) -> list:
         """Names of the model's latent sites, in model order (after `setup`)."""

@@ -71,13 +71,24 @@ class JointGaussian(BNNGuide):
         self.init_scale = positive_number("init_scale", init_scale)
         self.max_latent_dim = check_max_latent_dim(max_latent_dim)
         super().__init__(model, prefix=prefix, config=config)
-        self.block_sites = None  # {block: [site names]} after setup
+        self.block_sites: dict[str, list[str]] | None = None  # {block: [site names]} after setup
+
+    def grouped_sites(self) -> dict[str, list[str]]:
+        """{block: [site names]} (after `setup`; InputError naming the guide before)."""
+        self.checked_sites()
+        assert self.block_sites is not None  # `setup` groups the sites when it reads them
+        return self.block_sites
+
+    def low_rank(self) -> int:
+        """r, the rank of the low-rank covariances (``covariance="low_rank"``, whose rank __init__ requires)."""
+        assert self.rank is not None
+        return self.rank
 
     # ----- layout ----------------------------------------------------------------------------------
     def check_sites(self) -> None:
         """Group the sites into blocks and refuse blocks that are too large (full) or smaller than the rank."""
         groups: dict = {}
-        for name in self.sites:
+        for name in self.checked_sites():
             key = {"all": "", "site": name, "layer": name.rpartition("/")[0] or name}[self.blocks]
             groups.setdefault(key, []).append(name)
         self.block_sites = groups
@@ -86,14 +97,15 @@ class JointGaussian(BNNGuide):
             if self.covariance == "full":
                 what = "full covariance" if block == "" else f"block {block!r} (full covariance)"
                 check_covariance_size(size, self.max_latent_dim, what)
-            elif self.rank > size:
+            elif self.low_rank() > size:
                 raise InputError.worded("rank", f"rank: {self.rank} exceeds the {size} latent dimensions of "
                                  f"{'the model' if block == '' else f'block {block!r}'}; use rank <= {size} "
                                  f"(rank {size - 1} already represents any covariance)")
 
     def block_size(self, block: str) -> int:
         """n_b: the number of unconstrained entries of `block` (after `setup`)."""
-        return sum(int(np.prod(self.sites[s].shape, dtype=int)) for s in self.block_sites[block])
+        sites = self.checked_sites()
+        return sum(int(np.prod(sites[s].shape, dtype=int)) for s in self.grouped_sites()[block])
 
     def param_name(self, block: str, suffix: str) -> str:
         """``{prefix}_{suffix}`` for the one block of ``blocks="all"``, else ``{block}_{prefix}_{suffix}``."""
@@ -106,8 +118,9 @@ class JointGaussian(BNNGuide):
     def unpack(self, block: str, z) -> dict:
         """{site: (*batch, *site shape)} slices of a block vector z (*batch, n_b)."""
         out, start = {}, 0
-        for name in self.block_sites[block]:
-            shape = self.sites[name].shape
+        sites = self.checked_sites()
+        for name in self.grouped_sites()[block]:
+            shape = sites[name].shape
             size = int(np.prod(shape, dtype=int))
             out[name] = z[..., start:start + size].reshape(jnp.shape(z)[:-1] + shape)
             start += size
@@ -119,7 +132,8 @@ class JointGaussian(BNNGuide):
         suffixes = ("loc", "scale_tril") if self.covariance == "full" else ("loc", "cov_factor", "scale")
         if params is not None:
             return {s: params[self.param_name(block, s)] for s in suffixes}
-        loc = jnp.concatenate([jnp.ravel(self.sites[s].init_loc) for s in self.block_sites[block]])
+        sites = self.checked_sites()
+        loc = jnp.concatenate([jnp.ravel(sites[s].init_loc) for s in self.grouped_sites()[block]])
         n = loc.shape[0]
         values = {"loc": numpyro.param(self.param_name(block, "loc"), loc)}
         if self.covariance == "full":
@@ -192,7 +206,7 @@ class JointGaussian(BNNGuide):
     def site_moments(self, params: dict) -> dict:
         """{site: (mean, variance)} of the unconstrained site values, each of the site's shape (after `setup`)."""
         out = {}
-        for block in self.block_sites:
+        for block in self.grouped_sites():
             values = self.block_values(block, params)
             means, variances = self.unpack(block, values["loc"]), self.unpack(block, self.block_variances(values))
             out.update({name: (means[name], variances[name]) for name in means})
@@ -201,10 +215,11 @@ class JointGaussian(BNNGuide):
     # ----- parameter counts ------------------------------------------------------------------------------------
     def num_params_formula(self) -> int:
         """Sum over blocks of n_b + n_b(n_b+1)/2 (full) or n_b + n_b r + n_b (low rank), after `setup`."""
-        sizes = [self.block_size(b) for b in self.block_sites]
+        sizes = [self.block_size(b) for b in self.grouped_sites()]
         if self.covariance == "full":
             return sum(n + n * (n + 1) // 2 for n in sizes)
-        return sum(n + n * self.rank + n for n in sizes)
+        rank = self.low_rank()
+        return sum(n + n * rank + n for n in sizes)
 
     def num_free_params(self, params: dict) -> int:
         """Free parameters counted from `params`: a lower-triangular ``*_scale_tril`` (..., n, n) counts

@@ -98,7 +98,7 @@ def _dict_difference(a: dict, b: dict, prefix: str) -> str | None:
 def _bytes(a: np.ndarray):
     """The array's bytes in C order, without a copy where the buffer allows it."""
     try:
-        return memoryview(a).cast("B")
+        return a.data.cast("B")
     except (TypeError, ValueError):  # e.g. 0-d or object arrays
         return a.tobytes()
 

@@ -75,8 +75,9 @@ class NutsInfo(NamedTuple):
     chain_method: str | None
 
 
-INFO_TYPES = {cls.__name__: cls for cls in (FitInfo, NutsInfo)}
-INFO_FOR_KIND = {"svi": FitInfo, "mcmc": NutsInfo}  # for checkpoints that predate the types
+INFO_TYPES: dict[str, type[FitInfo] | type[NutsInfo]] = {cls.__name__: cls for cls in (FitInfo, NutsInfo)}
+# for checkpoints that predate the types:
+INFO_FOR_KIND: dict[str, type[FitInfo] | type[NutsInfo]] = {"svi": FitInfo, "mcmc": NutsInfo}
 
 
 def info_record(info: FitInfo | NutsInfo | None) -> tuple[str | None, dict | None]:

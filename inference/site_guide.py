@@ -53,11 +53,11 @@ class SiteGuide(BNNGuide):
         self.families = dict(families)
         self.default = default
         self.patterns_arg = patterns_arg
-        self.assignment = None  # {site: Family} after setup
+        self.assignment: dict[str, Family] | None = None  # {site: Family} after setup
 
     def check_sites(self) -> None:
         """Assign a family to every site; refuse unmatched patterns and, with no default, uncovered sites."""
-        names = list(self.sites)
+        names = list(self.checked_sites())
         unmatched = [p for p in self.families if not any(fnmatch.fnmatchcase(n, p) for n in names)]
         if unmatched:
             raise InputError.worded(self.patterns_arg,
@@ -69,12 +69,17 @@ class SiteGuide(BNNGuide):
             raise InputError.worded(self.patterns_arg,
                                     f"{self.patterns_arg}: sites {uncovered} match no pattern and default=None; add a "
                                     "pattern for them or pass a default family (e.g. 'point_estimate' or 'mean_field')")
-        self.assignment = chosen
+        self.assignment = {n: f for n, f in chosen.items() if f is not None}  # all of them: none is uncovered
+
+    def assigned(self) -> dict[str, Family]:
+        """{site: Family} of every site in model order (after `setup`; InputError naming the guide before)."""
+        self.checked_sites()
+        assert self.assignment is not None  # `setup` assigns the families when it reads the sites
+        return self.assignment
 
     def family_of(self, name: str) -> Family:
         """The family chosen for site `name` (after `setup`)."""
-        self.site_shapes()
-        return self.assignment[name]
+        return self.assigned()[name]
 
     def param_name(self, site: str, suffix: str) -> str:
         """The NumPyro param name of parameter `suffix` of `site`: ``{site}_{prefix}_{suffix}``."""
@@ -111,10 +116,10 @@ class SiteGuide(BNNGuide):
 
     def distributions(self, params: dict) -> dict:
         """{site: distribution of its unconstrained value} from the constrained guide `params`."""
-        self.site_shapes()
+        assignment = self.assigned()
         out = {}
-        for name, site in self.sites.items():
-            family = self.assignment[name]
+        for name, site in self.checked_sites().items():
+            family = assignment[name]
             out[name] = family.distribution(site, {s: params[self.param_name(name, s)] for s in family.params(site)})
         return out
 
@@ -140,8 +145,8 @@ class SiteGuide(BNNGuide):
 
     def num_params_formula(self) -> int:
         """Sum over sites of the site's family formula (after `setup`)."""
-        self.site_shapes()
-        return int(sum(self.assignment[n].num_params(site) for n, site in self.sites.items()))
+        assignment = self.assigned()
+        return int(sum(assignment[n].num_params(site) for n, site in self.checked_sites().items()))
 
 
 def normal_base(fn):

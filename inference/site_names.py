@@ -40,7 +40,7 @@ def site_name(name: str) -> str:
 def arviz_names(sites) -> dict:
     """{site: ArviZ name} of every site in `sites` (an iterable of str), in order; InputError for a site
     `arviz_name` refuses or for two sites that would share a name."""
-    names = {}
+    names: dict[str, str] = {}
     for site in sites:
         name = arviz_name(site)
         if name in names.values():

@@ -7,6 +7,7 @@ import warnings
 
 from inference.convergence import ConvergenceWarning
 from inference.fit import fit
+from inference.run_info import FitInfo
 from inference.validation import check_positive_ints
 from models.errors import InputError
 
@@ -26,4 +27,6 @@ def fit_step_ms(model, guide, data, *, steps: int = 1200, batch_size: int = 128,
         warnings.simplefilter("ignore", ConvergenceWarning)  # a timing run, not a fit to use
         post = fit(model, guide, data, steps=steps, batch_size=batch_size, chunk_size=chunk_size, progress=False,
                    seed=seed)
-    return 1000 * (post.info.fit_s - post.info.first_step_s) / (steps - chunk_size)
+    info = post.info
+    assert isinstance(info, FitInfo) and info.first_step_s is not None and info.fit_s is not None  # fit records them
+    return 1000 * (info.fit_s - info.first_step_s) / (steps - chunk_size)

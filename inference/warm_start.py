@@ -44,7 +44,7 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
     params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(seed), jnp.asarray(x[:2]),
                                                 jnp.asarray(y[:2]), len(x))
     source_prefix = posterior.guide.prefix
-    missing = [s for s in guide.sites if f"{s}_{source_prefix}_scale" not in posterior.params]
+    missing = [s for s in guide.checked_sites() if f"{s}_{source_prefix}_scale" not in posterior.params]
     if missing:
         raise InputError.worded("posterior",
                                 f"posterior: expected a mean-field posterior of the same model (params '<site>_"
@@ -77,5 +77,5 @@ def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:
 
     # one compiled program: op by op, every block's concatenate, diag and inverse transform compiled its own small
     # program (144 compiles for the block-diagonal guide of an MLP 64-4-10)
-    used = {f"{s}_{source_prefix}_{suffix}" for s in guide.sites for suffix in ("loc", "scale")}
+    used = {f"{s}_{source_prefix}_{suffix}" for s in guide.checked_sites() for suffix in ("loc", "scale")}
     return jax.jit(place)(params_u, {k: posterior.params[k] for k in used})

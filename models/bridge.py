@@ -84,7 +84,8 @@ class BNN:
         def with_flag(x, is_training=False):
             return network_fn(x, is_training=is_training) if takes_flag else network_fn(x)
 
-        self.transformed = hk.without_apply_rng(hk.transform_with_state(with_flag))
+        # declared: haiku types `without_apply_rng` by a TypeVar whose constraints mypy cannot resolve
+        self.transformed: hk.TransformedWithState = hk.without_apply_rng(hk.transform_with_state(with_flag))
         # initialise in training mode: Haiku creates batch-norm state only there
         self.init_fn = lambda rng, x: self.transformed.init(rng, x, is_training=True)
         self.prior = prior
@@ -120,7 +121,7 @@ class BNN:
             self._sites_cache[feature_shape] = sites
         return self._sites_cache[feature_shape]
 
-    def site_priors(self, x_or_feature_shape) -> "OrderedDict[str, object]":
+    def site_priors(self, x_or_feature_shape) -> "OrderedDict[str, numpyro.distributions.Distribution]":
         """{site name: prior distribution with event dims} in model order."""
         lik_sites = self.likelihood.latent_sites()
         out = OrderedDict()

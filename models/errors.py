@@ -41,6 +41,7 @@ class InputError(ZooError, ValueError):
     """
 
     exit_status = 2
+    expected: str | None  # None for an error made by `worded`
 
     def __init__(self, argument: str, value, expected: str, hint: str = ""):
         self.argument, self.value, self.expected = argument, value, expected

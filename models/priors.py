@@ -39,6 +39,14 @@ KINDS = ("normal", "fan_in", "he_normal", "cauchy")
 FAN_IN_ONE = ("*/b", "*/embeddings")
 
 
+def _tagged(prior: Prior, **attributes) -> Prior:
+    """`prior` with `attributes` set on it: its ``spec`` dict (read back by `from_spec`) and helpers such as
+    ``route``; `setattr`, as the type of a function does not declare attributes of its own."""
+    for name, value in attributes.items():
+        setattr(prior, name, value)
+    return prior
+
+
 def fan_in(name: str, shape: tuple) -> int:
     """The number of inputs one output unit of site `name` (of `shape`) sums over.
 
@@ -88,17 +96,14 @@ def fan_in_normal(scale: float = 1.0) -> Prior:
     def prior(name, shape):
         return dist.Normal(0.0, scale / math.sqrt(fan_in(name, shape))).expand(tuple(shape))
 
-    prior.spec = {"kind": "fan_in_normal", "scale": scale}
-    return prior
+    return _tagged(prior, spec={"kind": "fan_in_normal", "scale": scale})
 
 
 def he_normal(gain: float = 2.0) -> Prior:
     """Normal(0, sqrt(gain / fan_in)) with fan_in as `fan_in` counts it (1 for biases): the `fan_in_normal`
     prior with scale sqrt(gain)."""
     _check_positive("gain", gain)
-    prior = fan_in_normal(math.sqrt(gain))
-    prior.spec = {"kind": "he_normal", "gain": gain}
-    return prior
+    return _tagged(fan_in_normal(math.sqrt(gain)), spec={"kind": "he_normal", "gain": gain})
 
 
 def cauchy(scale: float = 1.0, loc: float = 0.0) -> Prior:
@@ -113,8 +118,7 @@ def _iid(kind: str, family, scale: float, loc: float) -> Prior:
     def prior(name, shape):
         return family(loc, scale).expand(tuple(shape))
 
-    prior.spec = {"kind": kind, "scale": scale, "loc": loc}
-    return prior
+    return _tagged(prior, spec={"kind": kind, "scale": scale, "loc": loc})
 
 
 def scaled(kind: str, scale: float) -> Prior:
@@ -159,11 +163,9 @@ def per_site(kind="normal", scale=1.0, *, default_kind: str = "normal", default_
         return {arg: [p for p, _ in rules if not any(_first_pattern(rules, n) == p for n in names)]
                 for arg, rules in (("prior", kinds), ("prior_scale", scales)) if isinstance(rules, tuple)}
 
-    prior.resolve = resolve
-    prior.unmatched = unmatched
-    prior.spec = {"kind": "per_site", "prior": _rules_spec(kinds), "prior_scale": _rules_spec(scales),
-                  "default_kind": default_kind, "default_scale": default_scale}
-    return prior
+    return _tagged(prior, resolve=resolve, unmatched=unmatched,
+                   spec={"kind": "per_site", "prior": _rules_spec(kinds), "prior_scale": _rules_spec(scales),
+                         "default_kind": default_kind, "default_scale": default_scale})
 
 
 def check_kind(kind, argument: str = "prior"):
@@ -233,13 +235,11 @@ def by_pattern(rules: Mapping[str, Prior], default: Prior | None = None) -> Prio
     def prior(name, shape):
         return route(name)(name, shape)
 
-    prior.route = route
-    prior.spec = {
+    return _tagged(prior, route=route, spec={
         "kind": "by_pattern",
         "rules": {k: getattr(v, "spec", None) for k, v in rules.items()},
         "default": getattr(default, "spec", None),
-    }
-    return prior
+    })
 
 
 def reaches(prior: Prior, part: Prior, name: str) -> bool:

@@ -58,7 +58,7 @@ class LogUniform(Distribution):
     """
 
     support = constraints.real
-    reparametrized_params = []
+    reparametrized_params: list[str] = []
 
     def __init__(self, batch_shape=(), *, validate_args=None):
         super().__init__(batch_shape=tuple(batch_shape), event_shape=(), validate_args=validate_args)

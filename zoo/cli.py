@@ -45,6 +45,8 @@ class _Parser(argparse.ArgumentParser):
     the defaults in --help. `lazy_arguments(parser)`, if given, adds the arguments when the parser is first
     used (so ``zoo corruptions`` imports `evals` only when it runs)."""
 
+    commands: dict[str, _Parser]  # the top-level parser's {command: its parser} (`build_parser`)
+
     def __init__(self, *args, lazy_arguments=None, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
@@ -184,7 +186,7 @@ def _corruption_grid_arguments(parser):
     add_arguments(parser)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """The `zoo` argument parser; ``parser.commands`` maps each command's name to its parser."""
     from zoo.version import package_version
 

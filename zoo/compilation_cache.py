@@ -74,8 +74,10 @@ def configure_default() -> str | None:
 
     import jax
 
-    if jax.config.jax_compilation_cache_dir:
-        return jax.config.jax_compilation_cache_dir
+    # jax's Config holds its flags as dynamic attributes, which its type information does not declare:
+    cache_dir: str | None = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
+    if cache_dir:
+        return cache_dir
     try:
         return configure()
     except ValueError as err:

@@ -126,7 +126,8 @@ def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callabl
 
     import jax
 
-    cache_dir = jax.config.jax_compilation_cache_dir
+    # jax's Config holds its flags as dynamic attributes, which its type information does not declare:
+    cache_dir = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
     results, errors = [None] * len(tasks), {}
     sys.stdout.flush()
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
@@ -141,8 +142,9 @@ def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callabl
                 errors[i] = err
     if errors:
         i = min(errors)
-        err = errors[i]
-        if isinstance(err, TaskError):
-            raise err
-        raise TaskError(f"task {tasks[i].name!r} failed in a worker process: {type(err).__name__}: {err}") from err
+        failure = errors[i]
+        if isinstance(failure, TaskError):
+            raise failure
+        raise TaskError(f"task {tasks[i].name!r} failed in a worker process: {type(failure).__name__}: {failure}"
+                        ) from failure
     return results

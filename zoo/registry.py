@@ -24,6 +24,7 @@ from inference.registry import Registry
 from inference.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
                                   is_int)
 from models import priors
+from models.bridge import BNN
 from models.errors import ArgumentTypeError, InputError
 from zoo.data.registry import DATASETS, register_data  # noqa: F401  (zoo.registry.register_data, as before)
 from zoo.entry_identity import set_entry_identity
@@ -49,7 +50,7 @@ class Entry:
     """
 
     name: str
-    model: object
+    model: BNN
     train: Dataset
     test: Dataset
     config: dict = field(default_factory=dict)

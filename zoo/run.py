@@ -39,7 +39,8 @@ from inference.registry import GUIDES, example_options
 from zoo.guide_options import missing_required_options
 
 if TYPE_CHECKING:
-    from zoo.data.dataset import Dataset
+    from inference.data import Dataset
+    from inference.posterior import Posterior
 
 
 @dataclass(frozen=True)
@@ -416,7 +417,8 @@ def digits_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False,
     if missing:
         raise InputError.worded("labels", f"labels: {missing} are not DIGITS_GUIDES rows (expected some of "
                          f"{[s.label for s in DIGITS_GUIDES]})")
-    rows, posteriors = [], {}
+    rows: list[dict] = []
+    posteriors: dict[str, Posterior] = {}
     for spec in specs:
         start = time.perf_counter()
         row, posteriors[spec.label], test = _fit_digits_row(spec, sizes, posteriors, seed, progress, bars)
@@ -503,6 +505,7 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
     draws = sizes.draws_per_chain * 2
     posteriors = {"mean_field": svi, "nuts": mcmc}
+    assert isinstance(mcmc.info, inference.NutsInfo) and mcmc.info.divergences is not None  # nuts records them
     # az.compare needs the log-likelihood of the data each posterior was fitted to (to_arviz checks it)
     idata = {"mean_field": inference.to_arviz(svi, moons.train, num_samples=draws, seed=seed),
              "nuts": inference.to_arviz(mcmc, moons.train, seed=seed)}

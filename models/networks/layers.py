@@ -60,7 +60,7 @@ class Layers:
     sign_init: float = 0.5
 
     def conv(self, channels: int, kernel: int, stride: int = 1, *, with_bias: bool, name: str,
-             padding: str = "SAME") -> hk.Module:
+             padding: str = "SAME") -> hk.Conv2D | Rank1Conv2D:
         """A convolution (N, H, W, C_in) -> (N, H', W', channels); see `conv`."""
         if self.num_components is None:
             return conv(channels, kernel, stride, with_bias=with_bias, name=name, padding=padding)
@@ -68,7 +68,7 @@ class Layers:
                            with_bias=with_bias, sign_init=self.sign_init, name=name)
 
     def dense(self, units: int, *, name: str, with_bias: bool = True, w_init=None,
-              b_init=None) -> hk.Module:
+              b_init=None) -> hk.Linear | Rank1Dense:
         """A dense layer (N, D_in) -> (N, units); see `dense`."""
         if self.num_components is None:
             return dense(units, name=name, with_bias=with_bias, w_init=w_init, b_init=b_init)

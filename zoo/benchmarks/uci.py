@@ -171,8 +171,10 @@ def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
     total = settings.nuts_chains * settings.nuts_draws
     f, ll = predictions(post, entry.test, total)
     diag = ess_rhat(f.reshape(settings.nuts_chains, settings.nuts_draws, -1))
-    stats = {"divergences": post.info.divergences, "max_rhat": diag["rhat_max"], "min_ess": diag["ess_bulk_min"],
-             "leapfrog": post.info.mean_leapfrog_steps,
+    info = post.info
+    assert isinstance(info, inference.NutsInfo)  # nuts records one
+    stats = {"divergences": info.divergences, "max_rhat": diag["rhat_max"], "min_ess": diag["ess_bulk_min"],
+             "leapfrog": info.mean_leapfrog_steps,
              "converged": bool(diag["rhat_max"] <= RHAT_MAX and diag["ess_bulk_min"] >= ESS_MIN)}
     return Fitted(f, ll, seconds, posterior=post, stats=stats)
 
@@ -265,9 +267,9 @@ def run_split(name: str, split: int, root, settings: Settings, methods, log=prin
         else:
             fitted[method] = fit_svi(method, entry, settings)
         row = scores(fitted[method], entry.test.y, y_sd)
-        extra = "" if fitted[method].stats is None else (
-            f", R-hat {fitted[method].stats['max_rhat']:.3f}, ESS {fitted[method].stats['min_ess']:.0f}, "
-            f"{fitted[method].stats['leapfrog']:.0f} leapfrog steps")
+        stats = fitted[method].stats
+        extra = "" if stats is None else (
+            f", R-hat {stats['max_rhat']:.3f}, ESS {stats['min_ess']:.0f}, {stats['leapfrog']:.0f} leapfrog steps")
         log(f"  {name} split {split} L={settings.hidden_layers} {method:<16} test LL {row['test_ll']:8.3f}  "
             f"RMSE {row['rmse']:8.3f}  {fitted[method].seconds:6.1f} s{extra}")
     rows = []
@@ -279,10 +281,12 @@ def run_split(name: str, split: int, root, settings: Settings, methods, log=prin
                     "ll_gap": np.nan, "mean_abs_z": np.nan, "sd_ratio": np.nan})
         if "nuts" in fitted:
             nuts = fitted["nuts"]
+            assert nuts.stats is not None  # fit_nuts records them
             row["nuts_converged"] = nuts.stats["converged"]
             row["ll_gap"] = row["test_ll"] - scores(nuts, entry.test.y, y_sd)["test_ll"]
             row.update(against_nuts(fit, nuts))
         if method == "nuts":
+            assert fit.stats is not None
             row.update({k: fit.stats[k] for k in ("divergences", "max_rhat", "min_ess")})
         rows.append(row)
     weights, agreement = [], []

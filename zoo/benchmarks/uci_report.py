@@ -14,11 +14,16 @@ Hernandez-Lobato & Adams 2015, one hidden layer of 50 units), with their sources
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from evals.seed_summary import format_mean_se, mean_se
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
 
 PUBLISHED = {  # {data set: {method: (test LL, its SE, RMSE, its SE)}}
     "concrete": {"VI": (-3.39, 0.02, 7.13, 0.12), "PBP": (-3.16, 0.02, 5.67, 0.09),
@@ -239,7 +244,7 @@ def plot(table: pd.DataFrame, path) -> None:
         ax.axis("off")
     fig.suptitle("UCI regression (Hernandez-Lobato & Adams splits): test LL, mean +- SE over splits (higher is "
                  "better); lines: published")
-    handles = {}
+    handles: dict[str, Artist] = {}
     for ax in axes.ravel():
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
@@ -293,4 +298,5 @@ def rewrite(out) -> None:
     info = json.loads((out / "run.json").read_text())
     frames = [pd.read_csv(out / f) if (out / f).stat().st_size > 1 else pd.DataFrame()
               for f in ("uci.csv", "weights.csv", "chains.csv")]
-    write_report(out, *frames, info["settings"], info["seconds"])
+    table, weights, agreement = frames
+    write_report(out, table, weights, agreement, info["settings"], info["seconds"])

@@ -23,6 +23,7 @@ Nothing is downloaded: a data set that is not prepared on this machine raises
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def tfds_pair(name: str):
 
     def load(data_dir=None, *, num_validation: int | None = None, vocab_size: int = 20_000, maxlen: int = 80,
              vocabulary: Mapping[str, int] | None = None):
-        kwargs = {"num_validation": num_validation, "vocab_size": vocab_size, "maxlen": maxlen,
+        kwargs: dict[str, Any] = {"num_validation": num_validation, "vocab_size": vocab_size, "maxlen": maxlen,
                   "vocabulary": vocabulary}
         return load_tfds(name, "train", data_dir, **kwargs), load_tfds(name, "test", data_dir, **kwargs)
 

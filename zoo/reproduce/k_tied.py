@@ -224,7 +224,9 @@ def reproduce_k_tied(out_dir, setting: str = "quick", log=print, seeds=None, dat
         report.note(note)
     report.note(f"Settings: {_settings_text(cfg)}")
     skip_tfds = data_path is not None and data_dir is None  # --data without --data-dir: no TFDS part
-    out, mf_posts, data_of = {}, {}, {}
+    out: dict = {}
+    mf_posts: dict = {}
+    data_of: dict = {}
     with stage("accuracy runs (the paper's recipe)", report.log, "k-tied"):
         _accuracy_part(cfg, data_dir, report, out)
     report.write()

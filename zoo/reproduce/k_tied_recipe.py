@@ -16,6 +16,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optax
@@ -24,7 +25,7 @@ import pandas as pd
 from inference import ConvergenceWarning, PosteriorCollapseWarning, fit, point_estimate
 from inference.kl_schedules import stepwise_linear
 from zoo.reproduce.k_tied_runs import make_guide
-from zoo.reproduce.tuning import choose_on_validation, grid
+from zoo.reproduce.tuning import Choice, choose_on_validation, grid
 
 __all__ = ["Recipe", "epoch_steps", "arm_label", "fit_arm", "tune_arms", "final_runs", "POINT"]
 
@@ -89,7 +90,7 @@ def _accuracy_nll(post, data, draws: int, seed: int) -> tuple[float, float, floa
     return float(s.accuracy), float(s.nll), float(s.ece)
 
 
-def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> dict:
+def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> tuple[dict[Any, Choice], pd.DataFrame]:
     """Pick each arm's setting on the validation split: ({arm: `zoo.reproduce.tuning.Choice`}, the candidates'
     table: arm, the setting, validation (accuracy), val_nll, final_kl_weight, converged, chosen).
 

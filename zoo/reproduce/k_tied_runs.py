@@ -87,7 +87,8 @@ def train_with_trace(entry, train, val, k: int | None, seed: int, *, checkpoints
         names = names or sd_param_names(guide, snr_site, k)
         grads = elbo_gradients(post, train, batch_size=batch_size, num_batches=snr_batches, seed=seed + step,
                                names=names)
-        elbo = negative_elbo_draws(post, *val, n_train=len(train[1]), num_samples=val_draws, seed=seed)
+        x_val, y_val = val
+        elbo = negative_elbo_draws(post, x_val, y_val, n_train=len(train[1]), num_samples=val_draws, seed=seed)
         rows.append({"k": "mean field" if k is None else k, "seed": seed, "step": step,
                      "val_neg_elbo": float(elbo.mean()), "val_neg_elbo_sem": sem(elbo),
                      **_snr_columns(grads)})

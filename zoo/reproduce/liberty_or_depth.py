@@ -33,7 +33,7 @@ from evals.product_covariance import (
     simulate_product_covariance,
 )
 from evals.verdicts import combine, judge, paired_interval, t_interval
-from inference import fit, mean_field, nuts
+from inference import NutsInfo, fit, mean_field, nuts
 from models.errors import InputError
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
 from zoo.registry import get
@@ -137,13 +137,15 @@ def run_one(config: DepthSweepConfig, depth: int, activation: str, seed: int, pr
     draws = flat_draws(chain_draws(mcmc))  # (chains, draws, D), every site in site order
     svi_sd = np.concatenate([np.asarray(v).std(0).ravel() for v in svi.draws(200, seed=seed).values()])
     probs = mcmc.predict(entry.test.x, num_samples=100, reduce="mean")  # (N, C), averaged over draws
+    info = mcmc.info
+    assert isinstance(info, NutsInfo)  # nuts records one
     return {
         "activation": activation, "depth": depth, "width": width, "num_weights": draws.shape[-1], "seed": seed,
         **gaussian_metrics(draws, config.jitter, seed),
         "nuts_accuracy": accuracy(probs, entry.test.y),
-        "divergences": mcmc.info.divergences, "mean_leapfrog_steps": mcmc.info.mean_leapfrog_steps,
+        "divergences": info.divergences, "mean_leapfrog_steps": info.mean_leapfrog_steps,
         "svi_mean_sd": float(svi_sd.mean()), "nuts_mean_sd": float(draws.reshape(-1, draws.shape[-1]).std(0).mean()),
-        "svi_s": svi_s, "nuts_s": mcmc.info.nuts_s,
+        "svi_s": svi_s, "nuts_s": info.nuts_s,
     }
 
 

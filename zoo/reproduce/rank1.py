@@ -259,7 +259,7 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
                                                                                "cECE"], "factors", categorical=True),
                       "Fig. 9: real- vs positive-valued factors")
     findings(report, runs, samples, div, ks, obj, drop, place, positive)
-    if wrn_runs is not None and {"deterministic", "rank1_normal"} <= set(job.wrn.methods):
+    if wrn_runs is not None and job.wrn is not None and {"deterministic", "rank1_normal"} <= set(job.wrn.methods):
         table2_finding(report, wrn_runs, WRN_CLAIM)
     elif job.wrn is not None:
         report.finding(WRN_CLAIM, "not run", f"the WRN ran {', '.join(job.wrn.methods)}; the finding needs the "

@@ -279,7 +279,7 @@ def corrupted_sets(raw: Dataset, split: DigitsSplit, types=None, severities=(1, 
 
 
 def corruption_summary(predictors: dict, raw: Dataset, split: DigitsSplit, *, draws: dict, types=None,
-                       severities=(1, 2, 3, 4, 5), seed: int = 0, reference: str = "deterministic",
+                       severities=(1, 2, 3, 4, 5), seed: int = 0, reference: str | None = "deterministic",
                        num_params: dict | None = None):
     """Score {name: predictor} on `raw` (clean) and its corruptions (`corrupted_sets`; ``draws[name]`` posterior draws
     each): `score_table` with the split's ``preprocess``."""
@@ -305,7 +305,7 @@ def score_rows(predictors: dict, sets, clean, *, draws: dict, preprocess=None, s
     return pd.concat(tables, ignore_index=True)
 
 
-def summary_of_rows(rows, methods, *, reference: str = "deterministic", num_params: dict | None = None):
+def summary_of_rows(rows, methods, *, reference: str | None = "deterministic", num_params: dict | None = None):
     """The Table-2 summary of `score_rows` tables (``evals.ood.summary_table``: NLL, Acc, ECE, cNLL, cA, cECE, mCE
     vs `reference` when it was scored, #params when `num_params` is given), one row per method of `methods`
     (column "method"), in that order."""
@@ -317,7 +317,7 @@ def summary_of_rows(rows, methods, *, reference: str = "deterministic", num_para
 
 
 def score_table(predictors: dict, sets, clean, *, draws: dict, preprocess=None, seed: int = 0,
-                reference: str = "deterministic", num_params: dict | None = None):
+                reference: str | None = "deterministic", num_params: dict | None = None):
     """Score {name: predictor} on the `clean` test set and the corrupted `sets` [(type, severity, x, y)]:
     `summary_of_rows` of `score_rows`, the Table-2 summary, one row per method in the order of `predictors`."""
     rows = score_rows(predictors, sets, clean, draws=draws, preprocess=preprocess, seed=seed)

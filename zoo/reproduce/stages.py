@@ -43,10 +43,10 @@ def stage(name: str, log=print, prefix: str = "zoo", into: StageTimes | None = N
     e.g. every fit of one method) instead of new ones."""
     times = into if into is not None else StageTimes(name, prefix)
 
-    def listener(event, duration, **_):
+    def listener(event: str, duration_secs: float, **_: str | int) -> None:
         if event == COMPILE_EVENT:
             times.compiles += 1
-            times.compile_s += float(duration)
+            times.compile_s += float(duration_secs)
 
     jax.monitoring.register_event_duration_secs_listener(listener)
     t0 = time.perf_counter()

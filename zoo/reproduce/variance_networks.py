@@ -337,6 +337,7 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
 
         log("sparse ensembles (Fig. 5)")
         thresholds = tuple(sorted({*settings.kappa_thresholds, kappa_0}))
+        assert layer.sites is not None  # TABLE2's variance-layer method names its sites
         sparse = sparse_ensemble_curve(post, layer.sites, kappas[last_epoch], thresholds, e.test.x, e.test.y,
                                        num_samples=settings.ensemble_draws)
         report.table("fig5_sparse_ensemble", sparse, "Fig. 5: ensemble accuracy with weights below a kappa threshold "

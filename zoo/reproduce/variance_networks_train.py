@@ -235,6 +235,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
                          optimizer=optimizer_of(settings, rate), seed=seed, progress=False, chunk_size=per_epoch,
                          on_chunk=record if curve else None,
                          per_example_noise=per_example(settings, method))
+    assert isinstance(post.info, inference.FitInfo) and post.losses is not None  # fit records both
     row = {"method": method.label, "seed": seed, "learning_rate": rate, **scores(settings, post, e.test, seed,
                                                                                   validation),
            "elbo": -float(np.mean(post.losses[-per_epoch:])), "log_alpha": mean_log_alpha(post, method),
