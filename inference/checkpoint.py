@@ -151,7 +151,7 @@ def load(path, model=None) -> Posterior:
               "config": meta["config"], "training_data": meta.get("training_data"), "losses": losses,
               "info": info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"])}
     if meta["kind"] == "mcmc":
-        return MCMCPosterior(samples=groups["samples"] or None, sample_stats=groups["sample_stats"] or None, **common)
+        return MCMCPosterior(samples=groups["samples"], sample_stats=groups["sample_stats"] or None, **common)
     if meta["kind"] != "svi":
         raise CheckpointError(folder, f"has kind {meta['kind']!r}; expected 'svi' or 'mcmc'", META)
     guide_cfg = fitted_guide_config(meta.get("guide") or {})
@@ -160,7 +160,7 @@ def load(path, model=None) -> Posterior:
         raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
     guide = make_guide(name, model, **guide_cfg)
     guide.setup(np.zeros((1,) + feature_shape, np.float32))
-    return SVIPosterior(guide=guide, params=groups["params"] or None, **common)
+    return SVIPosterior(guide=guide, params=groups["params"], **common)
 
 
 def _read(path: str) -> tuple[str, dict]:

@@ -82,8 +82,8 @@ def scale_limit(site: Site, cap: float | None, bias_limit: str = "layer") -> flo
     """
     if cap is None:
         return None
-    bias = len(site.shape) == 1 and site.layer_fan_in is not None
-    n = site.layer_fan_in if bias and bias_limit == "layer" else fan_in(site.shape)
+    layer = site.layer_fan_in if len(site.shape) == 1 and bias_limit == "layer" else None
+    n = layer if layer is not None else fan_in(site.shape)
     return cap / math.sqrt(n)
 
 

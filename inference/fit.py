@@ -51,6 +51,7 @@ class NonFiniteLossError(ZooError, FloatingPointError):
     """Training hit a NaN/inf loss or gradient. ``.posterior`` holds the last finite state, ``.step`` the bad step."""
 
     exit_status = 3  # the `zoo` command's exit status for a NaN loss (models.errors.ZooError.exit_status)
+    nonfinite_rows: tuple | None = None  # (bad rows, rows checked) of the data check, None when not checked
 
     def __init__(self, message, posterior, step):
         super().__init__(message)
@@ -487,7 +488,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
         warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged ({convergence['reason']}). "
                                          "Run more steps (or raise the learning rate); "
                                          "posterior.info.convergence has the numbers", convergence), stacklevel=3)
-    if info.collapsed:
+    if info.collapsed and collapse is not None:
         warnings.warn(PosteriorCollapseWarning(
             f"fit: the posterior ignores the data ({collapse['reason']}); it predicts like the prior. "
             "posterior.info.collapse has the numbers", collapse), stacklevel=3)
@@ -520,7 +521,8 @@ class Checkpoints:
 
     def __init__(self, path: str, identity: dict, every: int | None, rng_key):
         self.path, self.identity, self.every, self.rng_key = path, identity, every, rng_key
-        self.saved_step, self.last, self.failures = 0, None, 0
+        self.saved_step, self.failures = 0, 0
+        self.last: tuple | None = None
 
     def restore(self, template: SVIState, resume: bool):
         """The `inference.fit_state.FitState` to continue from (checked against this run and `template`, the
@@ -597,7 +599,7 @@ def check_checkpoint_args(checkpoint_dir, checkpoint_every, resume) -> None:
                          hint="pass checkpoint_dir=... the folder of the fit to resume")
 
 
-def start_params(init_params) -> dict | None:
+def start_params(init_params) -> Mapping | None:
     """Unconstrained guide parameters {name: array} to start from, from `fit`'s `init_params`: None, a
     Posterior (its `Posterior.unconstrained_params`) or such a dict. Raises InputError for an MCMC posterior
     and for ``posterior.params`` (the constrained values of a live Posterior)."""
@@ -641,7 +643,7 @@ def labelled_arrays(model, data, purpose: str) -> tuple[np.ndarray, np.ndarray]:
     return data_args.labelled_arrays(model, data, purpose)
 
 
-def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: dict | None = None) -> SVIState:
+def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: Mapping | None = None) -> SVIState:
     """The SVIState at step 0 from `compiled.init` for the minibatch xb (B, ...), yb (B,).
 
     `init_params`: unconstrained guide parameters {name: array} to start from instead of the guide's
@@ -651,16 +653,17 @@ def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: dict | None 
     if init_params is None:
         return compiled.init(rng_key, xb, yb, None)
     compiled.ensure_traced(rng_key, xb, yb)
-    missing = sorted(set(compiled.param_shapes) - set(init_params))
+    shapes: dict = compiled.param_shapes or {}  # filled by ensure_traced
+    missing = sorted(set(shapes) - set(init_params))
     if missing:
         raise InputError.worded("init_params", f"init_params: missing guide parameters {missing[:5]}"
                          + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-    for name, want in compiled.param_shapes.items():
+    for name, want in shapes.items():
         if tuple(np.shape(init_params[name])) != tuple(want.shape):
             raise InputError.worded(f"init_params[{name!r}]",
                                     f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
                                     f"{tuple(np.shape(init_params[name]))}")
-    return compiled.init(rng_key, xb, yb, {k: init_params[k] for k in compiled.param_shapes})
+    return compiled.init(rng_key, xb, yb, {k: init_params[k] for k in shapes})
 
 
 class StepsRun(NamedTuple):
@@ -673,7 +676,7 @@ class StepsRun(NamedTuple):
     state: SVIState
     params: dict | None
     losses: np.ndarray
-    first_step_s: float
+    first_step_s: float | None
     bad_step: int | None
     bad_what: str | None
     grad_norms: np.ndarray
@@ -693,7 +696,9 @@ def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float
     chunk, before the next block is asked for. The returned ``losses`` are this call's steps, ``bad_step``
     is global.
     """
-    losses, norms, first_step_s, params = [], [], None, None
+    losses: list = []
+    norms: list = []
+    first_step_s, params = None, None
     for block in blocks:
         count = len(block)
         idx = np.zeros((chunk_len,) + block.shape[1:], np.int32)

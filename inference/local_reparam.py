@@ -37,7 +37,7 @@ def local_rules(guide, params: dict) -> dict:
     without a scale cap, whose sd is U Vᵀ exactly), or `DropoutRule` under binary dropout; a convolution kernel
     (3-D or more, channels last) of a `GAUSSIAN_FAMILIES` family gets `FlipoutRule`; all from the constrained
     guide ``params``. The module path of site ``a/~/b/w`` is ``a/b`` (`models.local_reparam.local_noise`)."""
-    rules = {}
+    rules: dict[str, FlipoutRule | DropoutRule | KTiedRule | GaussianRule] = {}
     for name, site in guide.sites.items():
         family = guide.assignment[name]
         dense = len(site.shape) == 2 and isinstance(family, LOCAL_FAMILIES)

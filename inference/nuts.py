@@ -151,9 +151,10 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     samples, stats, _ = run_sampler(sampler, key, init_u, jnp.asarray(x), jnp.asarray(y), state,
                                  int(draws_per_chain), progress=progress)
     seconds = time.perf_counter() - t0
-    info = NutsInfo(nuts_s=seconds, divergences=int(stats["diverging"].sum()),
+    divergences = int(stats["diverging"].sum())
+    info = NutsInfo(nuts_s=seconds, divergences=divergences,
                     mean_leapfrog_steps=float(stats["num_steps"].mean()), chain_method=chain_method)
-    warn_divergences(info.divergences, int(stats["diverging"].size), divergence_threshold)
+    warn_divergences(divergences, int(stats["diverging"].size), divergence_threshold)
     return MCMCPosterior(model=model, samples=samples, sample_stats=stats,
                      feature_shape=feature_shape, state=state, config=dict(config or {}), info=info,
                      training_data=data_fingerprint(x, y))
@@ -348,7 +349,7 @@ def sampler_key(model, site_priors: dict, x, y, state, settings: dict) -> tuple:
 
 def support_key(support) -> tuple:
     """A hashable description of a NumPyro constraint: its class and its attributes (bounds as values)."""
-    items = []
+    items: list[tuple[str, object]] = []
     for name, value in sorted(vars(support).items()):
         if isinstance(value, constraints.Constraint):
             items.append((name, support_key(value)))
@@ -390,6 +391,8 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
 
         return lax.scan(step, hmc_state, active)
 
+    init: Callable
+    chunk: Callable
     if chain_method == "vectorized":
         init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, None, None)))
         chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, None, None, None)))
@@ -401,11 +404,13 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
         p_init = jax.pmap(_drop_none_state(init_one), in_axes=(0, 0, None, None) + extra)
         p_chunk = jax.pmap(_drop_none_state(chunk_one), in_axes=(0, None, None, None) + extra)
 
-        def init(chain_keys, z0, x, y, state):
+        def init_parallel(chain_keys, z0, x, y, state):
             return p_init(chain_keys, z0, x, y, *([state] if stateful else []))
 
-        def chunk(hmc_state, active, x, y, state):
+        def chunk_parallel(hmc_state, active, x, y, state):
             return p_chunk(hmc_state, active, x, y, *([state] if stateful else []))
+
+        init, chunk = init_parallel, chunk_parallel
     elif chain_method == "sequential":
         def init_seq(chain_keys, z0, x, y, state):
             return lax.map(lambda a: init_one(a[0], a[1], x, y, state), (chain_keys, z0))
@@ -469,7 +474,8 @@ def run_sampler(sampler: CompiledSampler, key, init_u: dict, x, y, state, draws_
             if pending is not None:
                 collect(*pending)
             pending = (start, out)
-        collect(*pending)
+        if pending is not None:
+            collect(*pending)
     finally:
         bar.close()
     samples = {name: kept["draws", name] for name in init_u}  # the model's site order

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +32,9 @@ from inference.validation import (
 from models import structure
 from models.errors import ArgumentTypeError, InputError
 from models.prng import flat_key
+
+if TYPE_CHECKING:
+    from models.bridge import BNN
 
 # Draws per compiled call: the default chunk of `predict` and its kin, and the smallest SVI sampler (`draws` of
 # fewer takes the first of this many), so one compiled sampler per guide serves them all
@@ -73,13 +77,22 @@ class Posterior(abc.ABC):
       guide, params (SVI) and samples, sample_stats (MCMC): the other kind's are None.
     """
 
-    model: object
+    model: BNN
     feature_shape: tuple = ()
     state: dict | None = None
     config: dict = field(default_factory=dict)
     info: FitInfo | NutsInfo | None = None
     losses: np.ndarray | None = None
     training_data: dict | None = None
+    if TYPE_CHECKING:  # each kind's own fields, None on the other kind (declared here for the type checker only)
+        @property
+        def guide(self) -> Any: ...
+        @property
+        def params(self) -> dict | None: ...
+        @property
+        def samples(self) -> dict | None: ...
+        @property
+        def sample_stats(self) -> dict | None: ...
 
     def __new__(cls, *args, **kwargs):
         if cls is Posterior:
@@ -264,7 +277,7 @@ class SVIPosterior(Posterior):
         them exactly, so that a fit started from this posterior starts at this very point.
     """
 
-    guide: object
+    guide: Any
     params: dict
     unconstrained: dict | None = field(default=None, repr=False, compare=False)
     samples = None  # an SVI posterior stores no draws

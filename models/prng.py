@@ -116,7 +116,8 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
     XLA compiles ``jax.random.normal(k, s) * scale`` with a constant scale (`_bits_to_normal`), so a prior
     ``Normal(loc, scale)``'s ``loc + draw`` equals numpyro's ``sample`` of it bit for bit.
     """
-    if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:
+    # jax.config flags are dynamic attributes that its type stubs do not declare
+    if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]
         return None
     words = _key_words(keys)
     if words is None:
@@ -125,7 +126,7 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
     shared = [i for i, n in enumerate(sizes) if 0 < n < own_hash_from]
     if sum(sizes[i] for i in shared) >= 2 ** 32:
         return None
-    out = [None] * len(shapes)
+    out: list = [None] * len(shapes)
     for i, n in enumerate(sizes):
         if n == 0:
             out[i] = jnp.zeros(shapes[i], jnp.float32)

@@ -239,7 +239,7 @@ class ComponentMixture(Distribution):
     ``sample`` draws from the mixture (a uniformly chosen component per row) under both objectives.
     """
 
-    arg_constraints = {}
+    arg_constraints: dict = {}
     pytree_data_fields = ("components",)
     pytree_aux_fields = ("objective",)
 

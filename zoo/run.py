@@ -526,7 +526,8 @@ def _write_digits(digits: Experiment, out: str):
         if not isinstance(post, inference.SVIPosterior):
             continue
         inference.save(post, os.path.join(out, "posteriors", f"digits_{label}"))
-        plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
+        if post.losses is not None:
+            plots.loss_curve(post.losses, os.path.join(out, f"loss_digits_{label}.png"), f"digits MLP, {label}")
 
 
 def _write_digits_summary(digits: DigitsPart, out: str):

@@ -86,7 +86,7 @@ class KTiedConfig:
     eval_draws: int = 100
     ranks: tuple = (1, 2, 3)
     trace_ks: tuple = (None, 1, 2, 3)
-    speed: tuple = ("mlp", "mnist", {"hidden": (128,)})
+    speed: tuple | None = ("mlp", "mnist", {"hidden": (128,)})
     speed_rounds: int = 10
     speed_steps: int = 2200
     speed_chunk: int = 200
