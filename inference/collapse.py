@@ -113,7 +113,8 @@ def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: 
     xs, ys = x[pick], y[pick]
     try:
         prior = prior_draws(model, posterior.feature_shape, num_samples, seed)
-    except ValueError:  # an improper prior (e.g. log-uniform) has no draws: no prior predictive to compare with
+    except (ValueError, NotImplementedError):  # an improper prior (log-uniform: ValueError; ImproperUniform, e.g.
+        # an unregularised BatchEnsemble's factors: NotImplementedError) has no draws: no prior predictive
         prior = None
     likelihood = model.likelihood
     classification = bool(getattr(likelihood, "classification", False)) and hasattr(likelihood, "log_predictive")

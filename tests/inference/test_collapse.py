@@ -78,3 +78,20 @@ def test_prior_draws_equal_numpyros_per_site_draws_bit_for_bit(prior):
     for name in expected:
         assert got[name].shape == (5,) + tuple(priors[name].shape())
         np.testing.assert_array_equal(got[name], expected[name])
+
+
+def test_an_improper_uniform_prior_has_no_prior_predictive(moons_svi, moons_entry):
+    """A flat prior (``ImproperUniform``: an unregularised BatchEnsemble's factors) cannot be drawn: the judgement
+    then compares with the input-free predictor only, as for a log-uniform prior, instead of failing the fit."""
+    import numpyro.distributions as dist
+
+    import models
+
+    base = moons_svi.model
+    flat = models.bnn(base.network_fn, lambda name, shape: dist.ImproperUniform(dist.constraints.real, tuple(shape), ()),
+                      base.likelihood, name=base.name)
+    post = inference.SVIPosterior(model=flat, guide=moons_svi.guide, params=moons_svi.params,
+                                  feature_shape=moons_svi.feature_shape)
+    c = check_collapse(post, moons_entry.train.x, moons_entry.train.y)
+    assert c["lpd_prior"] is None and c["accuracy_prior"] is None and c["collapsed"] is False
+    assert c["lpd_posterior"] == pytest.approx(moons_svi.info.collapse["lpd_posterior"], abs=1e-6)
