@@ -1,9 +1,9 @@
 """`zoo run`: the main job, on embedded data only (no download).
 
 1. Every guide of `DIGITS_GUIDES` on digits: the MLP 64-64 under point estimate, mean field, k-tied
-   (k = 1, 2, 3), by-site, zero-mean, variance layers, rank-1 (Normal, Cauchy), BatchEnsemble and low
+   (k = 1, 2, 3), by-site, zero-mean, variance layers, rank-1 (Normal, Cauchy), BatchEnsemble, MC dropout and low
    rank, trained to convergence; the dense-covariance ladder (mean field, low rank, block diagonal, full)
-   on the MLP 16-16 (`TUNED_DIGITS_GUIDES`); every other registered guide (binary dropout, a user's) on the
+   on the MLP 16-16 (`TUNED_DIGITS_GUIDES`); every other registered guide (a user's) on the
    MLP 64-64 with its registered example options (`digits_guides`). Guide parameter counts against the papers'
    formulas, scores, final losses, loss curves, reliability diagrams. NUTS on the rank-1 model: r and s sampled with W fixed at the rank-1
    SVI estimate (a use the rank-1 paper names as future work).
@@ -141,6 +141,12 @@ TUNED_DIGITS_GUIDES = (
     DigitsGuide("batch_ensemble", "rank1_mlp", {**_MLP, **_RANK1_INIT}, "rank1_mixture",
                 {"family": "delta", **_RANK1_INIT}, RANK1_FIT),
     DigitsGuide("low_rank", "mlp", _MLP, "low_rank", {"rank": 10}, CONVERGED),
+    # MC dropout on the hidden units (the rows of the 2nd and 3rd weight matrices), not on the input pixels; the
+    # rate by validation NLL (the last 20 % of the training digits, seed 0, 2,000 steps, 100 draws): 0.05: 0.225,
+    # 0.1: 0.228, 0.2: 0.243, 0.3: 0.245, 0.5: 0.284. The registered example (every weight matrix, rate 0.5)
+    # scored NLL 0.44 and ECE 0.26 on the test digits.
+    DigitsGuide("binary_dropout", "mlp", _MLP, "binary_dropout",
+                {"dropout_sites": ["mlp/~/linear_1/w", "mlp/~/linear_2/w"], "rate": 0.05}, CONVERGED),
     # the covariance ladder on the narrower net, with its own mean-field reference
     DigitsGuide("mean_field_16-16", "mlp", _MLP16, "mean_field", _PAPER_INIT, CONVERGED),
     DigitsGuide("low_rank_16-16", "mlp", _MLP16, "low_rank", {"rank": 10}, REFINE_FIT),
