@@ -1,4 +1,4 @@
-"""evals.curvature: eq. 16 on a quadratic loss, and the dense-layer shortcut against the exact diagonal."""
+"""zoo.experiments.analysis.curvature: eq. 16 on a quadratic loss, and the dense-layer shortcut against the exact diagonal."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 import inference
 import zoo
-from evals.curvature import (count_above, dense_layer_diagonal_hessian, diagonal_hessian, kappa, layer_kappa,
+from zoo.experiments.analysis.curvature import (count_above, dense_layer_diagonal_hessian, diagonal_hessian, kappa, layer_kappa,
                              log10_kappa)
 
 SITE = "mlp/~/linear_0/w"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals.depth_sweep import gaussian_metrics, plot_depth_sweep, shift_null, summarise
+from zoo.experiments.analysis.depth_sweep import gaussian_metrics, plot_depth_sweep, shift_null, summarise
 
 
 def test_gaussian_metrics_separate_correlated_from_independent_draws():
@@ -80,7 +80,7 @@ def test_kl_floor_exact_expectation_matches_simulation_and_the_papers_d_and_s():
     """The estimator's floor for an exactly diagonal Gaussian: the digamma closed form at the paper's D = 990 gives
     1,855 nats for S = 1,000 (the issue's "about 1,900") and 26.2 for S = 10,000; it matches simulation at a small
     D, tends to D (D - 1) / (4 S) for S >> D and is infinite when S <= D (singular covariance)."""
-    from evals.depth_sweep import kl_floor, simulated_kl_floor
+    from zoo.experiments.analysis.depth_sweep import kl_floor, simulated_kl_floor
 
     assert kl_floor(990, 1000) == pytest.approx(1855.23, abs=0.01)
     assert kl_floor(990, 10_000) == pytest.approx(26.23, abs=0.01)
@@ -92,7 +92,7 @@ def test_kl_floor_exact_expectation_matches_simulation_and_the_papers_d_and_s():
 
 
 def test_mixed_summary_reports_the_kl_above_floor_of_mixed_seeds_only():
-    from evals.depth_sweep import mixed_summary
+    from zoo.experiments.analysis.depth_sweep import mixed_summary
 
     runs = pd.DataFrame({
         "activation": ["relu"] * 6, "depth": [1, 1, 1, 2, 2, 2], "seed": [0, 1, 2, 0, 1, 2], "num_weights": [9] * 6,

@@ -5,7 +5,7 @@ import numpy as np
 import inference
 import zoo
 from evals import ood
-from zoo.run import digits_c
+from zoo.experiments.run import digits_c
 
 
 def test_point_estimate_accuracy_falls_with_severity():

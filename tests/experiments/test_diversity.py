@@ -1,4 +1,4 @@
-"""evals.diversity: disagreement normalised by (1 - acc) (rank-1 paper section 3.6, Fig. 6) on constructed members,
+"""zoo.experiments.analysis.diversity: disagreement normalised by (1 - acc) (rank-1 paper section 3.6, Fig. 6) on constructed members,
 and the per-component predictions of a rank-1 posterior."""
 import jax
 import numpy as np
@@ -6,7 +6,7 @@ import optax
 import pytest
 
 import models
-from evals.diversity import component_probs, diversity_table, member_scores, plot_diversity
+from zoo.experiments.analysis.diversity import component_probs, diversity_table, member_scores, plot_diversity
 from inference import batch_ensemble, fit
 from models.errors import InputError
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior

@@ -1,8 +1,8 @@
-"""evals.fgsm: a fast-sign step on a linear model moves the attacked logit by eps * ||w||_1."""
+"""zoo.experiments.analysis.fgsm: a fast-sign step on a linear model moves the attacked logit by eps * ||w||_1."""
 import jax.numpy as jnp
 import numpy as np
 
-from evals.fgsm import entropy, fgsm_step, iterative_fgsm
+from zoo.experiments.analysis.fgsm import entropy, fgsm_step, iterative_fgsm
 
 
 def test_one_step_moves_a_linear_logit_by_eps_times_the_l1_norm():

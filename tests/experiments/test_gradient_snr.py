@@ -1,4 +1,4 @@
-"""evals.gradient_snr (k-tied Normal paper, footnote 3) and inference.elbo_gradients."""
+"""zoo.experiments.analysis.gradient_snr (k-tied Normal paper, footnote 3) and zoo.experiments.analysis.elbo_gradients."""
 
 import warnings
 
@@ -7,8 +7,8 @@ import pytest
 
 import inference
 import zoo
-from evals.gradient_snr import gradient_snr, snr_summary
-from inference.elbo_gradients import elbo_gradients
+from zoo.experiments.analysis.gradient_snr import gradient_snr, snr_summary
+from zoo.experiments.analysis.elbo_gradients import elbo_gradients
 from models.errors import InputError
 
 

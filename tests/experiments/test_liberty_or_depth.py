@@ -3,7 +3,7 @@
 import numpy as np
 
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
-from zoo.reproduce.liberty_or_depth import QUICK, run_one
+from zoo.experiments.reproduce.liberty_or_depth import QUICK, run_one
 
 
 def test_one_tiny_run_goes_through_svi_nuts_and_the_gaussian_fit():
@@ -23,7 +23,7 @@ def test_one_tiny_run_goes_through_svi_nuts_and_the_gaussian_fit():
 
 
 def test_cli_reproduce_runs_the_zoo_job_with_the_quick_setting_and_overrides(monkeypatch, tmp_path):
-    import zoo.reproduce.liberty_or_depth as lod
+    import zoo.experiments.reproduce.liberty_or_depth as lod
     from zoo.cli import main
 
     calls = []
@@ -46,9 +46,9 @@ def test_floor_table_and_findings_on_constructed_runs(tmp_path):
     import pandas as pd
     import pytest
 
-    from evals.depth_sweep import kl_floor, mixed_summary
-    from zoo.reproduce.liberty_or_depth import DEPTH_CLAIM, FLOOR_CLAIM, depth_findings, floor_table
-    from zoo.reproduce.report import Report
+    from zoo.experiments.analysis.depth_sweep import kl_floor, mixed_summary
+    from zoo.experiments.reproduce.liberty_or_depth import DEPTH_CLAIM, FLOOR_CLAIM, depth_findings, floor_table
+    from zoo.experiments.reproduce.report import Report
 
     floors = floor_table((1, 4), 1000)
     assert list(floors["D"]) == [997, 898] and list(floors["width"]) == [199, 16]

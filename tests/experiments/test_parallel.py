@@ -1,10 +1,10 @@
-"""zoo.parallel: tasks in worker processes give the results of running them here, in task order; a failing task
+"""zoo.experiments.parallel: tasks in worker processes give the results of running them here, in task order; a failing task
 is named; bad arguments are refused."""
 
 import numpy as np
 import pytest
 
-from zoo.parallel import Task, TaskError, run_parallel
+from zoo.experiments.parallel import Task, TaskError, run_parallel
 
 
 def _draw_mean(seed, n):
@@ -43,12 +43,12 @@ def test_bad_arguments_are_refused():
         Task("n", 3)
     with pytest.raises(ValueError, match="workers: expected a positive integer, got 0"):
         run_parallel([Task("a", _fail, {"message": "x"})], workers=0)
-    with pytest.raises(TypeError, match="tasks: expected zoo.parallel.Task items"):
+    with pytest.raises(TypeError, match="tasks: expected zoo.experiments.parallel.Task items"):
         run_parallel([(_fail, {})], workers=1)
 
 
 def test_workers_from_the_environment(monkeypatch):
-    from zoo.parallel import default_workers
+    from zoo.experiments.parallel import default_workers
 
     monkeypatch.setenv("BNN_ZOO_WORKERS", "3")
     assert default_workers() == 3

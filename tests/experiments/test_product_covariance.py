@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from evals.product_covariance import (
+from zoo.experiments.analysis.product_covariance import (
     closed_form_check,
     covariance_standard_error,
     plot_covariance_heatmaps,

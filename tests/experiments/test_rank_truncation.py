@@ -1,4 +1,4 @@
-"""evals.rank_truncation: rank-k truncation of mean-field sigma matrices and its scores (k-tied Normal
+"""zoo.experiments.analysis.rank_truncation: rank-k truncation of mean-field sigma matrices and its scores (k-tied Normal
 paper, Tables 2, 3)."""
 
 from dataclasses import replace
@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from evals.rank_truncation import (clipped_entries, k_tied_param_count, truncate_matrix, truncate_sigma,
+from zoo.experiments.analysis.rank_truncation import (clipped_entries, k_tied_param_count, truncate_matrix, truncate_sigma,
                                    truncation_scores)
 from models.errors import InputError
 

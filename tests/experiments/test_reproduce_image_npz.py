@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from models.errors import InputError
-from zoo.reproduce.image_npz import load_image_npz
+from zoo.experiments.reproduce.image_npz import load_image_npz
 
 USPS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "usps5k.npz"
 
@@ -57,7 +57,7 @@ def test_usps_loads_as_4000_training_and_1000_test_images():
 
 
 def test_data_is_an_option_of_k_tied_and_variance_networks_only(monkeypatch, tmp_path, capsys):
-    import zoo.reproduce.variance_networks as job
+    import zoo.experiments.reproduce.variance_networks as job
     from zoo.cli import main
 
     calls = []
@@ -74,8 +74,8 @@ def test_variance_networks_lenet5_takes_the_28x28_images(tmp_path):
     pools take 28 -> 24 -> 12 -> 8 -> 4, so dense1 has 4 * 4 * 16 inputs (the digits' SAME padding: 2 * 2 * 16)."""
     from dataclasses import replace
 
-    from zoo.reproduce.variance_networks import QUICK
-    from zoo.reproduce.variance_networks_train import TABLE1, entry
+    from zoo.experiments.reproduce.variance_networks import QUICK
+    from zoo.experiments.reproduce.variance_networks_train import TABLE1, entry
 
     path, _ = _npz(tmp_path / "d.npz")
     e = entry(replace(QUICK, data_path=str(path)), TABLE1[4])

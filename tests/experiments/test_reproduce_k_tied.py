@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoo.reproduce.k_tied import QUICK, reproduce_k_tied
-from zoo.reproduce.k_tied_recipe import POINT, Recipe
-from zoo.reproduce.report import VERDICTS
+from zoo.experiments.reproduce.k_tied import QUICK, reproduce_k_tied
+from zoo.experiments.reproduce.k_tied_recipe import POINT, Recipe
+from zoo.experiments.reproduce.report import VERDICTS
 
 TINY = replace(  # --data without --data-dir: the parts on TFDS data (cifar100, mnist) are not run
     QUICK, seeds=(0,), mlp=("mlp", "two_moons", {"hidden": (4, 3)}, 0.2), checkpoints=(20, 40), epochs=4,
@@ -84,7 +84,7 @@ def test_the_job_writes_every_table_figure_and_a_verdict_per_finding(tiny_run):
 
 
 def test_cli_runs_the_k_tied_job_with_its_options(monkeypatch, tmp_path):
-    import zoo.reproduce.k_tied as job
+    import zoo.experiments.reproduce.k_tied as job
     from zoo.cli import main
 
     calls = []
@@ -105,7 +105,7 @@ def _trace(values):
 
 
 def test_verdict_rules_on_constructed_tables():
-    from zoo.reproduce import k_tied_findings as f
+    from zoo.experiments.reproduce import k_tied_findings as f
 
     # SNR 10x, 20x, 40x mean field's: log10 ratios 1, 1.3, 1.6 (interval > 0) -> consistent
     trace = _trace({"mean field": [4.0, 4.0, 4.0], 2: [40.0, 80.0, 160.0], 3: [40.0, 80.0, 160.0]})
@@ -143,7 +143,7 @@ def test_verdict_rules_on_constructed_tables():
 
 
 def test_the_point_estimate_check_and_its_reference():
-    from zoo.reproduce import k_tied_findings as f
+    from zoo.experiments.reproduce import k_tied_findings as f
 
     runs = pd.DataFrame({"k": ["point estimate"] * 3 + ["mean field"] * 3, "seed": [0, 1, 2] * 2,
                          "accuracy": [0.970, 0.972, 0.974, 0.960, 0.962, 0.964]})

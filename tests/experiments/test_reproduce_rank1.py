@@ -1,5 +1,5 @@
 """`zoo reproduce rank1` smoke test: a tiny job (one seed, a few steps, two corruption types, its parts run as
-`zoo.parallel` tasks here, one after the other) writes every table, figure and a verdict row for each finding of the
+`zoo.experiments.parallel` tasks here, one after the other) writes every table, figure and a verdict row for each finding of the
 paper; Table 2 scored one method at a time (as the tasks do) equals scoring them together; K = 1 BatchEnsemble is the
 plain network with W o (s r^T)."""
 import dataclasses
@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoo.reproduce.rank1 import Rank1Job, reproduce_rank1
-from zoo.reproduce.rank1_setup import QUICK_RECIPE, digits_split, score_rows, score_table, summary_of_rows
-from zoo.reproduce.rank1_tasks import rank1_tasks
-from zoo.reproduce.rank1_wrn import WRN_CLAIM, WRN_RECIPE, DigitsWrn
-from zoo.reproduce.rank1_verdicts import CAUCHY_CLAIM
-from zoo.reproduce.report import VERDICTS
+from zoo.experiments.reproduce.rank1 import Rank1Job, reproduce_rank1
+from zoo.experiments.reproduce.rank1_setup import QUICK_RECIPE, digits_split, score_rows, score_table, summary_of_rows
+from zoo.experiments.reproduce.rank1_tasks import rank1_tasks
+from zoo.experiments.reproduce.rank1_wrn import WRN_CLAIM, WRN_RECIPE, DigitsWrn
+from zoo.experiments.reproduce.rank1_verdicts import CAUCHY_CLAIM
+from zoo.experiments.reproduce.report import VERDICTS
 
 # Few structures: the K sweep's only K and the first dropout rate are the recipe's rank-1 Normal fit (trained once,
 # `FitCache`); the objective and prior-placement ablations are left out (their findings: "not run").
@@ -86,7 +86,7 @@ def test_stage_times_the_block_counts_its_compiles_and_accumulates():
     import jax
     import jax.numpy as jnp
 
-    from zoo.reproduce.rank1 import stage
+    from zoo.experiments.reproduce.rank1 import stage
 
     lines = []
     with stage("s", lines.append) as times:
@@ -166,7 +166,7 @@ def test_k1_batch_ensemble_is_the_deterministic_network_with_w_times_s_r_transpo
 def test_unregularised_batch_ensemble_has_a_flat_factor_prior_and_keeps_the_weight_prior():
     """Wen et al.'s BatchEnsemble: no prior on the factors r, s (log density 0 everywhere), the library's Normal(0, 1)
     on W; the library's batch_ensemble keeps Normal(1, 0.1) on the factors."""
-    from zoo.reproduce.rank1_setup import entry_for
+    from zoo.experiments.reproduce.rank1_setup import entry_for
 
     split = digits_split(seed=0)
     recipe = QUICK_RECIPE.replace(hidden=(4,))
@@ -181,8 +181,8 @@ def test_unregularised_batch_ensemble_has_a_flat_factor_prior_and_keeps_the_weig
 
 
 def test_cauchy_verdict_from_paired_intervals_over_seeds(tmp_path):
-    from zoo.reproduce.rank1_verdicts import cauchy_finding
-    from zoo.reproduce.report import Report
+    from zoo.experiments.reproduce.rank1_verdicts import cauchy_finding
+    from zoo.experiments.reproduce.report import Report
 
     rows = []
     for seed in range(5):

@@ -1,13 +1,13 @@
-"""`zoo reproduce rank1 --full`'s CIFAR-10 / CIFAR-10-C part (`zoo.reproduce.rank1_cifar`): end to end on
+"""`zoo reproduce rank1 --full`'s CIFAR-10 / CIFAR-10-C part (`zoo.experiments.reproduce.rank1_cifar`): end to end on
 `tfds.testing.mock_data` with a tiny WRN (depth 10, k 1, 2 steps), and "not run" with the reason without the sets."""
 import math
 
 import pandas as pd
 import pytest
 
-from zoo.reproduce.rank1_cifar import CIFAR_CLAIM, CIFAR_FULL, CifarJob, cifar_part, l2_prior_scale, lr_schedule
-from zoo.reproduce.rank1_verdicts import table2_finding
-from zoo.reproduce.report import Report
+from zoo.experiments.reproduce.rank1_cifar import CIFAR_CLAIM, CIFAR_FULL, CifarJob, cifar_part, l2_prior_scale, lr_schedule
+from zoo.experiments.reproduce.rank1_verdicts import table2_finding
+from zoo.experiments.reproduce.report import Report
 
 TINY = CifarJob(depth=10, width=1, steps=2, batch_size=4, chunk_size=2, max_train=8,
                 methods=("deterministic", "rank1_normal"), types=("gaussian_noise",), severities=(1,))

@@ -1,9 +1,9 @@
 import pandas as pd
 import pytest
 
-from evals.seed_summary import format_mean_se, mean_se
+from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
 from models.errors import InputError
-from zoo.reproduce.report import Report
+from zoo.experiments.reproduce.report import Report
 
 
 def test_mean_se_over_seeds_uses_ddof_one():
@@ -36,14 +36,14 @@ def test_report_writes_tables_findings_and_refuses_an_unknown_verdict(tmp_path):
 
 
 def test_sem_is_sd_over_root_n_and_nan_for_one_value():
-    from evals.seed_summary import sem
+    from zoo.experiments.analysis.seed_summary import sem
 
     assert sem([0.1, 0.2, 0.3]) == pytest.approx(0.1 / 3 ** 0.5) and sem([[1.0, 3.0]]) == pytest.approx(1.0)
     assert sem([0.5]) != sem([0.5])  # NaN
 
 
 def test_small_numbers_keep_their_significant_digits_in_the_report():
-    from zoo.reproduce.report import shown_numbers
+    from zoo.experiments.reproduce.report import shown_numbers
 
     table = pd.DataFrame({"kl_slope": [5e-5, 5e-6, 0.0], "accuracy": [0.97375, 0.5, 1.0], "k": [1, 2, 3]})
     shown = shown_numbers(table, 4)

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from models.errors import InputError
-from zoo.reproduce.tuning import choose_on_validation, grid
+from zoo.experiments.reproduce.tuning import choose_on_validation, grid
 
 
 def test_grid_is_the_cartesian_product_last_axis_fastest():

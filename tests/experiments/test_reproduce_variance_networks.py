@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from models.errors import InputError
-from zoo.reproduce.variance_networks import FULL, QUICK, reproduce_variance_networks
+from zoo.experiments.reproduce.variance_networks import FULL, QUICK, reproduce_variance_networks
 
 TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=3, curve_every=1, ensemble_draws=3, attack_draws=2,
                deep_ensemble_size=1, fgsm_iterations=2, fgsm_examples=40, seeds=(0,),
@@ -55,7 +55,7 @@ def test_learning_rate_is_chosen_on_validation_with_batch_norm_and_the_local_tri
     part; the batch-norm moving averages moved in training and the posterior predicts far above chance."""
     import jax
 
-    from zoo.reproduce.variance_networks_train import TABLE2, per_example, tune_method
+    from zoo.experiments.reproduce.variance_networks_train import TABLE2, per_example, tune_method
 
     settings = replace(TINY, learning_rates=(1e-6, 1e-2))
     assert settings.batch_norm and settings.activation == "relu" and per_example(settings, TABLE2["layer"]) == "local"
@@ -78,7 +78,7 @@ def test_variance_parameters_get_their_own_adam_rate():
     everything else by the learning rate."""
     import jax.numpy as jnp
 
-    from zoo.reproduce.variance_networks_train import optimizer_of, variance_param_labels
+    from zoo.experiments.reproduce.variance_networks_train import optimizer_of, variance_param_labels
 
     params = {"lenet5/dense1/w_auto_log_alpha": jnp.zeros(()), "lenet5/dense1/w_auto_loc": jnp.zeros((2, 3)),
               "lenet5/dense1/w_auto_sigma": jnp.zeros((2, 3)), "lenet5/conv1/w_auto_scale": jnp.zeros(4)}
@@ -97,7 +97,7 @@ def test_variance_parameters_get_their_own_adam_rate():
 def test_noise_per_example_by_method():
     """The quick setting's estimator: the local trick on every stochastic row (the all-4-layer rows too: their
     dense layers), never on the point estimate; weight draws per example (True) skip the all-4-layer rows."""
-    from zoo.reproduce.variance_networks_train import TABLE1, TABLE2, per_example
+    from zoo.experiments.reproduce.variance_networks_train import TABLE1, TABLE2, per_example
 
     assert QUICK.per_example_noise == "local"
     assert [per_example(QUICK, m) for m in TABLE1] == [False] + ["local"] * 6
@@ -110,7 +110,7 @@ def test_noise_per_example_by_method():
 
 def test_kappa_0_scales_with_the_training_set_size():
     """kappa (eq. 16) sums the curvature over the N training examples: the threshold moves by log10(N / 60,000)."""
-    from zoo.reproduce.variance_networks_train import log10_kappa_threshold
+    from zoo.experiments.reproduce.variance_networks_train import log10_kappa_threshold
 
     assert log10_kappa_threshold(1.5, 60_000) == pytest.approx(1.5)
     assert log10_kappa_threshold(1.5, 6_000) == pytest.approx(0.5)
@@ -122,8 +122,8 @@ def test_the_zero_mean_row_is_not_tested_for_chance_and_one_network_uses_binomia
     by construction); one seed: binomial intervals (p +- 1.96 sqrt(p (1 - p) / n))."""
     import pandas as pd
 
-    from zoo.reproduce import variance_networks as vn
-    from zoo.reproduce.report import Report
+    from zoo.experiments.reproduce import variance_networks as vn
+    from zoo.experiments.reproduce.report import Report
 
     labels = [m.label for m in vn.TABLE1]
     accs = {labels[0]: (0.98, 0.98), labels[1]: (0.97, 0.975), labels[4]: (0.10, 0.985), labels[5]: (0.11, 0.96),
@@ -152,8 +152,8 @@ def test_the_validation_part_of_a_users_image_set_is_the_fixed_permutations_slic
     """USPS (5,000 images): the permutation default_rng(0).permutation(5000) gives the test split perm[4000:], the
     validation part perm[3200:4000], the fits perm[:3200]; FULL runs LeNet-5 with batch norm, ReLU in Tables 1-2,
     softplus in the kappa run, at batch 100."""
-    from zoo.reproduce.image_npz import load_image_npz
-    from zoo.reproduce.variance_networks_train import split_validation
+    from zoo.experiments.reproduce.image_npz import load_image_npz
+    from zoo.experiments.reproduce.variance_networks_train import split_validation
 
     path = "../shared/data/usps5k.npz"
     with np.load(path) as f:
@@ -187,8 +187,8 @@ def test_the_point_estimate_is_compared_with_the_best_known_accuracy(tmp_path):
     """MNIST: the paper's 99.4 %; other data: the best mean test accuracy of any arm (no published number)."""
     import pandas as pd
 
-    from zoo.reproduce import variance_networks as vn
-    from zoo.reproduce.report import Report
+    from zoo.experiments.reproduce import variance_networks as vn
+    from zoo.experiments.reproduce.report import Report
 
     labels = [m.label for m in vn.TABLE1]
     t1 = pd.DataFrame([{"method": labels[0], "seed": s, "stochastic_acc": a, "deterministic_acc": a,

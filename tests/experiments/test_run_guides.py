@@ -1,15 +1,18 @@
 """`zoo run`'s digits table: every registered guide is in it (a tuned row, or one derived from the guide's
-registration: no edit of zoo/run.py for a new guide), and each row's parameter count is its formula; the parts
+registration: no edit of zoo/experiments/run.py for a new guide), and each row's parameter count is its formula; the parts
 fitted apart give one part's numbers; what it writes (results.md, the figures) reads like a report."""
 import jax
 import numpy as np
+import optax
 import pandas as pd
 import pytest
 
 import inference
 import zoo
 from inference.fit import guide_params
-from zoo.run import CONVERGED, DIGITS_GROUPS, DIGITS_GUIDES, TUNED_DIGITS_GUIDES, RunSizes, digits_part, fit_with_settings
+from models.errors import ZooError
+from zoo.experiments.run import (CONVERGED, DIGITS_GROUPS, DIGITS_GUIDES, TUNED_DIGITS_GUIDES, FitSettings, RunSizes,
+                                  digits_part, fit_with_settings)
 
 
 def test_the_table_covers_every_registered_guide_with_unique_labels():
@@ -37,6 +40,18 @@ def test_a_guide_without_a_tuned_row_gets_one_from_its_registration(registries_r
         ("needs_sites", {"hidden": (64, 64)}, {"sites": ["*/w"]}, CONVERGED)
     assert [r.label for r in DIGITS_GUIDES][-1] == "needs_sites" and ("needs_sites",) in DIGITS_GROUPS
 
+
+
+def test_a_guide_registered_from_a_users_module_gets_a_row_that_builds(extension_example):
+    """tests/zoo/test_extension.py's plugin guide, registered from one module outside the package: a row from its
+    registered example options and a part of its own, with no edit of zoo/experiments/run.py; the row's guide
+    builds on the digits MLP 64-64 (a Laplace loc and scale per weight)."""
+    (row,) = [r for r in DIGITS_GUIDES if r.guide == "plugin_laplace"]
+    assert (row.label, row.entry, dict(row.guide_kwargs)) == ("plugin_laplace", "mlp", {"laplace_sites": ["*/w"]})
+    assert ("plugin_laplace",) in DIGITS_GROUPS
+    digits = zoo.get(row.entry, data="digits", **row.entry_kwargs)
+    on_digits = inference.make_guide(row.guide, digits.model, **row.guide_kwargs)
+    assert on_digits.setup(digits.train.x[:2]).num_params_formula() == 2 * digits.num_weights()
 
 def test_each_row_builds_and_counts_its_free_parameters_by_the_papers_formula():
     seen = {}
@@ -73,13 +88,21 @@ def test_rank1_entry_with_fixed_weights_samples_only_the_factors_and_rebuilds_fr
     np.testing.assert_allclose(rebuilt.model.apply(factors, x), entry.model.apply(values, x), rtol=1e-5, atol=1e-6)
 
 
+def test_fit_with_settings_refuses_an_optimizer_that_ascends_the_loss(moons_tiny):
+    """A FitSettings whose optimizer has a negative learning rate: the package's error naming the optimizer."""
+    settings = FitSettings(steps=5, optimizer=lambda steps: optax.adam(-0.1), kl_warmup_fraction=0.0)
+    with pytest.raises(ZooError, match=r"optimizer.*descends the loss") as err:
+        fit_with_settings(moons_tiny, inference.mean_field(moons_tiny.model), settings)
+    assert isinstance(err.value, ValueError)
+
+
 def test_fit_with_settings_names_the_settings_type_it_expects():
-    with pytest.raises(TypeError, match="settings: expected a zoo.run.FitSettings, got dict"):
+    with pytest.raises(TypeError, match="settings: expected a zoo.experiments.run.FitSettings, got dict"):
         fit_with_settings(None, None, {"steps": 10, "lr": 1e-3, "schedule": "constant", "kl_warmup_fraction": 0.0})
 
 
 def test_the_parallel_groups_cover_every_row_once_and_keep_warm_starts_with_their_start():
-    from zoo.run import DIGITS_GROUPS
+    from zoo.experiments.run import DIGITS_GROUPS
 
     grouped = [label for group in DIGITS_GROUPS for label in group]
     assert sorted(grouped) == sorted(row.label for row in DIGITS_GUIDES) and len(set(grouped)) == len(grouped)
@@ -105,7 +128,7 @@ def test_parts_fitted_apart_give_the_rows_and_digits_c_scores_of_one_part(one_pa
     """`zoo run` fits its digits rows in groups in worker processes: a row and its digits-C scores do not depend
     on which rows share its group, so merging the parts gives one part's numbers."""
     from evals import ood
-    from zoo.run import _merge_digits
+    from zoo.experiments.run import _merge_digits
 
     sizes, labels, kw = SIZES, LABELS, {"seed": 0, "progress": False}
     one, out = one_part
@@ -154,8 +177,8 @@ def test_results_md_has_one_table_per_question_with_integers_and_no_nan(one_part
 
     from evals import ood
     from inference import diagnostics
-    from zoo.run import _nuts_row, _row, _write_results
-    from zoo.run_report import results_markdown
+    from zoo.experiments.run import _nuts_row, _row, _write_results
+    from zoo.experiments.run_report import results_markdown
 
     one, out = one_part
     moons_rows = [_row("two_moons", "mean_field", moons_tiny_svi, moons_tiny, 2, 0),

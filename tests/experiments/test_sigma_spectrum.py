@@ -1,4 +1,4 @@
-"""evals.sigma_spectrum: the share of variance in the top singular values of sigma and of the means (k-tied
+"""zoo.experiments.analysis.sigma_spectrum: the share of variance in the top singular values of sigma and of the means (k-tied
 Normal paper, Fig. 3)."""
 
 from dataclasses import replace
@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from evals.sigma_spectrum import posterior_spectra, singular_value_shares, site_matrix, variance_explained
+from zoo.experiments.analysis.sigma_spectrum import posterior_spectra, singular_value_shares, site_matrix, variance_explained
 from models.errors import InputError
 
 

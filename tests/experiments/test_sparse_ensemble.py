@@ -1,11 +1,11 @@
-"""evals.sparse_ensemble: threshold 0 changes nothing; a threshold above every kappa zeroes the whole layer."""
+"""zoo.experiments.analysis.sparse_ensemble: threshold 0 changes nothing; a threshold above every kappa zeroes the whole layer."""
 import numpy as np
 import optax
 import pytest
 
 import inference
 import zoo
-from evals.sparse_ensemble import edited_draws, ensemble_probs, sparse_ensemble_curve
+from zoo.experiments.analysis.sparse_ensemble import edited_draws, ensemble_probs, sparse_ensemble_curve
 
 SITE = "mlp/~/linear_0/w"
 

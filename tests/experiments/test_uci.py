@@ -13,7 +13,7 @@ from scipy.stats import norm
 
 import zoo
 from models.errors import InputError
-from zoo.benchmarks.uci import QUICK, Fitted, run, scores
+from zoo.experiments.benchmarks.uci import QUICK, Fitted, run, scores
 from zoo.cli import EXIT_USAGE, main
 from zoo.data.uci import SHIPPED, available, num_splits, original_units, uci
 

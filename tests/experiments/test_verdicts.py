@@ -1,10 +1,10 @@
-"""evals.verdicts: the 95 % intervals and the one verdict rule, on hand-computed numbers (t quantiles from tables:
+"""zoo.experiments.analysis.verdicts: the 95 % intervals and the one verdict rule, on hand-computed numbers (t quantiles from tables:
 t_{0.975, 2} = 4.302653, t_{0.975, 4} = 2.776445, z_{0.975} = 1.959964)."""
 import math
 
 import pytest
 
-from evals.verdicts import Interval, combine, judge, paired_interval, region_text, se_interval, t_interval
+from zoo.experiments.analysis.verdicts import Interval, combine, judge, paired_interval, region_text, se_interval, t_interval
 from models.errors import InputError
 
 

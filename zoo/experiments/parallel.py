@@ -108,7 +108,7 @@ def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callabl
     for t in tasks:
         if not isinstance(t, Task):
             raise ArgumentTypeError.worded("tasks",
-                                           f"tasks: expected zoo.parallel.Task items, got {type(t).__name__} {t!r}")
+                                           f"tasks: expected zoo.experiments.parallel.Task items, got {type(t).__name__} {t!r}")
     workers = default_workers() if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InputError.worded("workers", f"workers: expected a positive integer, got {workers!r}")

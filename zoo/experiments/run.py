@@ -14,7 +14,7 @@
    point estimate), the rank-1 paper's Table 2 layout, severity curves.
 Writes results.{csv,json,md}, ood_*.{csv,json,png}, plots and the posteriors under the output folder.
 The parts (`DIGITS_GROUPS` of digits rows, each with its share of digits-C, and the two-moons experiment) run
-side by side in worker processes (`zoo.parallel`, one per CPU core by default) with the same results as one
+side by side in worker processes (`zoo.experiments.parallel`, one per CPU core by default) with the same results as one
 after the other (``--workers 1``).
 """
 
@@ -285,7 +285,7 @@ def fit_with_settings(entry, guide, settings: FitSettings, *, steps: int | None 
 
     if not isinstance(settings, FitSettings):
         raise ArgumentTypeError.worded("settings",
-                                       f"settings: expected a zoo.run.FitSettings, got {type(settings).__name__} {settings!r}")
+                                       f"settings: expected a zoo.experiments.run.FitSettings, got {type(settings).__name__} {settings!r}")
     steps = settings.steps if steps is None else steps
     return inference.fit(entry.model, guide, entry.train, steps=steps, batch_size=128,
                          optimizer=settings.optimizer(steps), init_params=init_params,
@@ -294,7 +294,7 @@ def fit_with_settings(entry, guide, settings: FitSettings, *, steps: int | None 
 
 
 def _digits_groups() -> tuple:
-    """`zoo run`'s digits parts that run side by side (`zoo.parallel`): a row warm-started from another
+    """`zoo run`'s digits parts that run side by side (`zoo.experiments.parallel`): a row warm-started from another
     (`FitSettings.warm_start`: the dense-covariance ladder) stays with the row it starts from, rank1_normal (rank-1
     NUTS starts from it) goes alone, then every other row alone; each part also scores its posteriors on
     digits-C. Longest first (measured: the ladder and rank1_normal + NUTS take 40-110 s on a core, two moons, run
@@ -317,10 +317,10 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     size: "main" (default, `MAIN`: about 10 minutes on 2 CPU cores cold, under 5 warm), "full" (`FULL`: every
     row at its documented settings, trained to convergence) or "quick" (`QUICK`, a smoke test); `quick=True` is
     size="quick". workers: processes that run the parts (`DIGITS_GROUPS` and two moons) side by side
-    (`zoo.parallel.run_parallel`; default: ``BNN_ZOO_WORKERS`` or the CPU cores); the results are those of
+    (`zoo.experiments.parallel.run_parallel`; default: ``BNN_ZOO_WORKERS`` or the CPU cores); the results are those of
     ``workers=1``, which runs every part in this process with progress bars.
     """
-    from zoo.parallel import Task, default_workers, run_parallel
+    from zoo.experiments.parallel import Task, default_workers, run_parallel
 
     size = ("quick" if quick else "main") if size is None else size
     if size not in SIZES:
@@ -591,9 +591,9 @@ def _write_results(table: pd.DataFrame, report: str, out: str, sizes: RunSizes, 
 
 def _report(table: pd.DataFrame, ood_results, ood_summary: pd.DataFrame, moons: MoonsExperiment, sizes: RunSizes,
             title: str) -> str:
-    """The Markdown report of a run (`zoo.run_report.results_markdown`): results rows `table`, digits-C's
+    """The Markdown report of a run (`zoo.experiments.run_report.results_markdown`): results rows `table`, digits-C's
     `evals.ood.OODResults` and summary, the two-moons ArviZ comparison and test-set density."""
-    from zoo.run_report import results_markdown
+    from zoo.experiments.run_report import results_markdown
 
     return results_markdown(table, ood_results.table, ood_summary, moons.comparison, moons.test_lpd, title=title,
                             draws=sizes.draws, ood_draws=sizes.ood_draws)

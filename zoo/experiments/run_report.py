@@ -84,7 +84,7 @@ def results_markdown(table: pd.DataFrame, ood_table: pd.DataFrame, ood_summary: 
 
     Args:
       table: the results rows, indexed by (data, posterior): data "digits" (SVI rows with `steps`; NUTS rows with
-        `divergences`) and "two_moons" (`zoo.run.main_job`'s table).
+        `divergences`) and "two_moons" (`zoo.experiments.run.main_job`'s table).
       ood_table: `evals.ood.OODResults.table` of the digits posteriors, one row per (method, type, severity).
       ood_summary: `evals.ood.summary_table` of it (rows in any order; shown in `table`'s order).
       comparison: ``az.compare`` of the two-moons posteriors; test_lpd: their `inference.predictive_density_table`.

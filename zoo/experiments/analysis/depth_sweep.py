@@ -4,7 +4,7 @@ Given the NUTS draws of one run by chain, (C, S_c, D) (``evals.comparison.flat_d
 ``gaussian_metrics`` fits a full-covariance Gaussian to the draws of all weights (appendix B jitter) and
 gives KL(q_diag || q_full) with the closest diagonal (eq. 5-6), its floors (``shift_null``) and the blog's
 Wasserstein extra error of the mean-field assumption. ``summarise`` gives the mean and standard error over seeds per depth; ``plot_depth_sweep``
-draws Fig. 2. The runs themselves (training, NUTS) are `zoo.reproduce.liberty_or_depth`.
+draws Fig. 2. The runs themselves (training, NUTS) are `zoo.experiments.reproduce.liberty_or_depth`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pandas as pd
 from scipy.special import digamma
 
 from inference.diagnostics import ess_rhat
-from evals.seed_summary import mean_se
-from evals.verdicts import t_interval
+from zoo.experiments.analysis.seed_summary import mean_se
+from zoo.experiments.analysis.verdicts import t_interval
 from models.errors import InputError
 from evals.gaussians import (
     JITTER,

@@ -1,5 +1,5 @@
 """Minibatch gradients of the negative ELBO at a fitted SVI posterior's parameters, one per minibatch: what
-the optimiser of `inference.fit` would see there (for gradient signal-to-noise ratios, `evals.gradient_snr`).
+the optimiser of `inference.fit` would see there (for gradient signal-to-noise ratios, `zoo.experiments.analysis.gradient_snr`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Post-hoc rank-k truncation of a mean-field posterior's standard deviations (k-tied Normal paper, Tables 2,
 3 and 5, Fig. 5 bottom, appendix A).
 
-Every weight site's sigma is reshaped to its matrix A (`evals.sigma_spectrum.site_matrix`), replaced by its
+Every weight site's sigma is reshaped to its matrix A (`zoo.experiments.analysis.sigma_spectrum.site_matrix`), replaced by its
 rank-k SVD approximation A_k = sum_{i <= k} gamma_i u_i v_iᵀ, "lower-bounded by zero" (appendix A: A_k may
 hold negative values) and reshaped back; the means and every bias stay as they are. A standard deviation of
 exactly 0 makes the Normal's KL to the prior infinite, so the clip is at a tiny positive `floor` (1e-6 by
@@ -20,14 +20,14 @@ from dataclasses import replace
 import jax.numpy as jnp
 import numpy as np
 
-from evals.elbo_draws import negative_elbo_draws
+from zoo.experiments.analysis.elbo_draws import negative_elbo_draws
 from evals.metrics import accuracy, brier, ece, nll
-from evals.sigma_spectrum import site_matrix
+from zoo.experiments.analysis.sigma_spectrum import site_matrix
 from inference.k_tied import k_tied
 from inference.mean_field import NormalFamily, mean_field
 from inference.validation import check_positive_ints
 from models.errors import InputError
-from evals.seed_summary import sem
+from zoo.experiments.analysis.seed_summary import sem
 
 __all__ = ["DEFAULT_FLOOR", "truncate_matrix", "truncate_sigma", "clipped_entries", "k_tied_param_count",
            "truncation_scores"]
@@ -117,7 +117,7 @@ def _mean_sem(values) -> tuple[float, float]:
 def truncation_scores(posterior, data, n_train: int, num_samples: int = 100, seed: int = 0) -> dict:
     """The Table 2 / 3 scores of a classification SVI `posterior` on `data` (a `zoo.data.Dataset` or (x, y)).
 
-    Each of -ELBO per example (`evals.elbo_draws`, KL / `n_train`), accuracy, NLL (-mean log p(y | x, w_s)),
+    Each of -ELBO per example (`zoo.experiments.analysis.elbo_draws`, KL / `n_train`), accuracy, NLL (-mean log p(y | x, w_s)),
     Brier (mean of sum_c (p_c - onehot_c)^2; the paper's Table 3 prints TF's score, this minus 1) and ECE
     (15 bins) is computed per weight draw w_s, s = 1..`num_samples`, and given as ``{metric}`` (the mean over
     draws) and ``{metric}_sem`` (sd / sqrt(S), ddof 1), as the paper's "mean and SEM across 100 weights

@@ -1,6 +1,6 @@
 """Sparse ensembles of variance networks (Neklyudov et al., 2018, section 6.4, Fig. 5).
 
-For a threshold t on kappa (eq. 16, `evals.curvature`), every weight of the variance layer with kappa < t
+For a threshold t on kappa (eq. 16, `zoo.experiments.analysis.curvature`), every weight of the variance layer with kappa < t
 is replaced in every posterior draw by its mean ("mean" curve) or by 0 ("zero" curve); the ensemble
 (eq. 2) of the edited draws is scored. The paper zeroes about 98 % of LeNet-5's first dense layer with no
 loss of accuracy. Threshold 0 edits nothing (kappa >= 0 is never < 0 here: |kappa| is used).
@@ -35,7 +35,7 @@ def sparse_ensemble_curve(posterior, site: str, kappa, log10_thresholds, x, y, n
     or to zero, for each threshold (given as log10 values; -inf or any value <= log10 of the smallest kappa
     edits nothing; threshold 0 in kappa, i.e. log10 = -inf, is the full ensemble).
 
-    kappa: (site shape) from `evals.curvature.layer_kappa`; x (N, ...), y (N,); the same ``num_samples``
+    kappa: (site shape) from `zoo.experiments.analysis.curvature.layer_kappa`; x (N, ...), y (N,); the same ``num_samples``
     draws for every threshold. Returns a DataFrame, one row per threshold: log10_threshold,
     fraction_below (of the layer's weights), compression (size / weights left nonzero in the zero curve),
     acc_mean (below -> mean), acc_zero (below -> 0), acc_full (no edit).

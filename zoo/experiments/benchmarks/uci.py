@@ -307,7 +307,7 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
     methods: a subset of `METHODS`; hidden_layers: the depths to run (1 and/or 2; both: the depth verdict).
     The CSVs are rewritten after every split (a long run can be read while it goes).
     """
-    from zoo.benchmarks.uci_report import write_report
+    from zoo.experiments.benchmarks.uci_report import write_report
     from zoo.data.uci import available, num_splits
 
     out = Path(out_dir)

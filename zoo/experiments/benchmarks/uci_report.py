@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from evals.seed_summary import format_mean_se, mean_se
+from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist

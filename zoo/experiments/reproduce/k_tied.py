@@ -2,21 +2,21 @@
 of Gaussian Mean Field Posteriors in Bayesian Neural Networks", ICML 2020): `zoo reproduce k-tied`.
 
 1. Section 2.3, Fig. 3, appendix A: the sd matrices of converged mean-field posteriors are low-rank, the
-   means are not (`evals.sigma_spectrum`).
+   means are not (`zoo.experiments.analysis.sigma_spectrum`).
 2. Tables 2, 3, 5: replacing each sd matrix by its rank-k SVD approximation (clipped at 0) loses nothing for
-   k >= 2, and something for k = 1 (`evals.rank_truncation`; mean and SEM over 100 weight draws).
+   k >= 2, and something for k = 1 (`zoo.experiments.analysis.rank_truncation`; mean and SEM over 100 weight draws).
 3. Section 3.2, Fig. 6 top right, footnote 3: tying raises the gradient SNR of the Dense 2 layer's log-sd
-   parameters (`evals.gradient_snr`, `inference.elbo_gradients`).
+   parameters (`zoo.experiments.analysis.gradient_snr`, `zoo.experiments.analysis.elbo_gradients`).
 4. Fig. 6 bottom right, Fig. 7: the k-tied fit's validation -ELBO falls at least as fast; Fig. 6 left:
    accuracy, NLL and parameter counts at the end of the trace, and the claim that k >= 2 matches mean field's
-   accuracy from the paper's recipe (`zoo.reproduce.k_tied_recipe`: each arm's Adam rate, prior sd and KL slope
+   accuracy from the paper's recipe (`zoo.experiments.reproduce.k_tied_recipe`: each arm's Adam rate, prior sd and KL slope
    picked on a validation split, then trained on the whole training part; the point estimate tuned the same way
    and checked against the best accuracy known).
-5. Table 4: a k-tied step is no slower than a mean-field one (`inference.step_time`).
+5. Table 4: a k-tied step is no slower than a mean-field one (`zoo.experiments.analysis.step_time`).
 
-The runs are in `zoo.reproduce.k_tied_runs`, the verdict rules in `zoo.reproduce.k_tied_findings` (95 %
-intervals, `evals.verdicts`). ``data_path`` (`zoo reproduce k-tied --data PATH`): an .npz of images and labels
-(`zoo.reproduce.image_npz`, resized to 28 x 28) replaces the MLP's data (trace and accuracy runs); the parts on
+The runs are in `zoo.experiments.reproduce.k_tied_runs`, the verdict rules in `zoo.experiments.reproduce.k_tied_findings` (95 %
+intervals, `zoo.experiments.analysis.verdicts`). ``data_path`` (`zoo reproduce k-tied --data PATH`): an .npz of images and labels
+(`zoo.experiments.reproduce.image_npz`, resized to 28 x 28) replaces the MLP's data (trace and accuracy runs); the parts on
 TFDS data (CNN, LSTM, step time) then run only with a ``data_dir``. Every stage writes its CSV tables and
 report.md as it ends, so an interrupted job keeps what it finished.
 """
@@ -28,18 +28,18 @@ from dataclasses import asdict, dataclass, field, replace
 import optax
 import pandas as pd
 
-from evals.rank_truncation import clipped_entries, k_tied_param_count, truncate_sigma, truncation_scores
-from evals.seed_summary import mean_se
-from evals.sigma_spectrum import posterior_spectra
+from zoo.experiments.analysis.rank_truncation import clipped_entries, k_tied_param_count, truncate_sigma, truncation_scores
+from zoo.experiments.analysis.seed_summary import mean_se
+from zoo.experiments.analysis.sigma_spectrum import posterior_spectra
 from inference import fit
 from models.errors import InputError, ZooError
-from zoo.reproduce import k_tied_findings as findings
-from zoo.reproduce.k_tied_plots import plot_spectra, plot_traces
-from zoo.reproduce.image_npz import load_image_npz
-from zoo.reproduce.k_tied_recipe import POINT, Recipe, epoch_steps, final_runs, tune_arms
-from zoo.reproduce.k_tied_runs import make_guide, model_data, step_time_rounds, train_with_trace
-from zoo.reproduce.report import Report
-from zoo.reproduce.stages import stage
+from zoo.experiments.reproduce import k_tied_findings as findings
+from zoo.experiments.reproduce.k_tied_plots import plot_spectra, plot_traces
+from zoo.experiments.reproduce.image_npz import load_image_npz
+from zoo.experiments.reproduce.k_tied_recipe import POINT, Recipe, epoch_steps, final_runs, tune_arms
+from zoo.experiments.reproduce.k_tied_runs import make_guide, model_data, step_time_rounds, train_with_trace
+from zoo.experiments.reproduce.report import Report
+from zoo.experiments.reproduce.stages import stage
 from zoo.registry import TFDS_DATA
 
 __all__ = ["KTiedConfig", "QUICK", "FULL", "reproduce_k_tied"]
@@ -64,10 +64,10 @@ class KTiedConfig:
     snr_batches: the SNR window (footnote 3: 10); val_draws: weight draws per validation -ELBO;
     eval_draws: weight draws per score (the paper: 100); ranks: truncation ranks (plus no truncation);
     speed: (entry, data, kwargs) of Table 4's two-dense-layer model (None: not run); speed_rounds, speed_steps,
-      speed_chunk, speed_batch: `inference.step_time.fit_step_ms` settings;
+      speed_chunk, speed_batch: `zoo.experiments.analysis.step_time.fit_step_ms` settings;
     data_kwargs: {shipped data set name: keyword arguments of its function} (e.g. {"two_moons": {"n": 100}});
     accuracy: (entry, data, kwargs, validation) of Fig. 6 left's accuracy runs (None: not run); recipe: their
-      `zoo.reproduce.k_tied_recipe.Recipe` (arms, validation grid, epochs, batch, seeds);
+      `zoo.experiments.reproduce.k_tied_recipe.Recipe` (arms, validation grid, epochs, batch, seeds);
     notes: lines for the report's caveats (where the setting differs from the paper).
     """
 
@@ -199,7 +199,7 @@ def reproduce_k_tied(out_dir, setting: str = "quick", log=print, seeds=None, dat
       seeds: the MLP trace's seeds (default the setting's: 0, 1, 2).
       data_dir: the TFDS data directory (full).
       config: a `KTiedConfig` replacing the setting's (tests use a tiny one).
-      data_path: an .npz of images and labels (`zoo.reproduce.image_npz.load_image_npz`: 28 x 28, the fixed
+      data_path: an .npz of images and labels (`zoo.experiments.reproduce.image_npz.load_image_npz`: 28 x 28, the fixed
         80 / 20 split) for the MLP's trace and the accuracy runs instead of the setting's data (e.g. USPS or
         MNIST arrays); the MLP then has 784 inputs. The parts on TFDS data run only when `data_dir` is given.
     Returns:
@@ -282,7 +282,7 @@ def _trace_part(cfg, data_dir, report, out, mf_posts, data_of):
 
 
 def _accuracy_part(cfg, data_dir, report, out):
-    """Fig. 6 left with the paper's recipe (`zoo.reproduce.k_tied_recipe`): the validation choice per arm, the
+    """Fig. 6 left with the paper's recipe (`zoo.experiments.reproduce.k_tied_recipe`): the validation choice per arm, the
     final runs, the accuracy verdict and the point-estimate check."""
     claim = "k-tied (k >= 2) matches mean field's test accuracy (Fig. 6 left)"
     check = "Baseline check: the tuned point estimate is within 1 point of the best accuracy known"

@@ -1,7 +1,7 @@
 """The k-tied Normal paper's findings, judged from the reproduction's tables: each function takes a table the job
-wrote and returns (verdict, evidence, paper, ours) for `zoo.reproduce.report.Report.finding`.
+wrote and returns (verdict, evidence, paper, ours) for `zoo.experiments.reproduce.report.Report.finding`.
 
-Every verdict is `evals.verdicts.judge` of a 95 % interval against the paper's region: a paired t-interval over
+Every verdict is `zoo.experiments.analysis.verdicts.judge` of a 95 % interval against the paper's region: a paired t-interval over
 seeds where the arms share their seeds (the MLP runs), an interval from the SE over weight draws where a model
 has one seed (Table 2's other models). Tolerances are stated in each function and in the report.
 """
@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from evals.verdicts import combine, judge, paired_interval, se_interval, t_interval
+from zoo.experiments.analysis.verdicts import combine, judge, paired_interval, se_interval, t_interval
 
 __all__ = ["sigma_low_rank", "truncation_verdict", "snr_verdict", "convergence_verdict", "step_time_verdict",
            "accuracy_verdict", "best_known_accuracy", "point_estimate_verdict", "MNIST_MLP_ACCURACY",
@@ -44,7 +44,7 @@ def sigma_low_rank(spectra: pd.DataFrame, threshold: float = 0.9, gap: float = 0
     >= `threshold`, (2) it exceeds the means' top-2 share by >= `gap` (paired by row) and, when the table has
     ``sigma_top1_shuffled``, (3) the sd's rank-2 residual (1 - top-2 share) is under half that of the same
     entries shuffled (a positive matrix of little spread is nearly rank 1 anyway): residual - 0.5 shuffled
-    residual < 0, paired by row. spectra: `evals.sigma_spectrum.posterior_spectra` rows with a ``model`` column."""
+    residual < 0, paired by row. spectra: `zoo.experiments.analysis.sigma_spectrum.posterior_spectra` rows with a ``model`` column."""
     verdicts, parts, ours = [], [], []
     for model, g in spectra.groupby("model", sort=False):
         share = t_interval(g["sigma_top2"], "t over site-seed rows")
@@ -151,7 +151,7 @@ def step_time_verdict(times: pd.DataFrame, k=2):
 def accuracy_verdict(runs: pd.DataFrame, ks=(2, 3)):
     """Fig. 6 left: k-tied with k >= 2 matches mean field's test accuracy: accuracy(k) - accuracy(MF) >=
     -`ACC_TOLERANCE`, paired t over seeds. runs: one row per (k, seed) with ``accuracy`` and ``nll``
-    (`zoo.reproduce.k_tied_runs.accuracy_runs`)."""
+    (`zoo.experiments.reproduce.k_tied_runs.accuracy_runs`)."""
     mf = _by_seed(runs, "mean field", "accuracy")
     verdicts, ours, nll = [], [], []
     for k in ks:
@@ -184,7 +184,7 @@ def best_known_accuracy(data, runs: pd.DataFrame) -> tuple[float, str]:
 
 def point_estimate_verdict(runs: pd.DataFrame, reference: float, source: str):
     """The baseline check: the tuned point estimate's test accuracy minus `reference` (t-interval over seeds) is
-    >= -`POINT_TOLERANCE`. runs: rows with k == "point estimate" (`zoo.reproduce.k_tied_recipe.final_runs`)."""
+    >= -`POINT_TOLERANCE`. runs: rows with k == "point estimate" (`zoo.experiments.reproduce.k_tied_recipe.final_runs`)."""
     acc = runs.loc[runs["k"] == "point estimate", "accuracy"].to_numpy()
     if not len(acc):
         return "not run", "no point-estimate runs", "", ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from evals.sigma_spectrum import posterior_moments, singular_value_shares
+from zoo.experiments.analysis.sigma_spectrum import posterior_moments, singular_value_shares
 
 __all__ = ["plot_spectra", "plot_traces"]
 
@@ -35,7 +35,7 @@ def plot_spectra(posteriors: dict, top: int = 10) -> Figure:
 def plot_traces(summary, metrics=(("snr_median", "Dense 2 gradient SNR E[g^2]/Var[g], median", True),
                                   ("val_neg_elbo", "validation -ELBO per example", False))) -> Figure:
     """Fig. 6 right: each metric's mean +- SE over seeds vs step, one line per k (mean field and k-tied).
-    summary: `evals.seed_summary.mean_se` of the trace rows by ["k", "step"]."""
+    summary: `zoo.experiments.analysis.seed_summary.mean_se` of the trace rows by ["k", "step"]."""
     fig = Figure(figsize=(4.2 * len(metrics), 3.2))
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, (metric, label, log_y) in zip(axes, metrics):

@@ -1,6 +1,6 @@
 """The k-tied Normal paper's training recipe (Swiatkowski et al., ICML 2020, appendix D.2 and D.4) for Fig. 6
 left's accuracy runs: every arm (point estimate, mean field, k-tied) picks Adam's rate, the prior sd and the KL
-slope on the validation part of the training data (`zoo.reproduce.tuning`), then trains on the whole training
+slope on the validation part of the training data (`zoo.experiments.reproduce.tuning`), then trains on the whole training
 part with that setting, one run per seed, and is scored once on the test split.
 
 The recipe: Adam at a constant rate from {1e-4, 3e-4, 1e-3, 3e-3}; a Normal prior N(0, sigma_p^2) with sigma_p from
@@ -24,8 +24,8 @@ import pandas as pd
 
 from inference import ConvergenceWarning, PosteriorCollapseWarning, fit, point_estimate
 from inference.kl_schedules import stepwise_linear
-from zoo.reproduce.k_tied_runs import make_guide
-from zoo.reproduce.tuning import Choice, choose_on_validation, grid
+from zoo.experiments.reproduce.k_tied_runs import make_guide
+from zoo.experiments.reproduce.tuning import Choice, choose_on_validation, grid
 
 __all__ = ["Recipe", "epoch_steps", "arm_label", "fit_arm", "tune_arms", "final_runs", "POINT"]
 
@@ -91,7 +91,7 @@ def _accuracy_nll(post, data, draws: int, seed: int) -> tuple[float, float, floa
 
 
 def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> tuple[dict[Any, Choice], pd.DataFrame]:
-    """Pick each arm's setting on the validation split: ({arm: `zoo.reproduce.tuning.Choice`}, the candidates'
+    """Pick each arm's setting on the validation split: ({arm: `zoo.experiments.reproduce.tuning.Choice`}, the candidates'
     table: arm, the setting, validation (accuracy), val_nll, final_kl_weight, converged, chosen).
 
     entries: {prior sd: (entry, train (x, y), validation (x, y))}, one per prior of the grid (the prior is part of

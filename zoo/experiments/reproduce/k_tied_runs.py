@@ -1,8 +1,8 @@
 """The training runs of the k-tied Normal reproduction (Swiatkowski et al., ICML 2020): data with a
 validation split, mean-field / k-tied fits with a checkpoint trace (validation -ELBO and the gradient SNR of
 the Dense 2 layer's log-sd parameters, Fig. 6 right), and the step-time rounds of Table 4. The analyses
-they call live in `evals.sigma_spectrum`, `evals.rank_truncation`, `evals.gradient_snr`, `evals.elbo_draws`;
-the job and its findings in `zoo.reproduce.k_tied`.
+they call live in `zoo.experiments.analysis.sigma_spectrum`, `zoo.experiments.analysis.rank_truncation`, `zoo.experiments.analysis.gradient_snr`, `zoo.experiments.analysis.elbo_draws`;
+the job and its findings in `zoo.experiments.reproduce.k_tied`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from evals.elbo_draws import negative_elbo_draws
-from evals.gradient_snr import snr_summary
+from zoo.experiments.analysis.elbo_draws import negative_elbo_draws
+from zoo.experiments.analysis.gradient_snr import snr_summary
 from inference import ConvergenceWarning, fit, k_tied, mean_field
-from inference.elbo_gradients import elbo_gradients
-from inference.step_time import fit_step_ms
+from zoo.experiments.analysis.elbo_gradients import elbo_gradients
+from zoo.experiments.analysis.step_time import fit_step_ms
 from zoo.data.tfds_loaders import load_tfds
 from zoo.registry import TFDS_DATA, get
-from evals.seed_summary import sem
+from zoo.experiments.analysis.seed_summary import sem
 
 __all__ = ["model_data", "make_guide", "sd_param_names", "train_with_trace", "step_time_rounds", "accuracy_runs"]
 
@@ -27,7 +27,7 @@ __all__ = ["model_data", "make_guide", "sd_param_names", "train_with_trace", "st
 def model_data(entry: str, data, kwargs: dict, validation, data_dir=None, prior_scale: float = 1.0,
                data_kwargs: dict | None = None):
     """(entry, train (x, y), validation (x, y)) for `entry` on `data` (a data set's name, or a user's 4-tuple
-    (x_train, y_train, x_test, y_test), e.g. from `zoo.reproduce.image_npz.load_image_npz`, treated as a
+    (x_train, y_train, x_test, y_test), e.g. from `zoo.experiments.reproduce.image_npz.load_image_npz`, treated as a
     shipped set).
 
     A TFDS data set (`data_dir`): the loader's "train" split (the papers' training part) and its
@@ -66,13 +66,13 @@ def train_with_trace(entry, train, val, k: int | None, seed: int, *, checkpoints
     previous piece's exact parameters (``init_params``); the optimiser (constant-rate Adam: a schedule would
     restart) starts a fresh state in every piece, and piece i draws minibatches and noise from seed
     ``1000 seed + i``. At a checkpoint, with the parameters fixed: ``val_neg_elbo`` (mean and SEM over
-    `val_draws` weight draws, `evals.elbo_draws`), and the SNR (footnote 3: E[g^2] / Var[g], and E[g]^2 /
-    Var[g]) of every U, V (or sigma) entry over `snr_batches` minibatch gradients (`inference.elbo_gradients`:
+    `val_draws` weight draws, `zoo.experiments.analysis.elbo_draws`), and the SNR (footnote 3: E[g^2] / Var[g], and E[g]^2 /
+    Var[g]) of every U, V (or sigma) entry over `snr_batches` minibatch gradients (`zoo.experiments.analysis.elbo_gradients`:
     unconstrained parameters, i.e. log U, log V; mean field's softplus-inverse sigma, whose SNR equals that of
     log sigma at fixed parameters, a per-parameter constant factor cancelling), averaged over the entries.
     Returns:
       (final posterior, [row per checkpoint: k, seed, step, val_neg_elbo, val_neg_elbo_sem, and of the
-      layer's entries (`evals.gradient_snr.snr_summary`): snr (mean over finite entries), snr_median,
+      layer's entries (`zoo.experiments.analysis.gradient_snr.snr_summary`): snr (mean over finite entries), snr_median,
       snr_inf_share, snr_squared_mean_median (the median of E[g]^2 / Var[g])]).
     """
     guide = make_guide(entry.model, k)
@@ -106,7 +106,7 @@ def _snr_columns(grads) -> dict:
 
 
 def step_time_rounds(entry, ks, rounds: int, steps: int, batch_size: int, chunk_size: int) -> list:
-    """Table 4: ms per SVI step (`inference.step_time.fit_step_ms`, compile excluded) of mean field (k None)
+    """Table 4: ms per SVI step (`zoo.experiments.analysis.step_time.fit_step_ms`, compile excluded) of mean field (k None)
     and each k-tied rank in `ks`, `rounds` interleaved rounds (load on a shared machine hits all alike).
     Returns rows {round, k, ms}."""
     rows = []
@@ -120,13 +120,13 @@ def step_time_rounds(entry, ks, rounds: int, steps: int, batch_size: int, chunk_
 
 def accuracy_runs(entry, ks, settings, seeds, num_samples: int = 100, log=None) -> pd.DataFrame:
     """Fig. 6 left on `entry`: one fit per (k, seed) of mean field (k None) or k-tied rank k (sigma init 0.01,
-    `make_guide`) under `settings` (a `zoo.run.FitSettings`, e.g. `zoo.run.CONVERGED`: Adam 1e-2 cosine-decayed
+    `make_guide`) under `settings` (a `zoo.experiments.run.FitSettings`, e.g. `zoo.experiments.run.CONVERGED`: Adam 1e-2 cosine-decayed
     to 1e-4 over 10,000 steps, KL annealed over 20 %), scored on ``entry.test`` with `num_samples` weight draws.
     Returns one row per run: k ("mean field" or the rank), seed, accuracy, nll, ece, final_loss (the mean loss
     over the last 5 % of steps). `benchmarks/bench_k_tied_accuracy.py` calls it (`zoo reproduce k-tied` uses the paper's recipe instead,
-    `zoo.reproduce.k_tied_recipe`)."""
+    `zoo.experiments.reproduce.k_tied_recipe`)."""
     from evals import score
-    from zoo.run import fit_with_settings
+    from zoo.experiments.run import fit_with_settings
 
     rows = []
     for k in ks:

@@ -4,11 +4,11 @@ The depth sweep (section 4, appendix B, Fig. 2 and the blog's figures): for ever
 seed, two moons (noise 0.1) -> an MLP with ``depth`` hidden layers of the largest width that keeps it
 under ``weight_budget`` weights (biases included), unit Normal prior -> mean-field VI pre-training (Adam,
 batch 64, 10 epochs, the full unweighted ELBO) -> NUTS started from that posterior -> the Gaussian
-summaries of `evals.depth_sweep.gaussian_metrics` of the NUTS draws of all weights. Also the blog's
+summaries of `zoo.experiments.analysis.depth_sweep.gaussian_metrics` of the NUTS draws of all weights. Also the blog's
 product-matrix covariance of a trained deep linear network, and ``reproduce_liberty_or_depth``, the
 `zoo reproduce liberty-or-depth` job. The analysis (Gaussian fits, KL, W2, closed-form product
-covariances, summaries, figures) lives in `evals.depth_sweep`, `evals.gaussians` and
-`evals.product_covariance`; this module trains.
+covariances, summaries, figures) lives in `zoo.experiments.analysis.depth_sweep`, `evals.gaussians` and
+`zoo.experiments.analysis.product_covariance`; this module trains.
 """
 
 from __future__ import annotations
@@ -22,22 +22,22 @@ import optax
 import pandas as pd
 
 from evals.comparison import chain_draws, flat_draws
-from evals.depth_sweep import (RHAT_MIXED, gaussian_metrics, kl_floor, mixed_summary, plot_depth_sweep,
+from zoo.experiments.analysis.depth_sweep import (RHAT_MIXED, gaussian_metrics, kl_floor, mixed_summary, plot_depth_sweep,
                                simulated_kl_floor, summarise)
 from evals.gaussians import JITTER
 from evals.metrics import accuracy
-from evals.product_covariance import (
+from zoo.experiments.analysis.product_covariance import (
     closed_form_check,
     plot_covariance_heatmaps,
     posterior_product_covariance,
     simulate_product_covariance,
 )
-from evals.verdicts import combine, judge, paired_interval, t_interval
+from zoo.experiments.analysis.verdicts import combine, judge, paired_interval, t_interval
 from inference import NutsInfo, fit, mean_field, nuts
 from models.errors import InputError
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
 from zoo.registry import get
-from zoo.reproduce.report import Report
+from zoo.experiments.reproduce.report import Report
 
 __all__ = [
     "DepthSweepConfig",
@@ -206,7 +206,7 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
       **overrides: fields of `DepthSweepConfig` replacing the setting's (e.g. ``seeds=(0, 1)``,
         ``activations=("relu", "linear")``).
     Returns:
-      {"closed_forms", "runs", "summary", "floors" (`floor_table`), "mixed" (`evals.depth_sweep.mixed_summary`):
+      {"closed_forms", "runs", "summary", "floors" (`floor_table`), "mixed" (`zoo.experiments.analysis.depth_sweep.mixed_summary`):
        DataFrames, "files": [paths], report.md (`depth_findings`) the last}.
     """
     settings = {"quick": QUICK, "medium": MEDIUM, "full": FULL}
@@ -246,7 +246,7 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
     report.note(f"Settings: {asdict(config)}. Files also written: " + ", ".join(Path(f).name for f in files) + ".")
     floors = floor_table(FULL.depths, FULL.weight_budget)
     report.table("estimator_floor", floors, "The KL estimator's floor (exact expectation for an exactly diagonal "
-                 "posterior, `evals.depth_sweep.kl_floor`) at the paper's D per depth (budget 1,000 weights) and "
+                 "posterior, `zoo.experiments.analysis.depth_sweep.kl_floor`) at the paper's D per depth (budget 1,000 weights) and "
                  "S = 1,000 / 10,000 draws", digits=2)
     mixed = mixed_summary(runs)
     report.table("kl_above_floor", mixed, f"KL minus the shift floor per depth, 95 % t-interval over the seeds whose "
@@ -259,7 +259,7 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
 
 
 def floor_table(depths=FULL.depths, budget: int = FULL.weight_budget, draws=PAPER_DRAWS) -> pd.DataFrame:
-    """The KL(q_diag || q_full) estimator's floor (`evals.depth_sweep.kl_floor`: its expectation for an exactly
+    """The KL(q_diag || q_full) estimator's floor (`zoo.experiments.analysis.depth_sweep.kl_floor`: its expectation for an exactly
     diagonal posterior and independent draws) for the paper's networks: one row per depth with its width and D
     (the widest ReLU MLP under ``budget`` weights) and ``floor_S{S}`` for each S in ``draws``."""
     rows = []
@@ -310,7 +310,7 @@ def depth_findings(report, floors: pd.DataFrame, runs: pd.DataFrame, mixed: pd.D
         ours.append(f"{activation}: excess(depth {deep}) - excess(depth {shallow}) = {d.text()}")
     report.finding(
         DEPTH_CLAIM, combine(verdicts),
-        "excess = KL - shift floor (`evals.depth_sweep.shift_null`); only seeds with R-hat <= "
+        "excess = KL - shift floor (`zoo.experiments.analysis.depth_sweep.shift_null`); only seeds with R-hat <= "
         f"{RHAT_MIXED} count; unmixed: {', '.join(unmixed) or 'none'}; {config.num_chains} chains x "
         f"{config.draws_per_chain} draws (rule: difference < 0)",
         "KL falls with depth, 1 to 8 hidden layers (Fig. 2, 20 seeds)", "; ".join(ours))

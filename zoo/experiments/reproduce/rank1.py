@@ -6,12 +6,12 @@ MLP 64-64 (K = 4): the layout of the paper's Table 2 on the digits corruption su
 BatchEnsemble, rank-1 Normal and Cauchy, mean field, MC dropout with its rate chosen on the validation split, a
 deep ensemble of half-width point estimates of about the rank-1 net's parameter count), Table 8 (evaluation
 samples per component), Fig. 6 (diversity against accuracy over late checkpoints, rank-1 vs BatchEnsemble) from
-the same fits, the ablations of `zoo.reproduce.rank1_ablations` (Figs. 2-5 and 9) and Table 2 again with a rank-1
-WRN-10-1 (`zoo.reproduce.rank1_wrn`). The independent parts run as `zoo.parallel` tasks in worker processes
-(`zoo.reproduce.rank1_tasks`; the report keeps its order). In "full", with a TFDS
-data_dir, also WRN-28-10 on CIFAR-10 / CIFAR-10-C (`zoo.reproduce.rank1_cifar`). Every finding of the paper gets
-a verdict in report.md with mean +- SE over seeds (`zoo.reproduce.rank1_verdicts`); every stage logs its seconds
-and XLA compiles (`zoo.reproduce.stages`). The data, methods and recipes live in `zoo.reproduce.rank1_setup`."""
+the same fits, the ablations of `zoo.experiments.reproduce.rank1_ablations` (Figs. 2-5 and 9) and Table 2 again with a rank-1
+WRN-10-1 (`zoo.experiments.reproduce.rank1_wrn`). The independent parts run as `zoo.experiments.parallel` tasks in worker processes
+(`zoo.experiments.reproduce.rank1_tasks`; the report keeps its order). In "full", with a TFDS
+data_dir, also WRN-28-10 on CIFAR-10 / CIFAR-10-C (`zoo.experiments.reproduce.rank1_cifar`). Every finding of the paper gets
+a verdict in report.md with mean +- SE over seeds (`zoo.experiments.reproduce.rank1_verdicts`); every stage logs its seconds
+and XLA compiles (`zoo.experiments.reproduce.stages`). The data, methods and recipes live in `zoo.experiments.reproduce.rank1_setup`."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from evals.diversity import plot_diversity
-from evals.seed_summary import mean_se
-from zoo.parallel import run_parallel
-from zoo.reproduce.rank1_cifar import CIFAR_FULL, CifarJob, cifar_part
-from zoo.reproduce.rank1_setup import QUICK_RECIPE, Rank1Settings, task_split
-from zoo.reproduce.rank1_tasks import METRICS, rank1_tasks, stage, table2
-from zoo.reproduce.rank1_verdicts import findings, shown, table2_finding
-from zoo.reproduce.rank1_wrn import DIGITS_WRN, WRN_CLAIM, DigitsWrn, wrn_table2
-from zoo.reproduce.report import Report
+from zoo.experiments.analysis.diversity import plot_diversity
+from zoo.experiments.analysis.seed_summary import mean_se
+from zoo.experiments.parallel import run_parallel
+from zoo.experiments.reproduce.rank1_cifar import CIFAR_FULL, CifarJob, cifar_part
+from zoo.experiments.reproduce.rank1_setup import QUICK_RECIPE, Rank1Settings, task_split
+from zoo.experiments.reproduce.rank1_tasks import METRICS, rank1_tasks, stage, table2
+from zoo.experiments.reproduce.rank1_verdicts import findings, shown, table2_finding
+from zoo.experiments.reproduce.rank1_wrn import DIGITS_WRN, WRN_CLAIM, DigitsWrn, wrn_table2
+from zoo.experiments.reproduce.report import Report
 
 __all__ = ["Rank1Job", "QUICK", "FULL", "table2", "reproduce_rank1"]
 
@@ -50,8 +50,8 @@ class Rank1Job:
     on fewer corruptions); components, total_batch: Fig. 3 (K B constant); dropout_rates: Fig. 5;
     ablations: which of the five to run (a finding whose ablation is left out gets the verdict "not run");
     mc_dropout_rates: MC dropout's rate is the one of these with the best validation NLL (seed 0, the recipe);
-    cifar: the WRN on CIFAR-10 / CIFAR-10-C part (`zoo.reproduce.rank1_cifar`, needs the TFDS sets in data_dir;
-    None: left out, as in QUICK); wrn: the small WRN's Table 2 on digits (`zoo.reproduce.rank1_wrn.DigitsWrn`, on
+    cifar: the WRN on CIFAR-10 / CIFAR-10-C part (`zoo.experiments.reproduce.rank1_cifar`, needs the TFDS sets in data_dir;
+    None: left out, as in QUICK); wrn: the small WRN's Table 2 on digits (`zoo.experiments.reproduce.rank1_wrn.DigitsWrn`, on
     the first ``wrn_seed_count`` of ``seeds``, ``types`` x ``severities``; None: left out); wrn_seed_count: None for
     every seed (QUICK keeps 3: a rank-1 WRN method costs ~3x the whole MLP Table 2).
     """
@@ -152,8 +152,8 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
       seeds: the Table-2 seeds (default: the setting's); the ablations use the first ``len(ablation_seeds)``.
       data_dir: TFDS folder with cifar10 and cifar10_corrupted for the WRN part (``job.cifar``, in "full"); without
         it, or when a set is missing, that finding is "not run" with the reason and the digits parts still run.
-      workers: processes for the independent parts (`zoo.reproduce.rank1_tasks.rank1_tasks`: the MLP's Table 2, the
-        digits WRN's methods, two groups of ablations) through `zoo.parallel.run_parallel` (default: the
+      workers: processes for the independent parts (`zoo.experiments.reproduce.rank1_tasks.rank1_tasks`: the MLP's Table 2, the
+        digits WRN's methods, two groups of ablations) through `zoo.experiments.parallel.run_parallel` (default: the
         ``BNN_ZOO_WORKERS`` environment variable, else the CPU cores); 1 runs them here, one after the other,
         with the same results. The stage lines come from the tasks (printed when `log` is not None).
     Returns the written `Report`.

@@ -1,8 +1,8 @@
 """Rank-1 BNNs (Dusenberry et al., ICML 2020): the section-3 ablations on the rank-1 MLP, one function each.
 
-Every ablation trains the rank-1 Normal MLP of `zoo.reproduce.rank1_setup` under one recipe, changing one thing,
+Every ablation trains the rank-1 Normal MLP of `zoo.experiments.reproduce.rank1_setup` under one recipe, changing one thing,
 for each seed, and scores it on the clean test set and a few corruption types (`corruption_summary`). Each returns
-one row per (setting, seed); `zoo.reproduce.rank1` summarises them over seeds (mean +- SE) and draws the figures.
+one row per (setting, seed); `zoo.experiments.reproduce.rank1` summarises them over seeds (mean +- SE) and draws the figures.
 
 * `components`: K in {1, 2, 4, 8, 16} at a constant total batch K x B (section 3.3, Fig. 3).
 * `objectives`: average per-component vs log-mixture likelihood in training, with per-component and mixture
@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evals.diversity import component_probs
+from zoo.experiments.analysis.diversity import component_probs
 from evals import metrics
-from zoo.reproduce.rank1_setup import DigitsSplit, Rank1Settings, corruption_summary, fit_method
+from zoo.experiments.reproduce.rank1_setup import DigitsSplit, Rank1Settings, corruption_summary, fit_method
 
 __all__ = ["components", "objectives", "dropout_init", "prior_placement", "positive_priors", "PRIOR_PLACEMENTS",
            "FitCache"]

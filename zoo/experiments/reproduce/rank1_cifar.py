@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from zoo.reproduce.rank1_setup import score_table
-from zoo.reproduce.rank1_verdicts import shown
-from zoo.reproduce.rank1_wrn import WRN_METHODS, wrn_entry_guide
+from zoo.experiments.reproduce.rank1_setup import score_table
+from zoo.experiments.reproduce.rank1_verdicts import shown
+from zoo.experiments.reproduce.rank1_wrn import WRN_METHODS, wrn_entry_guide
 
 __all__ = ["CifarJob", "CIFAR_FULL", "l2_prior_scale", "lr_schedule", "sgd_schedule", "cifar_table2", "cifar_part", "CIFAR_CLAIM"]
 

@@ -1,6 +1,6 @@
 """Rank-1 BNNs (Dusenberry et al., ICML 2020): data, methods and training of `zoo reproduce rank1`.
 
-The pieces every table and ablation of `zoo.reproduce.rank1` shares:
+The pieces every table and ablation of `zoo.experiments.reproduce.rank1` shares:
 
 * `digits_split`: the shipped digits (or digits_28) with a validation part carved out of the training
   set (every choice is made on it; the test set is scored once, at the end), raw [0, 1] pixels kept for
@@ -85,7 +85,7 @@ _SPLITS: dict = {}
 
 def task_split(size: int = 8) -> DigitsSplit:
     """``digits_split(seed=0, size=size)``, made once per process: the split every part of `zoo reproduce rank1`
-    uses (deterministic, so a worker process of `zoo.parallel` rebuilds the same one), one object so that
+    uses (deterministic, so a worker process of `zoo.experiments.parallel` rebuilds the same one), one object so that
     `corrupted_sets` corrupts its test set once per process."""
     if size not in _SPLITS:
         _SPLITS[size] = digits_split(seed=0, size=size)
@@ -135,7 +135,7 @@ class Rank1Settings:
 
 
 ZOO_RUN_RECIPE = Rank1Settings()
-"""`zoo run`'s rank-1 rows before issue 17 (zoo.run.RANK1_FIT): Adam 3e-3 constant, 3,000 steps, KL over 2/3,
+"""`zoo run`'s rank-1 rows before issue 17 (zoo.experiments.run.RANK1_FIT): Adam 3e-3 constant, 3,000 steps, KL over 2/3,
 random-sign loc init (P(+1) = 0.5), sigma from p = 1e-3, 10 evaluation draws."""
 
 QUICK_RECIPE = Rank1Settings(steps=3000, lr=1e-2, schedule="cosine", sign_init=-0.5, eval_samples=1)

@@ -1,11 +1,11 @@
 """Rank-1 BNNs (Dusenberry et al., ICML 2020): the independent parts of `zoo reproduce rank1`, as tasks of
-`zoo.parallel.run_parallel` (one worker process per CPU core, sharing the compilation cache).
+`zoo.experiments.parallel.run_parallel` (one worker process per CPU core, sharing the compilation cache).
 
 `rank1_tasks(job)` lists them, longest first: the MLP's Table 2 / Table 8 / Fig. 6 (`mlp_table2_part`, with MC
 dropout's rate chosen first on the validation split), the digits WRN's Table 2 one method per task
-(`zoo.reproduce.rank1_wrn.wrn_method_runs`) and the ablations in two groups (`ablations_part`). Each task takes
+(`zoo.experiments.reproduce.rank1_wrn.wrn_method_runs`) and the ablations in two groups (`ablations_part`). Each task takes
 plain settings (a `Rank1Job`, names, seeds), rebuilds the deterministic digits split itself (`task_split`) and
-returns DataFrames and numbers, so that its result is the same in a worker as here; `zoo.reproduce.rank1` writes
+returns DataFrames and numbers, so that its result is the same in a worker as here; `zoo.experiments.reproduce.rank1` writes
 the report from the results, in its own order.
 """
 
@@ -15,14 +15,14 @@ from dataclasses import replace
 
 import pandas as pd
 
-from evals.diversity import diversity_table
+from zoo.experiments.analysis.diversity import diversity_table
 from evals.ood import ensemble
-from zoo.parallel import Task
-from zoo.reproduce import rank1_ablations as ablations
-from zoo.reproduce.rank1_setup import (choose_mc_dropout_rate, corruption_summary, corrupted_sets, draws_for,
+from zoo.experiments.parallel import Task
+from zoo.experiments.reproduce import rank1_ablations as ablations
+from zoo.experiments.reproduce.rank1_setup import (choose_mc_dropout_rate, corruption_summary, corrupted_sets, draws_for,
                                        fit_method, task_split)
-from zoo.reproduce.rank1_wrn import wrn_method_runs
-from zoo.reproduce.stages import StageTimes, stage as _stage
+from zoo.experiments.reproduce.rank1_wrn import wrn_method_runs
+from zoo.experiments.reproduce.stages import StageTimes, stage as _stage
 
 __all__ = ["table2", "mlp_table2_part", "ablations_part", "rank1_tasks", "ABLATION_GROUPS", "METRICS"]
 
@@ -36,7 +36,7 @@ ABLATION_GROUPS = (("objectives", "components"), ("dropout_init", "prior_placeme
 
 
 def stage(name, log=print, into=None):
-    """`zoo.reproduce.stages.stage` tagged ``[rank1]``."""
+    """`zoo.experiments.reproduce.stages.stage` tagged ``[rank1]``."""
     return _stage(name, log, "rank1", into)
 
 
@@ -49,7 +49,7 @@ def table2(job, split, log=print):
 
     Returns (runs: one row per (method, seed) with the Table-2 columns and #params; samples: rank-1 Normal
     scored with ``job.eval_samples`` draws per component, one row per (draws, seed) (Table 8); diversity: one
-    row per (method, seed, checkpoint) of `evals.diversity.diversity_table` for rank-1 Normal and
+    row per (method, seed, checkpoint) of `zoo.experiments.analysis.diversity.diversity_table` for rank-1 Normal and
     both BatchEnsembles (`DIVERSE`) over the checkpoints after ``diversity_from`` of training (Fig. 6))."""
     recipe = job.recipe
     late = job.diversity_from * recipe.steps
@@ -123,7 +123,7 @@ def mlp_table2_part(job, log=None) -> dict:
 def ablations_part(job, names, log=None) -> dict:
     """The ablations `names` (of ``job.ablations``, in this order) on ``job.ablation_seeds`` with
     ``job.ablation_steps`` steps, sharing one `FitCache`. Returns {name: result}: "objectives" (final scores,
-    curves), the others one table each (`zoo.reproduce.rank1_ablations`). `log`: print or None."""
+    curves), the others one table each (`zoo.experiments.reproduce.rank1_ablations`). `log`: print or None."""
     log = log or _quiet
     split = task_split()
     ab = job.recipe.replace(steps=job.ablation_steps)
@@ -154,7 +154,7 @@ _ABLATIONS = {
 
 
 def rank1_tasks(job, log=None) -> list:
-    """The `zoo.parallel.Task`s of `job`, about longest first (measured in docs/rank1.md): "mlp table 2"
+    """The `zoo.experiments.parallel.Task`s of `job`, about longest first (measured in docs/rank1.md): "mlp table 2"
     (`mlp_table2_part`), "wrn <method>" for the rank-1 methods of ``job.wrn.methods`` (`wrn_method_runs`: K x the
     deterministic net's rows a step), "ablations <names>" for each group of `ABLATION_GROUPS` with an ablation of
     ``job.ablations`` (`ablations_part`), then "wrn deterministic" (no WRN task when ``job.wrn`` is None).

@@ -1,18 +1,18 @@
 """Rank-1 BNNs (Dusenberry et al., ICML 2020): the verdicts of `zoo reproduce rank1`, one per finding of the paper,
-from the tables of `zoo.reproduce.rank1`, and the mean +- SE / paired-difference helpers they use.
+from the tables of `zoo.experiments.reproduce.rank1`, and the mean +- SE / paired-difference helpers they use.
 
-Rules: every comparison is a paired (by seed) difference with its 95 % t-interval (`evals.verdicts.paired_interval`)
-judged against the paper's direction (`evals.verdicts.judge`: consistent when the interval lies on the paper's side,
+Rules: every comparison is a paired (by seed) difference with its 95 % t-interval (`zoo.experiments.analysis.verdicts.paired_interval`)
+judged against the paper's direction (`zoo.experiments.analysis.verdicts.judge`: consistent when the interval lies on the paper's side,
 contradicts when it lies wholly on the other, inconclusive otherwise); a claim with several parts gets
-`evals.verdicts.combine` of its parts. The paper's numbers are its CIFAR-10 WRN-28-10 Table 2 (10 seeds) unless said.
+`zoo.experiments.analysis.verdicts.combine` of its parts. The paper's numbers are its CIFAR-10 WRN-28-10 Table 2 (10 seeds) unless said.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from evals.seed_summary import format_mean_se, mean_se
-from evals.verdicts import combine, judge, paired_interval
+from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
+from zoo.experiments.analysis.verdicts import combine, judge, paired_interval
 
 __all__ = ["shown", "paired", "diff_text", "below", "findings", "table2_finding", "cauchy_finding",
            "POSITIVE_CLAIM", "CAUCHY_CLAIM", "BATCH_ENSEMBLES"]
@@ -22,7 +22,7 @@ BATCH_ENSEMBLES = ("batch_ensemble", "batch_ensemble_unregularised")
 
 
 def shown(runs: pd.DataFrame, by, metrics, digits=3) -> pd.DataFrame:
-    """mean +- SE strings per group (evals.seed_summary), in the order the groups first appear."""
+    """mean +- SE strings per group (zoo.experiments.analysis.seed_summary), in the order the groups first appear."""
     summary = mean_se(runs, by, metrics)
     order = {v: i for i, v in enumerate(runs[by].drop_duplicates())}
     summary = summary.sort_values(by, key=lambda col: col.map(order)).reset_index(drop=True)
@@ -33,7 +33,7 @@ def shown(runs: pd.DataFrame, by, metrics, digits=3) -> pd.DataFrame:
 
 
 def paired(runs, by, a, b, metric, key="seed"):
-    """The 95 % paired t-interval (`evals.verdicts.Interval`) over seeds of metric(a) - metric(b)."""
+    """The 95 % paired t-interval (`zoo.experiments.analysis.verdicts.Interval`) over seeds of metric(a) - metric(b)."""
     wide = runs.pivot_table(index=key, columns=by, values=metric)
     return paired_interval(wide[a].dropna(), wide[b].dropna())
 

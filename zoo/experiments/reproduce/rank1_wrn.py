@@ -1,10 +1,10 @@
 """Rank-1 BNNs (Dusenberry et al., ICML 2020): the Wide ResNet rows of Table 2.
 
 `wrn_entry_guide` builds one method's catalogue entry (``wide_resnet``, rank-1 through ``num_components``) and guide;
-the CIFAR-10 part of --full (`zoo.reproduce.rank1_cifar`) and the digits WRN of the quick job share it. `DigitsWrn`
+the CIFAR-10 part of --full (`zoo.experiments.reproduce.rank1_cifar`) and the digits WRN of the quick job share it. `DigitsWrn`
 is the small WRN on the shipped digits (WRN-10-1 on the 8x8 images: the three stride groups give 8x8, 4x4 and 2x2
 feature maps), trained with a `Rank1Settings` recipe chosen on the validation split; `wrn_method_runs` trains and
-scores one method for every seed (one independent task of `zoo.parallel.run_parallel`: its structures compile in
+scores one method for every seed (one independent task of `zoo.experiments.parallel.run_parallel`: its structures compile in
 one process) and `wrn_table2` puts the methods' per-set scores together into Table 2 rows (mCE vs the
 deterministic WRN of the same seed).
 """
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from zoo.reproduce.rank1_setup import (QUICK_RECIPE, Rank1Settings, corrupted_sets, draws_for, fit_method, score_rows,
+from zoo.experiments.reproduce.rank1_setup import (QUICK_RECIPE, Rank1Settings, corrupted_sets, draws_for, fit_method, score_rows,
                                        summary_of_rows, task_split)
-from zoo.reproduce.stages import StageTimes
-from zoo.reproduce.stages import stage as _stage
+from zoo.experiments.reproduce.stages import StageTimes
+from zoo.experiments.reproduce.stages import stage as _stage
 
 __all__ = ["WRN_METHODS", "wrn_entry_guide", "DigitsWrn", "WRN_RECIPE", "DIGITS_WRN", "wrn_method_runs",
            "wrn_table2", "WRN_CLAIM"]
@@ -86,7 +86,7 @@ def wrn_method_runs(method: str, wrn: DigitsWrn, seeds, types=None, severities=(
     seed 0, `task_split`) and score it on the test set and its corruptions (`types` x `severities`, `score_rows`).
 
     Returns {"rows": per-set scores (`score_rows` table, column "seed" added), "params": {seed: free parameters of
-    the guide}}: plain data, so that the methods can run in separate processes (`zoo.parallel`)."""
+    the guide}}: plain data, so that the methods can run in separate processes (`zoo.experiments.parallel`)."""
     split = task_split()
     r = wrn.recipe
     sets = corrupted_sets(split.test_raw, split, types, severities)

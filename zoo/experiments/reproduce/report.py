@@ -1,5 +1,5 @@
 """The files of a paper reproduction: figures, CSV tables and one Markdown report that states, finding by
-finding, the paper's number, ours with its 95 % interval and the verdict (`evals.verdicts`).
+finding, the paper's number, ours with its 95 % interval and the verdict (`zoo.experiments.analysis.verdicts`).
 
     report = Report(out_dir, "k-tied Normal (Swiatkowski et al., 2020)", setting="quick")
     report.table("truncation", table, "Post-hoc rank-k truncation (Tables 2, 3)")
@@ -9,7 +9,7 @@ finding, the paper's number, ours with its 95 % interval and the verdict (`evals
     report.write()   # out_dir/report.md, listing every file written
 
 A verdict is one of ``VERDICTS`` ("consistent", "inconclusive", "contradicts", "not run"), computed by
-`evals.verdicts.judge` from the paper's region and our interval; the evidence is the rest of the numbers.
+`zoo.experiments.analysis.verdicts.judge` from the paper's region and our interval; the evidence is the rest of the numbers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from evals.verdicts import VERDICTS
+from zoo.experiments.analysis.verdicts import VERDICTS
 from models.errors import InputError
 
 __all__ = ["Report", "Finding", "VERDICTS"]
@@ -97,10 +97,10 @@ class Report:
 
         Args:
           claim: the paper's finding, in a few words.
-          verdict: one of ``VERDICTS`` (`evals.verdicts.judge` / `combine`).
+          verdict: one of ``VERDICTS`` (`zoo.experiments.analysis.verdicts.judge` / `combine`).
           evidence: the rule and the other measured numbers behind the verdict.
           paper: the paper's number (or direction) and the region the verdict tests.
-          ours: our number with its 95 % interval (`evals.verdicts.Interval.text`).
+          ours: our number with its 95 % interval (`zoo.experiments.analysis.verdicts.Interval.text`).
         """
         if verdict not in VERDICTS:
             raise InputError("verdict", verdict, f"one of {VERDICTS}")
@@ -115,7 +115,7 @@ class Report:
         """Write ``report.md`` (findings first, then caveats, tables and figures) and return its path."""
         minutes = (time.perf_counter() - self._start) / 60
         lines = [f"# {self.title}: reproduction ({self.setting})", ""]
-        lines += ["## Findings", "", "Verdicts (`evals.verdicts.judge`): consistent when our 95 % interval lies in the "
+        lines += ["## Findings", "", "Verdicts (`zoo.experiments.analysis.verdicts.judge`): consistent when our 95 % interval lies in the "
                   "paper's region, contradicts when it lies wholly outside it, inconclusive otherwise.", "",
                   "| finding | paper | ours (95 % interval) | verdict | evidence |", "|---|---|---|---|---|"]
         lines += [f"| {f.claim} | {f.paper} | {f.ours} | {f.verdict} | {f.evidence} |" for f in self.findings] \

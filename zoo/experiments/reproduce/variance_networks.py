@@ -4,8 +4,8 @@ Table 1 (stochastic / deterministic / ensemble accuracy of LeNet-5 as a point es
 dropout, variational dropout and variance layers), Table 2 (layer-, neuron-, weight-wise and additive
 parameterisations), the phase transition (Fig. 1), the curvature criterion kappa (eq. 16, Fig. 3-4),
 sparse ensembles (Fig. 5) and iterative fast-sign attacks (Fig. 2), each stated as a finding of the report.
-The trainings are in `zoo.reproduce.variance_networks_train`, the analyses in `evals.curvature`,
-`evals.sparse_ensemble` and `evals.fgsm`.
+The trainings are in `zoo.experiments.reproduce.variance_networks_train`, the analyses in `zoo.experiments.analysis.curvature`,
+`zoo.experiments.analysis.sparse_ensemble` and `zoo.experiments.analysis.fgsm`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from evals.curvature import log10_kappa
-from evals.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
-from evals.seed_summary import mean_se
-from evals.sparse_ensemble import sparse_ensemble_curve
-from evals.verdicts import Interval, combine, judge, paired_interval, se_interval, t_interval
+from zoo.experiments.analysis.curvature import log10_kappa
+from zoo.experiments.analysis.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
+from zoo.experiments.analysis.seed_summary import mean_se
+from zoo.experiments.analysis.sparse_ensemble import sparse_ensemble_curve
+from zoo.experiments.analysis.verdicts import Interval, combine, judge, paired_interval, se_interval, t_interval
 from models.errors import InputError
-from zoo.reproduce.report import Report
-from zoo.reproduce.stages import StageTimes, stage
-from zoo.reproduce.variance_networks_train import TABLE1, TABLE2, fit_method, log10_kappa_threshold, tune_method
+from zoo.experiments.reproduce.report import Report
+from zoo.experiments.reproduce.stages import StageTimes, stage
+from zoo.experiments.reproduce.variance_networks_train import TABLE1, TABLE2, fit_method, log10_kappa_threshold, tune_method
 
 __all__ = ["VarianceNetworksSettings", "QUICK", "FULL", "reproduce_variance_networks"]
 
@@ -63,7 +63,7 @@ class VarianceNetworksSettings:
     methods: labels of the Table 1-2 rows to train (None: all nine); the point estimate, binary dropout and the
     dense1 layer-wise row always run (the attacks use them), a finding whose rows were not trained says "not run"
     (smoke tests train three structures instead of nine);
-    data_path: an .npz of images and labels (`zoo.reproduce.image_npz`, 28 x 28, the fixed 80 / 20 split) used
+    data_path: an .npz of images and labels (`zoo.experiments.reproduce.image_npz`, 28 x 28, the fixed 80 / 20 split) used
     instead of ``data`` (None: ``data``).
     """
 
@@ -232,7 +232,7 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
       data_dir: the TFDS data folder (full).
       settings: a `VarianceNetworksSettings` replacing the setting's (tests use tiny ones).
       data_path: an .npz of images 'imgs' (N, H, W) and labels 'labs' (N,) (e.g. USPS, MNIST arrays) replacing
-        the setting's data (`zoo.reproduce.image_npz.load_image_npz`: resized to 28 x 28, split 80 / 20).
+        the setting's data (`zoo.experiments.reproduce.image_npz.load_image_npz`: resized to 28 x 28, split 80 / 20).
       epochs: replaces the setting's epochs (a positive int); the per-epoch curve keeps about 10 readings
         (curve_every = max(1, epochs // 10): each reading computes kappa on the whole training part).
       learning_rates: a tuple of positive floats replacing the setting's candidate learning rates.
@@ -510,7 +510,7 @@ def _table1_finding(report, t1, chance, n_test):
 
 
 def _training_findings(report, settings, t1, t2, chance, n_test):
-    """Table 1 and Table 2's findings (paper's number, ours with a 95 % interval, `evals.verdicts.judge`); t1, t2:
+    """Table 1 and Table 2's findings (paper's number, ours with a 95 % interval, `zoo.experiments.analysis.verdicts.judge`); t1, t2:
     one row per (method, seed)."""
     at_chance = chance + CHANCE_TOLERANCE
     _table1_finding(report, t1, chance, n_test)

@@ -6,7 +6,7 @@ layers in the layer-, neuron-, weight-wise or additive parameterisation, zero-me
 epochs, the deterministic and ensemble test accuracy, the layer's log alpha and kappa (eq. 16): the
 phase-transition curves of Fig. 1, 3 and 4. As in the paper's LeNet-5 experiments only the variance
 (or dropout) layers are stochastic: every other weight is a point estimate. The analyses are in
-`evals.curvature`, `evals.sparse_ensemble` and `evals.fgsm`; `zoo.reproduce.variance_networks` is the job.
+`zoo.experiments.analysis.curvature`, `zoo.experiments.analysis.sparse_ensemble` and `zoo.experiments.analysis.fgsm`; `zoo.experiments.reproduce.variance_networks` is the job.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import numpy as np
 import optax
 
 import inference
-from evals.curvature import count_above, layer_kappa
+from zoo.experiments.analysis.curvature import count_above, layer_kappa
 from evals.metrics import accuracy
 from inference.dropout import binary_dropout
 from models.errors import InputError
 from zoo.registry import get
-from zoo.reproduce.tuning import choose_on_validation, grid
+from zoo.experiments.reproduce.tuning import choose_on_validation, grid
 
 DENSE1 = "lenet5/dense1/w"
 ALL_WEIGHTS = "lenet5/*/w"
@@ -75,7 +75,7 @@ def log10_kappa_threshold(log10_kappa_0: float, n_train: int, n_paper: int = KAP
 
 @functools.lru_cache(maxsize=2)
 def _user_arrays(path: str):
-    from zoo.reproduce.image_npz import load_image_npz
+    from zoo.experiments.reproduce.image_npz import load_image_npz
 
     return load_image_npz(path)
 
@@ -84,7 +84,7 @@ def entry(settings, method: Method, data_dir=None, activation: str | None = None
     """The LeNet-5 entry of ``method``: log-uniform prior on its variance sites (eq. 4), Normal elsewhere, batch
     norm after every hidden layer when ``settings.batch_norm`` (section 6: "variance layers ... followed with a
     Batch Normalization layer and a ReLU"), ``activation`` (default ``settings.activation``); on
-    ``settings.data_path``'s images (`zoo.reproduce.image_npz`) when it is set, else on ``settings.data``."""
+    ``settings.data_path``'s images (`zoo.experiments.reproduce.image_npz`) when it is set, else on ``settings.data``."""
     log_uniform = [method.sites] if method.guide in ("variance_layers", "zero_mean", "additive") else []
     data = settings.data
     data_kwargs = {"data_dir": data_dir} if data_dir is not None and settings.data not in ("digits", "digits_28") \
@@ -248,7 +248,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
 
 
 def tune_method(settings, method: Method, seed: int, data_dir=None, log=None):
-    """``method``'s learning rate chosen on the validation part (`zoo.reproduce.tuning.choose_on_validation` over
+    """``method``'s learning rate chosen on the validation part (`zoo.experiments.reproduce.tuning.choose_on_validation` over
     ``settings.learning_rates``, scored by the validation ensemble accuracy, eq. 2; ties go to the earlier
     rate). Every candidate is a `fit_method` on the training part with ``seed``; the test scores of the
     candidates are computed but never looked at in the choice.
