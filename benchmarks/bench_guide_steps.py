@@ -13,7 +13,7 @@ import statistics
 
 import inference
 import zoo
-from inference.step_time import fit_step_ms
+from zoo.experiments.analysis.step_time import fit_step_ms
 
 GUIDES = [
     ("mean_field", "mlp", "mean_field", {}),

@@ -17,8 +17,8 @@ import sys
 import optax
 
 import zoo
-from zoo.reproduce.k_tied_runs import accuracy_runs
-from zoo.run import CONVERGED, FitSettings
+from zoo.experiments.reproduce.k_tied_runs import accuracy_runs
+from zoo.experiments.run import CONVERGED, FitSettings
 
 PROTOCOLS = {
     "converged": CONVERGED,

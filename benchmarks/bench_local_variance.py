@@ -5,7 +5,7 @@ draw per example, below one draw per batch) and Flipout on convolutions (Wen et 
 
 A mean-field network is fitted to the digits (`--steps` steps): ``--net mlp``, an MLP 64-400-400-10;
 ``--net lenet5``, LeNet-5 (`zoo.get("lenet5")`: two convolutions, three dense layers). At its parameters,
-`inference.elbo_gradients(same_batch=True)` gives `--draws` gradients on one minibatch of 128, each with its
+`zoo.experiments.analysis.elbo_gradients.elbo_gradients(same_batch=True)` gives `--draws` gradients on one minibatch of 128, each with its
 own noise. Printed per parameter group (convolution kernels, dense weights, biases; locations and scales):
 the summed variance over draws of the gradient's entries, and its ratio to the weight draw's.
 
@@ -19,7 +19,7 @@ import numpy as np
 
 import inference
 import zoo
-from inference.elbo_gradients import elbo_gradients
+from zoo.experiments.analysis.elbo_gradients import elbo_gradients
 
 ESTIMATORS = {"weight draw": False, "local": "local"}
 NETS = {"mlp": ("digits MLP 64-400-400-10", lambda: zoo.get("mlp", data="digits", hidden=(400, 400))),

@@ -2,7 +2,7 @@
 unregularised one (no factor prior, Wen et al.'s): Table 2's NLL / accuracy / ECE / cNLL and Fig. 6's member
 diversity (disagreement / (1 - accuracy), mean over the checkpoints after 60 % of training) on the digits, with
 `zoo reproduce rank1`'s quick recipe (3,000 steps) and its `table2`, 5 seeds; differences paired by seed with
-95 % t-intervals (`evals.verdicts`).
+95 % t-intervals (`zoo.experiments.analysis.verdicts`).
 
 Run: python benchmarks/bench_rank1_diversity.py [seeds]
 """
@@ -11,10 +11,10 @@ import sys
 import time
 from dataclasses import replace
 
-from zoo.reproduce.rank1 import QUICK
-from zoo.reproduce.rank1_setup import task_split
-from zoo.reproduce.rank1_tasks import table2
-from zoo.reproduce.rank1_verdicts import paired, shown
+from zoo.experiments.reproduce.rank1 import QUICK
+from zoo.experiments.reproduce.rank1_setup import task_split
+from zoo.experiments.reproduce.rank1_tasks import table2
+from zoo.experiments.reproduce.rank1_verdicts import paired, shown
 
 METHODS = ("batch_ensemble", "batch_ensemble_unregularised", "rank1_normal")
 

@@ -46,12 +46,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print("load average before:", os.getloadavg(), flush=True)
 
-    import zoo.run
+    import zoo.experiments.run
     from zoo import cli
 
     stages = []  # (label, seconds, compiles, compile seconds)
     last = [time.perf_counter(), 0]
-    say = zoo.run._say
+    say = zoo.experiments.run._say
 
     def close_stage():
         now = time.perf_counter()
@@ -64,7 +64,7 @@ def main(argv=None):
         STAGE[0] = msg.strip()[:70]
         say(msg, enabled)
 
-    zoo.run._say = timed_say
+    zoo.experiments.run._say = timed_say
     argv = ["run", "--out", args.out, "--workers", str(args.workers)] + (
         [] if args.size == "main" else [f"--{args.size}"])
     status = cli.main(argv)

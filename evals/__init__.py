@@ -1,14 +1,14 @@
-"""Metrics, scoring tables, corrupted test sets, OOD scoring, posterior comparisons and per-paper analyses.
+"""Metrics, scoring tables, corrupted test sets, OOD scoring and posterior comparisons: what a user imports to
+judge a posterior.
 
-Nothing here trains or builds a catalogue entry: `evals` imports only `inference` and `models`.
+Nothing here trains or builds a catalogue entry: `evals` imports only `inference` and `models`. The analyses
+that only the paper reproductions and `zoo run` use are in `zoo.experiments.analysis`.
 """
 
-from evals import (curvature, depth_sweep, diversity, fgsm, gaussians, gradient_snr, metrics, ood, product_covariance,
-                   rank_truncation, sigma_spectrum, sparse_ensemble)
+from evals import gaussians, metrics, ood
 from evals.comparison import compare
 from evals.corruptions import BENCHMARK_CORRUPTIONS, CORRUPTIONS, corrupt, corrupted
 from evals.scoring import classification_row, score
 
-__all__ = ["metrics", "ood", "compare", "gaussians", "product_covariance", "depth_sweep",
-           "sigma_spectrum", "rank_truncation", "gradient_snr", "curvature", "sparse_ensemble", "fgsm", "diversity",
-           "score", "classification_row", "corrupt", "corrupted", "CORRUPTIONS", "BENCHMARK_CORRUPTIONS"]
+__all__ = ["metrics", "ood", "compare", "gaussians", "score", "classification_row", "corrupt", "corrupted",
+           "CORRUPTIONS", "BENCHMARK_CORRUPTIONS"]

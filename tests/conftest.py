@@ -95,3 +95,38 @@ def registries_restored():
     yield
     for registry, snapshot in zip(registries, saved):
         registry.restore(snapshot)
+
+
+@pytest.fixture
+def extension_example(registries_restored):
+    """tests/zoo/extension_example.py imported (a guide, its family, a network and a data set registered from
+    one module outside the package, the way a user would), its registrations undone after the test."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("extension_example",
+                                                  Path(__file__).parent / "zoo" / "extension_example.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def figures_in_a_fresh_process(tmp_path):
+    """run(script) -> the sorted names of the files `script` wrote: `script` (Python source) runs in a fresh
+    process with MPLBACKEND=svg and the output folder as sys.argv[1], and must print matplotlib's backend and
+    whether pyplot was imported, which are asserted to be "svg False" (drawing leaves the user's backend alone
+    and never imports pyplot)."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parent.parent)
+
+    def run(script: str) -> list:
+        env = {**os.environ, "MPLBACKEND": "svg", "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["svg", "False"]  # the backend set by the user; pyplot never imported
+        return sorted(p.name for p in tmp_path.iterdir())
+
+    return run

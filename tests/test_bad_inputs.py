@@ -197,10 +197,6 @@ BAD_INPUTS = {  # id: (call, argument named, what the message says); `tiny` / `p
                                               optimizer=optax.sgd(math.nan)), "optimizer", "finite updates"),
     "fit: optimizer 'adam'": (lambda t: inference.fit(t.model, inference.mean_field(t.model), t.train,
                                                       optimizer="adam"), "optimizer", "GradientTransformation"),
-    "zoo.run FitSettings with lr -0.1": (lambda t: __import__("zoo.run").run.fit_with_settings(
-        t, inference.mean_field(t.model), __import__("zoo.run").run.FitSettings(
-            steps=5, optimizer=lambda steps: optax.adam(-0.1), kl_warmup_fraction=0.0)),
-        "optimizer", "descends the loss"),
 }
 
 

@@ -1,9 +1,12 @@
 """The package DAG models <- inference <- evals <- zoo: no module imports a package above its own, and no
-module imports itself through others (no import cycle between modules).
+module imports itself through others (no import cycle between modules); the experiments (`zoo.experiments`) sit
+above the library: no library module imports them but the command line, and no test outside tests/experiments.
 
 (a) statically: every Import / ImportFrom node of every module (function-level imports included, relative
 imports resolved); (b) dynamically: importing a package loads none of the packages above it; (c) the graph of
-module imports (function-level ones included) has no cycle.
+module imports (function-level ones included) has no cycle; (d) statically and dynamically: the library
+(models, inference, evals and zoo outside zoo/experiments) never imports the experiments, except zoo/cli.py,
+which runs them, and the tests outside tests/experiments import none.
 """
 
 import ast
@@ -196,3 +199,71 @@ def test_the_cycle_check_sees_function_level_imports_and_packages(tmp_path, monk
     assert graph["pkg.d"] == {"pkg.sub": "pkg/d.py:1", "pkg.sub.c": "pkg/d.py:1"}
     assert sorted(import_cycles(graph)) == ["pkg.a -> pkg.b (pkg/a.py:1) -> pkg.a (pkg/b.py:2)",
                                             "pkg.d -> pkg.sub (pkg/d.py:1) -> pkg.d (pkg/sub/__init__.py:1)"]
+
+
+# ----- (d) the experiments apart from the library ----------------------------------------------------------------
+EXPERIMENTS = "zoo.experiments"
+RUNS_EXPERIMENTS = {"zoo/cli.py"}  # the command line: `zoo run`, `zoo reproduce`, `zoo benchmark`
+
+
+def _names_experiments(module: str, names) -> bool:
+    return module == EXPERIMENTS or module.startswith(EXPERIMENTS + ".") or \
+        (module == "zoo" and names is not None and "experiments" in names)
+
+
+def imports_of_experiments(paths) -> list:
+    """['file:line imports X', ...] for every import of `zoo.experiments` (or a module in it) in `paths`: import
+    statements (function-level ones included) and calls of ``__import__`` / ``importlib.import_module`` with a
+    literal module name."""
+    found = []
+    for path in paths:
+        for line, module, names in _statements(path):
+            if _names_experiments(module, names):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and \
+                    getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module") \
+                    and _names_experiments(str(node.args[0].value), None):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.args[0].value}")
+    return found
+
+
+def _library_files() -> list:
+    experiments = ROOT / "zoo" / "experiments"
+    return [path for pkg in LAYERS for path in sorted((ROOT / pkg).rglob("*.py"))
+            if experiments not in path.parents and path.relative_to(ROOT).as_posix() not in RUNS_EXPERIMENTS]
+
+
+def test_the_library_imports_no_experiment_but_the_command_line_runs_them():
+    assert any(name.startswith(EXPERIMENTS + ".") for name in _modules())  # the cycle check (c) covers them too
+    found = imports_of_experiments(_library_files())
+    assert not found, "the library imports the experiments (only zoo/cli.py may):\n" + "\n".join(found)
+    assert imports_of_experiments([ROOT / "zoo" / "cli.py"])  # the one exception is real: it runs them
+
+
+def test_the_library_tests_import_no_experiment():
+    tests = ROOT / "tests"
+    paths = [p for p in sorted(tests.rglob("*.py")) if tests / "experiments" not in p.parents]
+    found = imports_of_experiments(paths)
+    assert not found, "tests outside tests/experiments import the experiments:\n" + "\n".join(found)
+
+
+def test_the_experiment_check_sees_every_way_of_importing_them(tmp_path, monkeypatch):
+    (tmp_path / "m.py").write_text("import zoo.cli\nfrom zoo import experiments\ndef f():\n"
+                                   "    from zoo.experiments.run import main_job\n"
+                                   "    __import__('zoo.experiments.run')\n"
+                                   "    importlib.import_module('zoo.experiments')\n"
+                                   "    from zoo import get\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert imports_of_experiments([tmp_path / "m.py"]) == [
+        "m.py:2 imports zoo", "m.py:4 imports zoo.experiments.run", "m.py:5 imports zoo.experiments.run",
+        "m.py:6 imports zoo.experiments"]
+
+
+def test_importing_the_library_and_the_command_line_loads_no_experiment():
+    code = ("import sys, models, inference, evals, zoo, zoo.cli\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({EXPERIMENTS!r})))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"importing the library loaded {done.stdout.strip()}"

@@ -315,7 +315,7 @@ def build_parser() -> _Parser:
                    help="hidden layers of 50 units: 1, 2 or 1,2 (both, with the depth verdict)")
     b.add_argument("--out", default=None, help="output folder (default: zoo-results/uci)")
     b.add_argument("--quick", action="store_true",
-                   help="3 splits, fewer SVI steps and NUTS draws (zoo.benchmarks.uci.QUICK)")
+                   help="3 splits, fewer SVI steps and NUTS draws (zoo.experiments.benchmarks.uci.QUICK)")
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -324,7 +324,8 @@ def build_parser() -> _Parser:
 
 # what each command imports before its work begins (`zoo.startup`: Ctrl-C during these imports exits quietly)
 STARTUP_IMPORTS = {"fit": ("optax", "inference", "evals"), "nuts": ("inference", "evals"), "score": ("evals",),
-                   "corruptions": ("evals.corruption_grid",), "run": ("zoo.run",), "reproduce": ("inference", "evals")}
+                   "corruptions": ("evals.corruption_grid",), "run": ("zoo.experiments.run",),
+                   "reproduce": ("inference", "evals")}
 
 
 def main(argv=None) -> int:
@@ -681,11 +682,12 @@ def cmd_score(args):
 # `zoo reproduce PAPER`: the job's module and function, and the options it takes besides --full and --out.
 # Each job is ``function(out_dir, setting, log=print, **overrides)`` with setting "quick" or "full".
 REPRODUCE = {
-    "liberty-or-depth": ("zoo.reproduce.liberty_or_depth", "reproduce_liberty_or_depth", ("seeds", "depths")),
-    "k-tied": ("zoo.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir", "data_path")),
-    "variance-networks": ("zoo.reproduce.variance_networks", "reproduce_variance_networks",
+    "liberty-or-depth": ("zoo.experiments.reproduce.liberty_or_depth", "reproduce_liberty_or_depth",
+                         ("seeds", "depths")),
+    "k-tied": ("zoo.experiments.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir", "data_path")),
+    "variance-networks": ("zoo.experiments.reproduce.variance_networks", "reproduce_variance_networks",
                           ("seeds", "data_dir", "data_path", "epochs", "learning_rates")),
-    "rank1": ("zoo.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir", "workers")),
+    "rank1": ("zoo.experiments.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir", "workers")),
 }
 _REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "data_path", "workers", "epochs", "learning_rates")
 
@@ -714,7 +716,7 @@ def cmd_reproduce(args):
 
 def cmd_run(args):
     from inference.atomic_dir import check_output_folder
-    from zoo.run import main_job
+    from zoo.experiments.run import main_job
 
     check_output_folder(args.out, "--out")  # before any work
     main_job(args.out, seed=args.seed, size="quick" if args.quick else "full" if args.full else "main",
@@ -723,7 +725,7 @@ def cmd_run(args):
 
 
 def cmd_benchmark(args):
-    from zoo.benchmarks.uci import main
+    from zoo.experiments.benchmarks.uci import main
 
     main(data_dir=args.data_dir, datasets=args.datasets, splits=args.splits, methods=args.methods,
          hidden_layers=args.hidden_layers, out=args.out or os.path.join("zoo-results", "uci"), quick=args.quick)

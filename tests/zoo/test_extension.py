@@ -1,11 +1,9 @@
 """Extending the package touches no file of it: a guide (and its family), a network and a data set registered
 from one test-local module (extension_example.py) are used the way a user would: `zoo list` sizes the network on
 the data set's declared shape, `zoo.get` builds the entry on it, `fit` trains the guide, `save` / `zoo.load`
-round-trip the posterior (the guide rebuilt by name), `evals.score` scores it the same, the `zoo` CLI lists the
-entry, and `zoo run`'s digits table gets a row for the guide from its registered example options."""
-
-import importlib.util
-from pathlib import Path
+round-trip the posterior (the guide rebuilt by name), `evals.score` scores it the same and the `zoo` CLI lists the
+entry (tests/experiments/test_run_guides.py: `zoo run`'s digits table gets a row for the guide from its registered
+example options)."""
 
 import numpy as np
 import optax
@@ -14,20 +12,12 @@ import pytest
 import evals
 import inference
 import zoo
-import zoo.run
 from zoo.cli import main
 
 
-def _import_extension():
-    spec = importlib.util.spec_from_file_location("extension_example", Path(__file__).with_name("extension_example.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_a_guide_network_and_data_set_from_one_module_work_end_to_end(registries_restored, tmp_path, capsys):
+def test_a_guide_network_and_data_set_from_one_module_work_end_to_end(request, tmp_path, capsys):
     assert "plugin_laplace" not in inference.GUIDES and "plugin_net" not in zoo.names()
-    _import_extension()
+    request.getfixturevalue("extension_example")  # imported after the check above
 
     (row,) = [r for r in zoo.list() if r["name"] == "plugin_net"]  # sized on the declared shape, nothing loaded
     assert row["data"] == "plugin_blobs" and row["weights"] == 3 * 4 + 4 + 4 * 2 + 2
@@ -53,16 +43,7 @@ def test_a_guide_network_and_data_set_from_one_module_work_end_to_end(registries
     assert 0.0 <= scores["accuracy"] <= 1.0 and 0.0 < scores["nll"] < 5.0
     assert (again["accuracy"], again["nll"]) == (scores["accuracy"], scores["nll"])
 
-    (digits_row,) = [r for r in zoo.run.DIGITS_GUIDES if r.guide == "plugin_laplace"]  # no edit of zoo/run.py
-    assert (digits_row.label, digits_row.entry, dict(digits_row.guide_kwargs)) == \
-        ("plugin_laplace", "mlp", {"laplace_sites": ["*/w"]})
-    assert ("plugin_laplace",) in zoo.run.DIGITS_GROUPS
-    digits = zoo.get(digits_row.entry, data="digits", **digits_row.entry_kwargs)
-    on_digits = inference.make_guide(digits_row.guide, digits.model, **digits_row.guide_kwargs)
-    assert on_digits.setup(digits.train.x[:2]).num_params_formula() == 2 * digits.num_weights()
-
 
 def test_the_registrations_of_a_test_are_undone_after_it():
     assert "plugin_laplace" not in inference.GUIDES and "plugin_laplace" not in inference.FAMILIES
     assert "plugin_net" not in zoo.names() and "plugin_blobs" not in zoo.data.DATASETS
-    assert "plugin_laplace" not in {r.guide for r in zoo.run.DIGITS_GUIDES}

@@ -1,0 +1,76 @@
+"""The Liberty-or-Depth runs that train: one tiny end-to-end run of the depth sweep."""
+
+import numpy as np
+
+from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
+from zoo.experiments.reproduce.liberty_or_depth import QUICK, run_one
+
+
+def test_one_tiny_run_goes_through_svi_nuts_and_the_gaussian_fit():
+    from dataclasses import replace
+
+    tiny = replace(QUICK, n_data=100, weight_budget=40, svi_epochs=2, batch_size=32, num_warmup=20,
+                   draws_per_chain=40, max_tree_depth=3)
+    assert tiny.num_chains == 2  # QUICK's parallel chains (tests/conftest.py sets 2 host devices)
+    row = run_one(tiny, depth=2, activation="relu", seed=0)
+    assert row["width"] == widest_mlp_under_budget(2, budget=40) == 3
+    assert row["num_weights"] == mlp_param_count(2, 3) == 29  # every NUTS site is in the Gaussian fit
+    assert row["num_draws"] == 2 * 40  # both chains pooled
+    assert np.isfinite(row["kl_diag_full"]) and row["kl_diag_full"] > 0
+    assert np.isfinite(row["rhat_max"]) and row["rhat_max"] >= 1.0
+    assert 0.0 < row["svi_mean_sd"] < row["nuts_mean_sd"]  # init_scale 1e-3 barely grows in 2 epochs
+    assert 0.0 <= row["nuts_accuracy"] <= 1.0
+
+
+def test_cli_reproduce_runs_the_zoo_job_with_the_quick_setting_and_overrides(monkeypatch, tmp_path):
+    import zoo.experiments.reproduce.liberty_or_depth as lod
+    from zoo.cli import main
+
+    calls = []
+    monkeypatch.setattr(lod, "reproduce_liberty_or_depth", lambda *args, **kwargs: calls.append((args, kwargs)))
+    assert main(["reproduce", "liberty-or-depth", "--out", str(tmp_path), "--seeds", "0,1"]) == 0
+    assert calls == [((str(tmp_path), "quick"), {"seeds": (0, 1)})]
+
+
+def test_cli_reproduce_refuses_an_option_the_paper_does_not_take(capsys):
+    from zoo.cli import main
+
+    assert main(["reproduce", "liberty-or-depth", "--data-dir", "/nowhere", "--out", "/tmp/unused"]) == 2
+    err = capsys.readouterr().err
+    assert "--data-dir" in err and "/nowhere" in err and "--seeds, --depths" in err
+
+
+def test_floor_table_and_findings_on_constructed_runs(tmp_path):
+    """The estimator's floor at the paper's D (widest ReLU MLP under 1,000 weights) and S; the depth finding uses
+    only seeds whose chains mixed (R-hat <= 1.05) and names the unmixed depths."""
+    import pandas as pd
+    import pytest
+
+    from zoo.experiments.analysis.depth_sweep import kl_floor, mixed_summary
+    from zoo.experiments.reproduce.liberty_or_depth import DEPTH_CLAIM, FLOOR_CLAIM, depth_findings, floor_table
+    from zoo.experiments.reproduce.report import Report
+
+    floors = floor_table((1, 4), 1000)
+    assert list(floors["D"]) == [997, 898] and list(floors["width"]) == [199, 16]
+    assert floors["floor_S1000"].iloc[0] == pytest.approx(kl_floor(997, 1000)) and floors["floor_S1000"].iloc[0] > 2000
+    assert floors["floor_S10000"].iloc[1] == pytest.approx(kl_floor(898, 10_000))
+    rows = []
+    for depth, kl, rhat in ((1, 9.0, 1.01), (2, 6.0, 1.01), (3, 4.0, 1.01), (4, 2.0, 1.5)):
+        for seed in range(3):
+            rows.append({"activation": "relu", "depth": depth, "seed": seed, "num_weights": 50,
+                         "kl_diag_full": kl + 0.1 * seed, "kl_null_shift": 1.0, "rhat_max": rhat})
+    runs = pd.DataFrame(rows)
+    report = Report(tmp_path, "t", "quick", log=None)
+    depth_findings(report, floors, runs, mixed_summary(runs), QUICK, simulate_dim=20, repeats=3)
+    floor, depth = report.findings
+    assert floor.claim == FLOOR_CLAIM and floor.verdict == "consistent"  # D = 20, S = 1,000: floor 0.096 <= 1 nat
+    assert "1855 nats (S = 1,000), 26.2 (S = 10,000)" not in floor.evidence  # the exact values are at simulate_dim
+    assert depth.claim == DEPTH_CLAIM and depth.verdict == "consistent"  # depth 3 - depth 1 = -5 in every seed
+    assert "relu depth 4 (0/3 mixed)" in depth.evidence and "excess(depth 3) - excess(depth 1)" in depth.ours
+    report = Report(tmp_path, "t", "quick", log=None)
+    noise = runs["seed"].map({0: 0.5, 1: -0.5, 2: 0.2})
+    flat = runs.assign(kl_diag_full=runs["kl_diag_full"].where(runs["depth"] != 3, 9.0 + 0.1 * runs["seed"] + noise))
+    depth_findings(report, floors, flat, mixed_summary(flat), QUICK, simulate_dim=200, repeats=3)
+    floor, depth = report.findings
+    assert floor.verdict == "contradicts" and kl_floor(200, 1000) == pytest.approx(11.53, abs=0.01)
+    assert depth.verdict == "inconclusive"  # depth 3 - depth 1 = 0.5, -0.5, 0.2: the interval spans 0

@@ -1,0 +1,74 @@
+"""Minibatch gradients of the negative ELBO at a fitted SVI posterior's parameters, one per minibatch: what
+the optimiser of `inference.fit` would see there (for gradient signal-to-noise ratios, `zoo.experiments.analysis.gradient_snr`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from inference.data_args import check_model_data
+from inference.fit import constrain_params
+from inference.guide_params import guide_constraints
+from inference.per_example import per_example_estimator, per_example_mode
+from inference.posterior import SVIPosterior
+from inference.validation import check_positive_ints, check_seed
+from models import structure
+from models.errors import InputError
+from models.prng import flat_key
+
+__all__ = ["elbo_gradients"]
+
+
+def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int = 10, seed: int = 0,
+                   names=None, per_example_noise=False, same_batch: bool = False) -> dict:
+    """Gradients of the one-particle negative ELBO (beta 1, temperature 1, the loss of `inference.fit`) with
+    respect to the UNCONSTRAINED guide parameters of an SVI `posterior`, at those parameters, on
+    `num_batches` minibatches of `data` ((x, y) or a `zoo.data.Dataset`, N examples; the likelihood is
+    scaled by N / batch_size as in `fit`).
+
+    Minibatch t is `batch_size` distinct rows drawn at random (each minibatch independently; NumPy seed
+    `seed`; batch_size <= N) with noise key ``fold_in(PRNGKey(seed), t)``; the parameters are the same for
+    every minibatch (unlike a training window, where they move between steps).
+    names: the parameter names to return (default all). Not for models with mutable (batch-norm) state.
+    per_example_noise: the estimator, as `inference.fit` (False: one guide draw per minibatch; True: one per
+    example; "local": the local reparameterisation trick). same_batch: every gradient on minibatch 0, with
+    its own noise key, so that the spread is the estimator's noise alone (e.g. to compare estimators'
+    gradient variances on one batch).
+    Returns:
+      {name: (num_batches, *param shape)} float32 gradients.
+    """
+    if not isinstance(posterior, SVIPosterior):
+        raise InputError("posterior", f"<{type(posterior).__name__}>", "an inference.SVIPosterior")
+    check_positive_ints(batch_size=batch_size, num_batches=num_batches)
+    check_seed(seed)
+    elbo_loss = per_example_estimator(per_example_noise)
+    x, y = (data.x, data.y) if hasattr(data, "x") else data
+    x, y = check_model_data(posterior.model, x, y, arg="data", feature_shape=posterior.feature_shape)
+    n = x.shape[0]
+    if batch_size > n:
+        raise InputError("batch_size", batch_size, f"at most N = {n} (the examples in data)")
+    params_u = posterior.unconstrained_params()
+    names = list(params_u) if names is None else list(names)
+    unknown = [k for k in names if k not in params_u]
+    if unknown:
+        raise InputError("names", unknown, f"names of the guide's parameters ({sorted(params_u)})")
+    model, guide = posterior.model, posterior.guide
+    constraints = guide_constraints(guide, posterior.feature_shape)
+
+    def build():
+        def loss(p_u, key, xb, yb):
+            return elbo_loss(flat_key(key), constrain_params(p_u, constraints), model, guide, 1.0, 1, xb, yb,
+                                      n)[0]
+
+        return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0)))
+
+    fn = structure.cached("elbo gradients", (model, guide, x.shape, int(batch_size), int(num_batches),
+                                             per_example_mode(per_example_noise)), build)
+    rng = np.random.default_rng(seed)
+    perm = np.stack([rng.permutation(n)[:batch_size] for _ in range(1 if same_batch else num_batches)])
+    perm = np.broadcast_to(perm, (num_batches, batch_size))
+    keys = jax.vmap(lambda t: jax.random.fold_in(jax.random.PRNGKey(seed), t))(jnp.arange(num_batches))
+    grads = fn({k: jnp.asarray(v) for k, v in params_u.items()}, keys, jnp.asarray(x[perm]), jnp.asarray(y[perm]))
+    return {k: np.asarray(grads[k]) for k in names}
