@@ -35,11 +35,11 @@ Compile once (how `inference.fit` reuses compiled code): the scanned update `run
 `constrained` are module-level ``jax.jit`` functions whose first argument is a `Program`, a static argument:
 jit's own cache is the only cache. A `Program` compares and hashes by the *value keys* of its model, guide and
 optimiser (`models.value_key`): an object that declares its whole configuration (a `models.BNN` built by
-``zoo.get``, a `SiteGuide` or `JointGaussian`, the default optimiser `CosineAdam`, a frozen dataclass) is equal
-to another with the same configuration, so another ``zoo.get`` of the same entry, another guide instance of
-the same kind or another seed compiles nothing; anything else (a network closure built by hand, an
-``optax.adam(1e-3)`` object) is keyed by identity: the same object reuses the code, another object compiles
-its own. A key never misses what the computation depends on: it is the full configuration or the object
+``zoo.get``, a `SiteGuide` or `JointGaussian`, the default optimiser `CosineAdam`, a frozen dataclass, an optax
+transformation by optax's code and its arguments) is equal to another with the same configuration, so another
+``zoo.get`` of the same entry, another guide instance of the same kind, another ``optax.adam(1e-3)`` or another
+seed compiles nothing; anything else (a network closure built by hand, a schedule function written by the
+user) is keyed by identity: the same object reuses the code, another object compiles its own. A key never misses what the computation depends on: it is the full configuration or the object
 itself. The minibatch shapes and dtypes and the chunk length are part of jit's key as usual; the data, the
 step numbers, the KL weights and the temperature are arguments. Nothing is filled while tracing: the
 parameters' constraints and shapes are computed by an abstract trace of the guide's initialisation
@@ -241,10 +241,16 @@ class Program:
     num_particles: int = 1
     estimator: str = "standard"
 
+    def __post_init__(self):
+        # computed once: hash and equality stay consistent even if a part changes afterwards (optax's cosine
+        # schedule turns an int decay_steps into a float on its first call; a later Program keys the new value)
+        object.__setattr__(self, "_key", (value_key(self.model), value_key(self.guide), value_key(self.optimizer),
+                                          int(self.n_data), int(self.num_particles), check_estimator(self.estimator)))
+
     def key(self) -> tuple:
-        """(value keys of model, guide and optimiser, n_data, num_particles, estimator)."""
-        return (value_key(self.model), value_key(self.guide), value_key(self.optimizer), int(self.n_data),
-                int(self.num_particles), check_estimator(self.estimator))
+        """(value keys of model, guide (set up) and optimiser, n_data, num_particles, estimator), taken when the
+        Program was made."""
+        return self._key  # type: ignore[attr-defined]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Program) and self.key() == other.key()
