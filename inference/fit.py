@@ -23,11 +23,12 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from inference import data_args, kl_schedules, svi, validation
 from inference.atomic_dir import check_folder, check_writable, folder_lock
@@ -40,7 +41,6 @@ from inference.model_identity import data_fingerprint
 from inference.per_example import check_estimator
 from inference.posterior import ConstrainedParams, Posterior, SVIPosterior
 from inference.run_info import FitInfo
-from inference.svi import CosineAdam
 from models.bridge import STATE_SITE
 from models.errors import CheckpointWarning, InputError, ZooError
 
@@ -85,8 +85,10 @@ def default_optimizer(steps: int):
     k-tied paper (app. D) picks Adam's rate per model on validation data from {1e-4, 3e-4, 1e-3, 3e-3}; only
     the guides' sigma init 0.01 comes from there (app. D, and D.4 for the k-tied factors). The schedule
     depends on `steps`, so fits with the same `steps` share one compiled update and another `steps`
-    compiles its own. A value object (`inference.svi.CosineAdam`), an optax GradientTransformation in use."""
-    return CosineAdam(DEFAULT_LR, DEFAULT_FINAL_LR, int(steps))
+    compiles its own."""
+    # a float: optax's schedule turns an int decay_steps into a float on its first call, so that the optimiser's
+    # value key (`models.value_key`: optax's code and arguments) would change after the first fit
+    return optax.adam(optax.cosine_decay_schedule(DEFAULT_LR, float(steps), alpha=DEFAULT_FINAL_LR / DEFAULT_LR))
 
 
 def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, optimizer=None,
@@ -649,7 +651,8 @@ class ProgressBar:
     end."""
 
     def __init__(self, desc: str):
-        self.desc, self.bar = desc, None
+        self.desc: str = desc
+        self.bar: Any = None  # the tqdm bar, from on_start
 
     def on_start(self, run: FitRun) -> None:
         from tqdm.auto import tqdm
@@ -684,7 +687,7 @@ class ConvergenceCheck:
         losses = run.losses()
         moved = None if not len(losses) else not _same_values(run.initial.params, run.state.params)
         convergence = judge(losses, run.grad_norms(), moved=moved)
-        posterior.info = posterior.info._replace(converged=convergence["converged"], convergence=convergence)
+        posterior.info = fit_info(posterior)._replace(converged=convergence["converged"], convergence=convergence)
         if not convergence["converged"] and run.bad_step is None:
             warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged ({convergence['reason']}). "
                                              "Run more steps (or raise the learning rate); "
@@ -709,7 +712,7 @@ class CollapseCheck:
     def on_end(self, run: FitRun, posterior: Posterior) -> Posterior:
         collapse = check_collapse(posterior, run.x, run.y)
         if collapse is not None:
-            posterior.info = posterior.info._replace(collapsed=collapse["collapsed"], collapse=collapse)
+            posterior.info = fit_info(posterior)._replace(collapsed=collapse["collapsed"], collapse=collapse)
             if collapse["collapsed"]:
                 warnings.warn(PosteriorCollapseWarning(
                     f"fit: the posterior ignores the data ({collapse['reason']}); it predicts like the prior. "
@@ -724,14 +727,22 @@ class SummaryLine:
         self.desc = desc
 
     def on_end(self, run: FitRun, posterior: Posterior) -> Posterior:
-        losses = posterior.losses
+        losses = run.losses()
         print(f"SVI {self.desc}: {len(losses)} steps, final loss "
-              f"{float(np.mean(losses[-max(1, len(losses) // 20):])):.6g}; {posterior.info.summary()}", file=sys.stderr)
+              f"{float(np.mean(losses[-max(1, len(losses) // 20):])):.6g}; {fit_info(posterior).summary()}",
+              file=sys.stderr)
         return posterior
 
 
 PREDICTION_CHECK_ROWS = 256  # training inputs a NaN-stopped fit's posterior is checked on
 PREDICTION_CHECK_DRAWS = 10  # its draws per input
+
+
+def fit_info(posterior: Posterior) -> FitInfo:
+    """The `FitInfo` of a posterior `fit` built (its callbacks read and replace it)."""
+    info = posterior.info
+    assert isinstance(info, FitInfo), "a posterior fit built carries a FitInfo"
+    return info
 
 
 def prediction_check(posterior: Posterior, x) -> tuple[int, int, float]:
@@ -785,9 +796,9 @@ def _same_values(a, b) -> bool:
 
 
 def svi_posterior(model, guide, state: svi.SVIState, params, losses: np.ndarray, *, feature_shape: tuple,
-                  config: dict | None, info: FitInfo, training_data: dict | None = None) -> SVIPosterior:
+                  config: dict | None, info: FitInfo | None, training_data: dict | None = None) -> SVIPosterior:
     """SVIPosterior of `state`: its constrained guide params `params` (a chunk's third output, or
-    `CompiledFit.constrain` of ``state.params``), the unconstrained ones and the network state on the host,
+    `inference.svi.constrained` of ``state.params``), the unconstrained ones and the network state on the host,
     losses (steps,), feature_shape (x.shape[1:]), training_data: the fingerprint of the data fitted
     (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None

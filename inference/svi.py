@@ -35,8 +35,8 @@ Compile once (how `inference.fit` reuses compiled code): the scanned update `run
 `constrained` are module-level ``jax.jit`` functions whose first argument is a `Program`, a static argument:
 jit's own cache is the only cache. A `Program` compares and hashes by the *value keys* of its model, guide and
 optimiser (`models.value_key`): an object that declares its whole configuration (a `models.BNN` built by
-``zoo.get``, a `SiteGuide` or `JointGaussian`, the default optimiser `CosineAdam`, a frozen dataclass, an optax
-transformation by optax's code and its arguments) is equal to another with the same configuration, so another
+``zoo.get``, a `SiteGuide` or `JointGaussian`, a frozen dataclass, an optax transformation by optax's code
+and its arguments) is equal to another with the same configuration, so another
 ``zoo.get`` of the same entry, another guide instance of the same kind, another ``optax.adam(1e-3)`` or another
 seed compiles nothing; anything else (a network closure built by hand, a schedule function written by the
 user) is keyed by identity: the same object reuses the code, another object compiles its own. A key never misses what the computation depends on: it is the full configuration or the object
@@ -67,7 +67,7 @@ from models.prng import flat_key
 from models.value_key import value_key
 
 __all__ = ["SVIState", "StepInfo", "SVI", "build", "init", "step", "param_constraints", "param_shapes", "constrain",
-           "initial_params", "initial_mutable", "guide_param_init", "Program", "CosineAdam", "ESTIMATORS"]
+           "initial_params", "initial_mutable", "guide_param_init", "Program", "ESTIMATORS"]
 
 
 class SVIState(NamedTuple):
@@ -319,31 +319,6 @@ def run_chunk(program: Program, state: SVIState, key, x, y, idx, steps, kl, temp
     batch = (jax.ShapeDtypeStruct((rows,) + jnp.shape(x)[1:], x.dtype), jax.ShapeDtypeStruct((rows,), y.dtype))
     constraints = param_constraints(program.guide, batch, program.n_data)
     return state, outputs, constrain(state.params, constraints)
-
-
-@dataclass(frozen=True)
-class CosineAdam:
-    """Adam with its rate cosine-decayed from `learning_rate` to `final_learning_rate` over `steps` updates
-    (``optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=final / learning_rate))``), as a value
-    object: two with equal numbers are equal, so fits with them share compiled code (`models.value_key`).
-    Behaves as an optax GradientTransformation (``init``, ``update``)."""
-
-    learning_rate: float
-    final_learning_rate: float
-    steps: int
-
-    def transformation(self) -> optax.GradientTransformation:
-        """The optax transformation it stands for."""
-        return optax.adam(optax.cosine_decay_schedule(self.learning_rate, float(self.steps),
-                                                      alpha=self.final_learning_rate / self.learning_rate))
-
-    def init(self, params):
-        """optax's ``init``: the optimiser state for `params`."""
-        return self.transformation().init(params)
-
-    def update(self, updates, state, params=None):
-        """optax's ``update``: (updates, new state)."""
-        return self.transformation().update(updates, state, params)
 
 
 def guide_param_init(guide, key, x, y, n_data) -> tuple[dict, dict, dict]:

@@ -6,9 +6,8 @@ This module says when that is known, and never guesses:
 * a **value object** declares its whole configuration: a method ``__value_key__()`` returning a hashable
   value (or None: "not describable, treat me by identity"), or it is itself a frozen dataclass, a number, a
   string, a tuple of such... (``hash`` and ``==`` on its fields). A `models.BNN` built by ``zoo.get`` is one
-  (the entry's build function, its arguments, the data it was built for, its prior and likelihood specs), a
-  guide is one (its families or its ``config``, its model's key, its site shapes), the default optimiser is
-  one (`inference.svi.CosineAdam`);
+  (the entry's build function, its arguments, the data it was built for, its prior and likelihood specs), and
+  so is a `SiteGuide` or `JointGaussian` (its families or options, its model's key, its site shapes);
 * an **optax transformation or schedule** (``optax.adam(1e-3)``, ``optax.cosine_decay_schedule(...)``): optax
   builds them as closures of its own pure functions over the factory's arguments, so one is keyed by the code
   of optax's functions and the keys of what they close over (numbers by type and value, arrays by content,
