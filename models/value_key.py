@@ -14,6 +14,7 @@ This module says when that is known, and never guesses:
   nested optax closures alike); a closure cell holding anything else (a schedule written by the user, an
   object) is keyed by identity, and so the whole optimiser differs from every other. This is the only place
   code is read, and only optax's own;
+* a **bound method** (``model.log_likelihood``): its function, by identity, and its object's value key;
 * **anything else** (a hand-made network closure, a function, an object without a declared key) is keyed by
   identity: the very same object is the same key, another object is another key even if it happens to compute
   the same thing. Identity can cost a compile, never a stale hit.
@@ -86,6 +87,8 @@ def value_key(obj) -> Any:
         return frozen(obj)
     if _from_optax(obj):
         return _optax_key(obj)
+    if isinstance(obj, types.MethodType):  # a bound method: its function (by identity) on its object's value
+        return ("method", Identity(obj.__func__), value_key(obj.__self__))
     params = getattr(type(obj), "__dataclass_params__", None)
     if dataclasses.is_dataclass(obj) and params is not None and params.frozen:
         try:
