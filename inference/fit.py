@@ -183,9 +183,10 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     Compiled once per structure (`inference.svi`'s module docstring): the initialisation and the scanned update
     are jitted with a `inference.svi.Program` (model, guide, optimiser, n_data, num_particles, estimator) as a
     static argument, compared by value keys, so another seed, another guide instance of the same kind, another
-    ``zoo.get`` of the same entry, other data of the same shape or another number of steps with the same
-    optimiser object compile nothing; a new optax optimiser object (not a value object) compiles its own update,
-    the default one (`default_optimizer`) only for another `steps`.
+    ``zoo.get`` of the same entry, other data of the same shape, another optax optimiser with the same arguments
+    or another number of steps with the same optimiser compile nothing; the default optimiser
+    (`default_optimizer`) compiles again for another `steps`, a schedule function written by the user for
+    another function object.
 
     Callbacks: the jobs around the steps are objects with any of four methods, called in list order:
     ``on_start(run)`` before the first chunk, ``on_chunk(run)`` after every finished chunk (not the one a

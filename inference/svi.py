@@ -34,16 +34,17 @@ Both functions are pure: ``init(key, batch) -> SVIState`` and ``step(state, batc
 Compile once (how `inference.fit` reuses compiled code): the scanned update `run_chunk`, `initial_state` and
 `constrained` are module-level ``jax.jit`` functions whose first argument is a `Program`, a static argument:
 jit's own cache is the only cache. A `Program` compares and hashes by the *value keys* of its model, guide and
-optimiser (`models.value_key`): an object that declares its whole configuration (a `models.BNN` built by
-``zoo.get``, a `SiteGuide` or `JointGaussian`, a frozen dataclass, an optax transformation by optax's code
-and its arguments) is equal to another with the same configuration, so another
-``zoo.get`` of the same entry, another guide instance of the same kind, another ``optax.adam(1e-3)`` or another
-seed compiles nothing; anything else (a network closure built by hand, a schedule function written by the
-user) is keyed by identity: the same object reuses the code, another object compiles its own. A key never misses what the computation depends on: it is the full configuration or the object
-itself. The minibatch shapes and dtypes and the chunk length are part of jit's key as usual; the data, the
-step numbers, the KL weights and the temperature are arguments. Nothing is filled while tracing: the
-parameters' constraints and shapes are computed by an abstract trace of the guide's initialisation
-(`param_constraints`, `param_shapes`) wherever they are needed.
+optimiser (`models.value_key`), taken when it is made: an object that declares its whole configuration (a
+`models.BNN` built by ``zoo.get``, a `SiteGuide` or `JointGaussian`, a frozen dataclass, an optax transformation
+by optax's code and its arguments) is equal to another with the same configuration, so another ``zoo.get`` of
+the same entry, another guide instance of the same kind, another ``optax.adam(1e-3)`` or another seed compiles
+nothing; anything else (a network closure built by hand, a schedule function written by the user) is keyed by
+identity: the same object reuses the code, another object compiles its own. A key never misses what the
+computation depends on: it is the full configuration or the object itself. The learning rate is part of the
+optimiser's key (another rate compiles another update). The minibatch shapes and dtypes and the chunk length
+are part of jit's key as usual; the data, the step numbers, the KL weights and the temperature are arguments.
+Nothing is filled while tracing: the parameters' constraints and shapes are computed by an abstract trace of
+the guide's initialisation (`param_constraints`, `param_shapes`) wherever they are needed.
 """
 
 from __future__ import annotations
