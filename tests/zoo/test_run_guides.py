@@ -8,7 +8,7 @@ import pytest
 
 import inference
 import zoo
-from inference.fit import guide_params
+from inference.guide_params import guide_params
 from zoo.run import CONVERGED, DIGITS_GROUPS, DIGITS_GUIDES, TUNED_DIGITS_GUIDES, RunSizes, digits_part, fit_with_settings
 
 
