@@ -10,7 +10,6 @@ data rather than constants: a KL schedule or another temperature never recompile
 
 Example (runs as written; `inference.fit` does the same with minibatches, checkpoints and progress)::
 
-    import functools
     import jax
     import optax
     import inference
