@@ -1,5 +1,5 @@
 """Variance of the ELBO gradient over the estimator's noise on one fixed minibatch: the weight draw (one per
-minibatch) against the local estimator (``per_example_noise="local"``): the local reparameterisation trick on
+minibatch) against the local estimator (``estimator="local"``): the local reparameterisation trick on
 dense layers (Kingma et al., 2015, sec. 2.3 and Table 1: its gradient variance is that of an independent weight
 draw per example, below one draw per batch) and Flipout on convolutions (Wen et al., 2018).
 
@@ -21,7 +21,7 @@ import inference
 import zoo
 from zoo.experiments.analysis.elbo_gradients import elbo_gradients
 
-ESTIMATORS = {"weight draw": False, "local": "local"}
+ESTIMATORS = {"weight draw": "standard", "local": "local"}
 NETS = {"mlp": ("digits MLP 64-400-400-10", lambda: zoo.get("mlp", data="digits", hidden=(400, 400))),
         "lenet5": ("digits LeNet-5", lambda: zoo.get("lenet5", data="digits"))}
 
@@ -48,7 +48,7 @@ def main():
         post = inference.fit(entry.model, inference.mean_field(entry.model), entry.train, steps=args.steps,
                              progress=False)
     grads = {label: elbo_gradients(post, entry.train, num_batches=args.draws, same_batch=True,
-                                   per_example_noise=mode)
+                                   estimator=mode)
              for label, mode in ESTIMATORS.items()}
     print(f"{title}, mean field after {args.steps} steps, one minibatch of 128, {args.draws} draws")
     print(f"{'group':14s} " + " ".join(f"{label:>26s}" for label in ESTIMATORS)

@@ -1,7 +1,7 @@
 """Compile seconds of the scanned SVI update, and compile seconds and run time of a guide's draws, before and
 after `models.prng`'s draw rule (persistent compilation cache off).
 
-  update:  ``inference.fit``'s compiled chunk (500 steps, `inference.fit.compiled_fit`) for the digits MLP 64-64 and
+  update:  ``inference.fit``'s compiled chunk (500 steps, `inference.svi.run_chunk`) for the digits MLP 64-64 and
            the tiny ResNet-18 of the architecture tests (width 1/32, one block per stage, 8x8x3 inputs; 38 sites),
            mean-field guide, lowered and compiled (``jax.jit(...).lower(...).compile()``), in a fresh process each
   draws:   every site's standard normal draw of a network in one program, three ways, in one process (each
@@ -30,6 +30,7 @@ import inference, zoo
 from functools import partial
 from models.prng import flat_key, normal_draws
 fit = importlib.import_module("inference.fit")
+from inference import svi
 site_guide = importlib.import_module("inference.site_guide")
 BEFORE = partial(normal_draws, own_hash_from=2 ** 32)  # normal_draws as it was: every draw in one hash
 
@@ -51,11 +52,13 @@ if sys.argv[2] == "before":
     site_guide.normal_draws = BEFORE
 e = entry(sys.argv[1])
 xb, yb = e.train.x[:4], e.train.y[:4]
-fns = fit.compiled_fit(e.model, inference.mean_field(e.model), optax.adam(1e-3), len(e.train.x), 1, xb, yb, 500, False)
-state = fns.init(jax.random.PRNGKey(0), xb, yb, None)
+guide = inference.mean_field(e.model)
+guide.setup(xb)
+program = svi.Program(e.model, guide, optax.adam(1e-3), len(e.train.x), 1, "standard")
+state = svi.initial_state(program, jax.random.PRNGKey(0), xb, yb, None)
 idx, steps = np.zeros((500, 4), np.int32), np.full(500, -1, np.int32)
-lowered = fns.chunk.lower(state, jax.random.PRNGKey(1), jnp.asarray(e.train.x), jnp.asarray(e.train.y), idx, steps,
-                          np.float32(0), np.float32(1))
+lowered = svi.run_chunk.lower(program, state, jax.random.PRNGKey(1), jnp.asarray(e.train.x), jnp.asarray(e.train.y),
+                              idx, steps, np.float32(0), np.float32(1))
 t0 = time.perf_counter()
 lowered.compile()
 print(json.dumps({"seconds": time.perf_counter() - t0}))

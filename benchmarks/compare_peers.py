@@ -9,9 +9,9 @@ round runs one chunk of every row, in turn, so that the shared machine's load hi
                    site, the closed-form KL to N(0, 1), Adam (the floor for this estimator)
   NumPyro          ``AutoNormal`` + ``TraceMeanField_ELBO`` (closed-form KL) + ``svi.update`` in a scan
   zoo MF           ``inference.fit``'s compiled chunk with ``mean_field`` (one weight draw per minibatch)
-  zoo MF local     the same with ``per_example_noise="local"`` (pre-activations drawn per example and unit)
+  zoo MF local     the same with ``estimator="local"`` (pre-activations drawn per example and unit)
   zoo 2-tied       ``inference.fit`` with the 2-tied guide
-  zoo 2-tied local the 2-tied guide without its scale cap (sd = U Vᵀ exactly) with ``per_example_noise="local"``:
+  zoo 2-tied local the 2-tied guide without its scale cap (sd = U Vᵀ exactly) with ``estimator="local"``:
                    the k-tied local reparameterisation (output variance in O(k² (in + out)) per example, no
                    weight-sized draw)
   zoo rank-1 K=4   ``rank1_mlp`` with ``rank1_mixture(family="normal")``; its ratio is to the deterministic
@@ -25,6 +25,7 @@ Run: python benchmarks/compare_peers.py [--batch 128,1024] [--rounds 5]
 """
 
 import argparse
+import functools
 import importlib
 import statistics
 import time
@@ -42,6 +43,7 @@ from numpyro.infer.autoguide import AutoNormal
 
 import inference
 import zoo
+from inference import svi
 
 SIZES = (784, 400, 400, 10)
 N_DATA = 10_000
@@ -218,22 +220,21 @@ def warm_up(runners, log=lambda message: None) -> list:
     return errors
 
 
-def zoo_runner(entry, guide, batch, x, y, per_example_noise=False, chunk_len=CHUNK, warm=True):
-    """`inference.fit`'s own compiled chunk of `chunk_len` steps (`inference.fit.compiled_fit`, default
+def zoo_runner(entry, guide, batch, x, y, estimator="standard", chunk_len=CHUNK, warm=True):
+    """`inference.fit`'s own compiled chunk of `chunk_len` steps (`inference.svi.run_chunk`, default
     optimiser, n_data = len(x)) for `guide`, as a `Runner`: every step of it is a step of ``fit``."""
     optimizer = inference_fit.default_optimizer(10 * chunk_len)
     xb, yb = jnp.asarray(entry.train.x[:batch]), jnp.asarray(entry.train.y[:batch])
     guide.setup(xb)  # as fit does, before its compiled functions
-    fns = inference_fit.compiled_fit(entry.model, guide, optimizer, x.shape[0], 1, xb, yb, chunk_len,
-                                     per_example_noise)
-    # inference.fit.init_state's own call when no start is given (fit's step 0), deferred so that warm_up
+    program = svi.Program(entry.model, guide, optimizer, x.shape[0], 1, estimator)
+    # fit's step 0 when no start is given (`inference.svi.initial_state`), deferred so that warm_up
     # compiles it with the other rows' in parallel
-    state = Deferred(fns.init, (jax.random.PRNGKey(0), xb, yb, None))
+    state = Deferred(functools.partial(svi.initial_state, program), (jax.random.PRNGKey(0), xb, yb, None))
     steps = np.arange(chunk_len, dtype=np.int32)
 
     def chunk(state, keys, x, y, idx, *_):
         # fit's chunk takes one key and folds in the step number; the same steps every round (a fixed schedule)
-        return fns.chunk(state, keys[0], x, y, idx, steps, np.float32(0), np.float32(1))[0]
+        return svi.run_chunk(program, state, keys[0], x, y, idx, steps, np.float32(0), np.float32(1))[0]
 
     return Runner(chunk, state, x, y, batch, chunk_len=chunk_len, warm=warm)
 
@@ -256,10 +257,10 @@ def rows_for(batch, x, y, mlp, rank1):
         "hand-written MF": Runner(*plain_chunk(mean_field_loss, mean_field_params(key), adam), xd, yd, batch),
         "NumPyro AutoNormal": Runner(*numpyro_chunk(mlp.model, adam, x[:batch], y[:batch]), xd, yd, batch),
         "zoo MF": zoo_runner(mlp, mf, batch, xd, yd),
-        "zoo MF local": zoo_runner(mlp, mf, batch, xd, yd, per_example_noise="local"),
+        "zoo MF local": zoo_runner(mlp, mf, batch, xd, yd, estimator="local"),
         "zoo 2-tied": zoo_runner(mlp, inference.make_guide("k_tied", mlp.model, k=2), batch, xd, yd),
         "zoo 2-tied local": zoo_runner(mlp, inference.make_guide("k_tied", mlp.model, k=2, scale_cap=None), batch, xd,
-                                       yd, per_example_noise="local"),
+                                       yd, estimator="local"),
         "deterministic B*4": Runner(*plain_chunk(deterministic_loss, init_weights(key), adam), xd, yd, 4 * batch),
         "zoo rank-1 K=4": zoo_runner(rank1, inference.make_guide("rank1_mixture", rank1.model, family="normal"),
                                      batch, xd, yd),

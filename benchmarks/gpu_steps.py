@@ -7,7 +7,7 @@ zoo's ``wide_resnet`` entry, depth 16, widen factor 4, 32x32x3 random inputs, 10
 
   deterministic       the point estimate (``point_estimate``): the network's loss and the prior, Adam
   MF                  mean field, one weight draw per minibatch
-  MF local            mean field with ``per_example_noise="local"``: pre-activations drawn per example and unit
+  MF local            mean field with ``estimator="local"``: pre-activations drawn per example and unit
                       on dense layers (on the WRN only its last layer is dense: its convolutions keep one draw)
   2-tied              the k-tied guide with k = 2
   deterministic B*4   the point estimate on batch 4B, the work a rank-1 step with K = 4 shares
@@ -87,14 +87,14 @@ def build_rows(bench: Bench) -> tuple[dict, list[str]]:
     net = zoo.get(bench.entry, data=data, **bench.options)
     rank1_name = "rank1_mlp" if bench.entry == "mlp" else bench.entry
     rank1_options = bench.options if bench.entry == "mlp" else dict(bench.options, num_components=4)
-    specs = {  # row: (entry builder, guide builder, batch, per_example_noise)
-        "deterministic": (lambda: net, lambda e: inference.make_guide("point_estimate", e.model), 1, False),
-        "MF": (lambda: net, lambda e: inference.mean_field(e.model), 1, False),
+    specs = {  # row: (entry builder, guide builder, batch, estimator)
+        "deterministic": (lambda: net, lambda e: inference.make_guide("point_estimate", e.model), 1, "standard"),
+        "MF": (lambda: net, lambda e: inference.mean_field(e.model), 1, "standard"),
         "MF local": (lambda: net, lambda e: inference.mean_field(e.model), 1, "local"),
-        "2-tied": (lambda: net, lambda e: inference.make_guide("k_tied", e.model, k=2), 1, False),
-        "deterministic B*4": (lambda: net, lambda e: inference.make_guide("point_estimate", e.model), 4, False),
+        "2-tied": (lambda: net, lambda e: inference.make_guide("k_tied", e.model, k=2), 1, "standard"),
+        "deterministic B*4": (lambda: net, lambda e: inference.make_guide("point_estimate", e.model), 4, "standard"),
         "rank-1 K=4": (lambda: zoo.get(rank1_name, data=data, **rank1_options),
-                       lambda e: inference.make_guide("rank1_mixture", e.model, family="normal"), 1, False),
+                       lambda e: inference.make_guide("rank1_mixture", e.model, family="normal"), 1, "standard"),
     }
     rows, skipped = {}, []
     for row, (entry_of, guide_of, times, noise) in specs.items():

@@ -1,4 +1,4 @@
-"""Guides, variational families, SVI (`fit`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints.
+"""Guides, variational families, SVI (`fit`, over the pure core `svi`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints.
 
 Every guide and family registers itself where it is defined (`inference.registry`: ``@register_guide(name)``,
 ``@register_family``); importing its module here is what makes a built-in one known by name (`GUIDES`,
@@ -10,10 +10,10 @@ from inference.collapse import PosteriorCollapseWarning
 from inference.convergence import ConvergenceWarning
 from inference.dropout import BinaryDropoutFamily, binary_dropout
 from inference.families import Family, ParamSpec
-from inference.fit import NonFiniteLossError, default_optimizer, default_steps, fit
+from inference.fit import Callback, FitRun, NonFiniteLossError, default_optimizer, default_steps, fit
 from inference.guide_base import BNNGuide
 from inference.guide_protocol import Guide, HasSiteMoments
-from inference import kl_schedules
+from inference import kl_schedules, svi
 from inference.joint_gaussian import JointGaussian, block_diagonal, full_covariance, low_rank
 from inference.k_tied import KTiedFamily, k_tied
 from inference.mean_field import NormalFamily, mean_field
@@ -51,7 +51,7 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily", "BinaryDropoutFamily",
     # training, sampling, results
-    "fit", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
+    "fit", "svi", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
     "ConstrainedParams", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
     # ArviZ names <-> site names, the training data a posterior remembers, held-out scores

@@ -23,14 +23,16 @@ Only `models.BNN` models (whose priors can be drawn, `BNN.site_priors`) are judg
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import numpyro.distributions as dist
 from scipy.special import logsumexp
 
-from models import structure
 from models.bridge import BNN
 from models.prng import flat_key, normal_draws
+from models.value_key import Static
 
 SUBSAMPLE = 256
 NUM_SAMPLES = 32
@@ -57,24 +59,23 @@ def prior_draws(model: BNN, feature_shape: tuple, num_samples: int, seed: int = 
     eps from one threefry hash (`models.prng.normal_draws`): the same numbers bit for bit from a program that
     compiles faster (one hash instead of one per site: a two-moons MLP's sampler in about 2/3 of the time, the
     tests' tiny ResNet-18's, 38 sites, in about 1/3), a compile every `inference.fit` of a new structure pays."""
-    priors = model.site_priors(tuple(feature_shape))
+    return jax.device_get(_prior_draws(Static(model), tuple(feature_shape), int(num_samples),
+                                       jax.random.PRNGKey(seed)))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _prior_draws(model: Static, feature_shape: tuple, num_samples: int, key) -> dict:
+    """`prior_draws`' sampler, compiled once per model value (`models.value_key`), feature shape and draw count."""
+    priors = model.obj.site_priors(feature_shape)
     names = list(priors)
-
-    def build():
-        def sample(key):
-            keys = jax.random.split(flat_key(key), len(names))
-            bases = [normal_prior(d) for d in priors.values()]
-            draws = (normal_draws(list(keys), [(num_samples,) + d.shape() for d in priors.values()],
-                                  scales=[base.scale for base in bases])
-                     if all(base is not None for base in bases) else None)
-            if draws is None:
-                return {name: priors[name].sample(k, (num_samples,)) for name, k in zip(names, keys)}
-            return {name: base.loc + draw for name, base, draw in zip(names, bases, draws)}
-
-        return jax.jit(sample)
-
-    sampler = structure.cached("prior draws", (model, tuple(feature_shape), int(num_samples)), build)
-    return jax.device_get(sampler(jax.random.PRNGKey(seed)))
+    keys = jax.random.split(flat_key(key), len(names))
+    bases = [normal_prior(d) for d in priors.values()]
+    draws = (normal_draws(list(keys), [(num_samples,) + d.shape() for d in priors.values()],
+                          scales=[base.scale for base in bases])
+             if all(base is not None for base in bases) else None)
+    if draws is None:
+        return {name: priors[name].sample(k, (num_samples,)) for name, k in zip(names, keys)}
+    return {name: base.loc + draw for name, base, draw in zip(names, bases, draws)}
 
 
 def normal_prior(d):

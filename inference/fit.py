@@ -1,15 +1,17 @@
-"""`fit`: stochastic variational inference with minibatches, KL warm-up, a likelihood temperature and a
-scanned, jitted update; it judges whether the ELBO converged (`inference.convergence`).
+"""`fit`: stochastic variational inference with minibatches, a KL schedule and a likelihood temperature, run over
+the pure SVI core `inference.svi`; it judges whether the ELBO converged (`inference.convergence`).
 
-Pure pieces underneath (blackjax style): `init_state` and `make_chunk` build the state and the scanned
-update, `run_steps` runs the chunks and stops at the first non-finite step, `svi_posterior` builds the
-result; `fit` is the thin front end (validation, minibatch indices, progress bar, NaN stop).
-Minibatch indices are drawn on the host with a seeded NumPy generator (fixed batch size, last partial
-batch dropped, reshuffled every epoch) and passed in, never drawn by NumPyro's plate (measured on 2 CPU
-cores: plate subsampling, a Fisher-Yates ``lax.scan``, cost 436-496 us/step vs 76.5 us/step with indices
-passed in, about 6x). The whole chunk of steps is one ``lax.scan`` inside one ``jax.jit``; the training
-data are jit arguments, and the jitted initialisation and update are cached by structure
-(`compiled_fit`), so a fit compiles once and a second fit of the same structure not at all.
+`fit` is a runner: it checks its arguments, draws the minibatch rows on the host with a seeded NumPy generator
+(fixed batch size, last partial batch dropped, reshuffled every epoch; `inference.batches`) and passes them in,
+and runs the steps a chunk at a time: `inference.svi.run_chunk`, one ``lax.scan`` of `inference.svi.step`
+inside one ``jax.jit``, the training data its arguments. The chunk's program is compiled once per structure
+(`inference.svi`'s module docstring: jit's own cache keyed by value objects), so a second fit of the same
+structure compiles nothing.
+
+The jobs around the steps are callbacks (`Callback`, the protocol below): the progress bar (`ProgressBar`,
+`SummaryLine`), checkpoints (`Checkpoints`), the convergence judgement (`ConvergenceCheck`), the stop at a
+non-finite loss (`NonFiniteStop`) and the collapse check (`CollapseCheck`) are built in and on by default;
+``fit(..., callbacks=[...])`` adds the user's own after them.
 """
 
 from __future__ import annotations
@@ -20,31 +22,27 @@ import sys
 import time
 import warnings
 from collections.abc import Mapping
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from numpyro import handlers
-from numpyro.distributions import biject_to
 
-from inference import data_args, kl_schedules, validation
-from inference.collapse import PosteriorCollapseWarning, check_collapse
-from inference.convergence import ConvergenceWarning, judge
-from inference.per_example import per_example_estimator, per_example_mode
+from inference import data_args, kl_schedules, svi, validation
 from inference.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.checkpoint import check_config
+from inference.collapse import PosteriorCollapseWarning, check_collapse
+from inference.convergence import ConvergenceWarning, judge
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
-from inference.guide_params import guide_params
 from inference.model_identity import data_fingerprint
+from inference.per_example import check_estimator
 from inference.posterior import ConstrainedParams, Posterior, SVIPosterior
 from inference.run_info import FitInfo
-from models import structure
-from models.bridge import BNN, STATE_SITE
+from models.bridge import STATE_SITE
 from models.errors import CheckpointWarning, InputError, ZooError
-from models.prng import flat_key
 
 
 class NonFiniteLossError(ZooError, FloatingPointError):
@@ -57,171 +55,6 @@ class NonFiniteLossError(ZooError, FloatingPointError):
         super().__init__(message)
         self.posterior = posterior
         self.step = step
-
-
-class SVIState(NamedTuple):
-    """params: unconstrained guide parameters; opt_state: the optimiser's; mutable: the model's mutable
-    sites (batch-norm state); stopped: a non-finite step was seen."""
-
-    params: dict
-    opt_state: object
-    mutable: dict
-    stopped: jnp.ndarray
-
-
-def guide_param_init(guide, rng_key, x, y, n_data):
-    """Initial guide parameters and model state: (unconstrained params {name: array},
-    constraints {name: constraint}, mutable {site: value} of the model's mutable sites) (`fit` does the
-    same inside its cached, jitted initialisation)."""
-    guide.setup(x)
-    constraints = {}
-
-    def init(key, xb, yb):
-        params, found = guide_params(guide, key, xb, yb, n_data)
-        constraints.update(found)
-        return params
-
-    params = jax.jit(init)(rng_key, x, y)
-    return params, constraints, initial_mutable(guide.model, guide, rng_key, x, y, n_data)
-
-
-def initial_mutable(model, guide, rng_key, x, y, n_data) -> dict:
-    """The model's mutable sites before training: a `BNN`'s network state from the bridge; other models
-    are traced once (replayed against the guide)."""
-    if isinstance(model, BNN):
-        return {STATE_SITE: {"state": model.initial_state(x)}} if model.is_stateful(x) else {}
-    guide_trace = handlers.trace(handlers.seed(guide, rng_key)).get_trace(x, y, n_data)
-    model_trace = handlers.trace(handlers.replay(handlers.seed(model, rng_key), guide_trace)).get_trace(x, y, n_data)
-    return {k: s["value"] for k, s in model_trace.items() if s["type"] == "mutable"}
-
-
-def constrain_params(params_u: dict, constraints: dict) -> dict:
-    """Map unconstrained guide parameters to their constraint sets."""
-    return {k: biject_to(constraints[k])(v) if constraints.get(k) is not None else v for k, v in params_u.items()}
-
-
-def make_chunk(model, guide, optimizer, constraints, n_data, num_particles, trace_counter=None, per_example=False):
-    """A jittable ``chunk(state, key, x, y, idx, steps, kl, temperature) -> (state, (losses, updated,
-    grad_norms), params)``.
-
-    idx: (C, B) int32 minibatch indices; steps: (C,) int32 global step numbers (-1 = padding, no update);
-    kl: the KL weights, (C,) float32 beta of each step (`fit` passes its ``kl_schedule``'s), or a scalar
-    kl_warmup, beta_t = min(1, (t + 1) / kl_warmup) (1 when kl_warmup <= 0); temperature: scalar
-    T > 0, the log-likelihood is divided by it (`inference.elbo`). Both are traced: no value recompiles.
-    losses: (C,) float32, the loss of each step (NaN for padding and after a stop); updated: (C,) bool,
-    whether the step updated the state; grad_norms: (C,) float32, the global norm of each step's gradient
-    (NaN for padding); params: the returned state's guide parameters constrained (`constrain_params`), computed
-    in the same program, so that a fit compiles no second program to read its result. A step whose loss or
-    gradient is not finite leaves the state unchanged and sets ``stopped``; nothing updates after that. Padding
-    steps and steps after a stop skip the computation (a ``lax.cond``), so a chunk of fixed length C serves any
-    number of steps.
-    `constraints` is read when the chunk is traced (it may be filled after this call);
-    `trace_counter`: a one-element list incremented at every trace; `per_example`: the likelihood with a guide
-    draw per example (`inference.per_example`).
-    """
-
-    elbo_loss = per_example_estimator(per_example)
-
-    def loss_fn(params_u, mutable, key, xb, yb, beta, temperature):
-        params = constrain_params(params_u, constraints)
-        return elbo_loss(key, params, model, guide, beta, num_particles, xb, yb, n_data, temperature=temperature,
-                         mutable=mutable)
-
-    def one_step(carry, inputs):
-        state, key, x, y, temperature = carry
-        idx, t, beta = inputs
-        if trace_counter is not None:
-            trace_counter[0] += 1
-
-        def step(state):
-            (loss, mutable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-                state.params, state.mutable, jax.random.fold_in(key, t), x[idx], y[idx], beta, temperature)
-            grad_norm = optax.tree.norm(grads)
-            ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-
-            def update(_):
-                updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-                return SVIState(optax.apply_updates(state.params, updates), opt_state, mutable, state.stopped)
-
-            def stop(_):
-                return state._replace(stopped=jnp.array(True))
-
-            return (jax.lax.cond(ok, update, stop, None), loss.astype(jnp.float32), ok,
-                    grad_norm.astype(jnp.float32))
-
-        def skip(state):
-            return state, jnp.array(jnp.nan, jnp.float32), jnp.array(False), jnp.array(jnp.nan, jnp.float32)
-
-        new_state, loss, ok, grad_norm = jax.lax.cond((t >= 0) & ~state.stopped, step, skip, state)
-        return (new_state, key, x, y, temperature), (loss, ok, grad_norm)
-
-    def chunk(state, key, x, y, idx, steps, kl, temperature):
-        key = flat_key(key)  # the same draws, compiled faster (`models.prng`)
-        betas = kl if jnp.ndim(kl) == 1 else jnp.where(
-            kl > 0, jnp.minimum(1.0, (steps + 1.0) / jnp.maximum(kl, 1.0)), 1.0)
-        (state, *_), outputs = jax.lax.scan(one_step, (state, key, x, y, temperature), (idx, steps, betas))
-        return state, outputs, constrain_params(state.params, constraints)
-
-    return chunk
-
-
-class CompiledFit:
-    """The jitted initialisation and scanned update of one fit structure (built by `compiled_fit`).
-
-    Attributes:
-      init: ``init(key, xb, yb, start) -> SVIState`` at step 0 for the minibatch xb (B, ...), yb (B,);
-        start: unconstrained guide parameters {name: array} to begin from, or None for the guide's own.
-      chunk: the jitted `make_chunk` update; constrain: jitted `constrain_params` with `constraints`.
-      constraints: {param name: constraint or None}; param_shapes: {param name: ShapeDtypeStruct}: filled
-        by the first trace of `init` (`ensure_traced`).
-      traces: a one-element list, how many times the update has been traced.
-    """
-
-    def __init__(self, model, guide, optimizer, n_data, num_particles, per_example=False):
-        self.constraints: dict = {}
-        self.param_shapes: dict | None = None
-        self.traces = [0]
-        self.model, self.guide, self.optimizer, self.n_data = model, guide, optimizer, n_data
-        self.init = jax.jit(self._init)
-        self.constrain = jax.jit(lambda params_u: constrain_params(params_u, self.constraints))
-        self.chunk = jax.jit(make_chunk(model, guide, optimizer, self.constraints, n_data, num_particles,
-                                        self.traces, per_example))
-
-    def _init(self, key, xb, yb, start):
-        params_u, constraints = guide_params(self.guide, key, xb, yb, self.n_data)
-        self.constraints.update(constraints)
-        self.param_shapes = {k: jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)) for k, v in params_u.items()}
-        # every leaf strongly typed (an initialiser's constants are weakly typed), so that a state read back
-        # from a checkpoint (NumPy arrays, never weak) has the very types of this one: no retrace on resuming
-        params_u = {k: jnp.asarray(v if start is None else start[k], dtype=jnp.result_type(v))
-                    for k, v in params_u.items()}
-        mutable = initial_mutable(self.model, self.guide, key, xb, yb, self.n_data)
-        return SVIState(params_u, self.optimizer.init(params_u), mutable, jnp.array(False))
-
-    def ensure_traced(self, key, xb, yb) -> None:
-        """Trace `init` (no compile) if it has not been, so that `constraints` and `param_shapes` are known."""
-        if self.param_shapes is None:
-            jax.eval_shape(self.init, key, xb, yb, None)
-
-
-def compiled_fit(model, guide, optimizer, n_data: int, num_particles: int, xb, yb, chunk_len: int,
-                 per_example: bool = False) -> CompiledFit:
-    """The `CompiledFit` for this structure, from the process-wide cache (`models.structure.cached`): keyed by the
-    model's and the set-up guide's structure, the optimiser's (its code and hyperparameters), n_data,
-    num_particles, the minibatch shapes and dtypes and the chunk length, never by object identity."""
-    parts = _fit_parts(model, guide, optimizer, n_data, num_particles, xb, yb, chunk_len, per_example)
-    return structure.cached("fit", parts, lambda: CompiledFit(model, guide, optimizer, n_data, num_particles,
-                                                              per_example_mode(per_example)))
-
-
-def _fit_parts(model, guide, optimizer, n_data, num_particles, xb, yb, chunk_len, per_example) -> tuple:
-    """What `compiled_fit` keys its cache entry by."""
-    return (model, guide, optimizer, int(n_data), int(num_particles), _spec(xb), _spec(yb), int(chunk_len),
-            per_example_mode(per_example))
-
-
-def _spec(a) -> tuple:
-    return (tuple(np.shape(a)), str(jnp.result_type(a)))
 
 
 def minibatch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndarray:
@@ -253,8 +86,8 @@ def default_optimizer(steps: int):
     the guides' sigma init 0.01 comes from there (app. D, and D.4 for the k-tied factors). The schedule
     depends on `steps`, so fits with the same `steps` share one compiled update and another `steps`
     compiles its own."""
-    # a float: optax's schedule turns an int decay_steps into a float on its first call (a nonlocal), which
-    # would change the optimiser's structure key after the first fit and recompile the second one
+    # a float: optax's schedule turns an int decay_steps into a float on its first call, so that the optimiser's
+    # value key (`models.value_key`: optax's code and arguments) would change after the first fit
     return optax.adam(optax.cosine_decay_schedule(DEFAULT_LR, float(steps), alpha=DEFAULT_FINAL_LR / DEFAULT_LR))
 
 
@@ -262,7 +95,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         kl_warmup: int = 0, kl_schedule=None, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
-        on_chunk=None, per_example_noise: bool = False) -> Posterior:
+        on_chunk=None, estimator: str = "standard", callbacks=()) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -299,12 +132,13 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         another temperature is refused); a traced argument of the compiled step (no recompile per value);
         ``losses`` are those of the tempered objective;
       num_particles: Monte Carlo draws per step; seed: controls the minibatches and the noise;
-      per_example_noise: estimate the likelihood term with an independent guide draw per example (the same
-        ELBO, a lower-variance gradient: `inference.per_example`; the local reparameterisation trick's
-        estimator); B draws of every stochastic weight per step; refused for models with batch norm;
-        "local": the local reparameterisation trick on dense Gaussian / dropout layers (`inference.local_reparam`:
-        the same estimator's marginal, per-example pre-activations, no B weight draws) and Flipout on Gaussian
-        convolution kernels;
+      estimator: how the likelihood term is estimated (`inference.svi.ESTIMATORS`; InputError naming the value and
+        the choices otherwise): "standard", one guide draw per minibatch; "per_example", an independent guide
+        draw per example (the same ELBO, a lower-variance gradient: `inference.per_example`; the local
+        reparameterisation trick's estimator), B draws of every stochastic weight per step, refused for models
+        with batch norm; "local": the local reparameterisation trick on dense Gaussian / dropout layers
+        (`inference.local_reparam`: the same estimator's marginal, per-example pre-activations, no B weight draws)
+        and Flipout on Gaussian convolution kernels;
       progress: a tqdm bar over chunks, with the running loss; chunk_size: steps per scanned chunk (every
         chunk has this length, the last one padded with skipped steps, so any number of steps reuses one
         compiled update);
@@ -322,6 +156,8 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         state at the last finished chunk), and at the end. A folder that already holds a fit state is
         refused unless `resume`;
       checkpoint_every: steps between saves (None: only on interruption and at the end);
+      on_chunk: None or ``on_chunk(steps done, posterior so far)``, called after every finished chunk;
+      callbacks: more `Callback` objects (the protocol below), run after the built-in ones;
       resume: continue the fit saved in `checkpoint_dir` (a warning says so when there is none and the fit
         starts at step 0). The state is checked against this call (model, guide, steps, batch size, seed,
         KL warm-up, temperature, particles, chunk size, optimiser, data, init_params; a difference raises
@@ -344,10 +180,22 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     than their prior's. Nothing of that changes the
     target: ``info.temperature`` is 1 unless `temperature` is passed.
 
-    Compiled once per structure: the initialisation and the scanned update are cached process-wide by what
-    determines them (the model's and guide's structure, the optimiser, n_data, num_particles, minibatch
-    shapes, chunk_size; `inference.compiled`), so another seed, another guide instance of the same kind,
-    other data of the same shape or another number of steps compile nothing.
+    Compiled once per structure (`inference.svi`'s module docstring): the initialisation and the scanned update
+    are jitted with a `inference.svi.Program` (model, guide, optimiser, n_data, num_particles, estimator) as a
+    static argument, compared by value keys, so another seed, another guide instance of the same kind, another
+    ``zoo.get`` of the same entry, other data of the same shape, another optax optimiser with the same arguments
+    or another number of steps with the same optimiser compile nothing; the default optimiser
+    (`default_optimizer`) compiles again for another `steps`, a schedule function written by the user for
+    another function object.
+
+    Callbacks: the jobs around the steps are objects with any of four methods, called in list order:
+    ``on_start(run)`` before the first chunk, ``on_chunk(run)`` after every finished chunk (not the one a
+    non-finite step stopped), ``on_close(run, error)`` when the steps end (always; `error` the exception that
+    ended them, e.g. KeyboardInterrupt, or None) and ``on_end(run, posterior) -> posterior`` once the result is
+    built (it may return a new one or raise). `run` is the `FitRun` (the state, the losses so far, the steps
+    done, the first non-finite step...). Built in, in this order: `Checkpoints` (with `checkpoint_dir`),
+    `ProgressBar` (with `progress`), `on_chunk`, `ConvergenceCheck`, `NonFiniteStop`, `CollapseCheck`,
+    `SummaryLine` (with `progress`); then `callbacks`.
 
     Convergence: at the end, `inference.convergence.judge` reads the losses and the gradient norms (computed
     inside the scanned update, no extra host round trip): converged unless the smoothed loss of the last 20 %
@@ -380,12 +228,12 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
                     num_particles=num_particles, seed=seed,
                     progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                    on_chunk=on_chunk, per_example_noise=per_example_noise)
+                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks)
 
 
 def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_schedule, temperature, num_particles, seed,
          progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
-         per_example_noise) -> Posterior:
+         estimator, callbacks) -> Posterior:
     """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
     # the arguments first (a bad `steps` is named before the data are read), the default steps from the data
     check_fit_args(steps=DEFAULT_STEPS if steps is None else steps, batch_size=batch_size,
@@ -393,15 +241,18 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
     temperature = validation.check_real("temperature", temperature, low=0.0)
     validation.check_seed(seed)
     validation.check_callable("on_chunk", on_chunk, "on_chunk(step, posterior)")
+    estimator = check_estimator(estimator)
+    callbacks = check_callbacks(callbacks)
     config = check_config(config)
     x, y = labelled_arrays(model, data, "training")
     if steps is None:
         steps = default_steps(x.shape[0], batch_size)
     betas = kl_betas(kl_warmup, kl_schedule, steps)
-    check_guide(model, guide, tuple(np.shape(x)[1:]))
+    feature_shape = tuple(np.shape(x)[1:])
+    check_guide(model, guide, feature_shape)
     n = x.shape[0]
     batch_size = min(batch_size, n)
-    check_fit_memory(model, tuple(np.shape(x)[1:]), batch_size, chunk_size, num_particles)
+    check_fit_memory(model, feature_shape, batch_size, chunk_size, num_particles)
     probe = optimizer is not None  # the default one descends at every step
     optimizer = optimizer if optimizer is not None else default_optimizer(steps)
     start = start_params(init_params)
@@ -411,88 +262,155 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
     xb, yb = jnp.asarray(x[:batch_size]), jnp.asarray(y[:batch_size])
     guide.setup(xb)
-    fns = compiled_fit(model, guide, optimizer, n, num_particles, xb, yb, chunk_size, per_example_noise)
-    if probe:  # after the lookup, which keys the optimiser as it was given (the probe may rewrite it, see below),
-        validation.check_optimizer(optimizer, steps=steps)  # before anything is compiled for the fit
-    traces_before = fns.traces[0]
-    state = init_state(fns, init_key, xb, yb, start)
-    initial = state  # at step 0 (a resumed fit's too): whether the parameters moved is judged against it
-    order, done, saver = MinibatchOrder(n, batch_size, seed), 0, None
-    losses_before, norms_before = np.zeros(0, np.float32), np.zeros(0, np.float32)
+    program = svi.Program(model, guide, optimizer, n, num_particles, estimator)
+    if probe:  # before anything is compiled for the fit
+        validation.check_optimizer(optimizer, steps=steps)
+    traces_before = svi.TRACES["chunk"]
+    state = start_state(program, init_key, xb, yb, start)
+    run = FitRun(model=model, guide=guide, x=x, y=y, steps=steps, config=config, t0=t0, initial=state, state=state,
+                 order=MinibatchOrder(n, batch_size, seed), rng_key=run_key, fingerprint=data_fingerprint(x, y))
+    builtin: list = []
     if checkpoint_dir is not None:
-        identity = run_identity(model, guide, optimizer, x, y, feature_shape=tuple(np.shape(x)[1:]), steps=steps,
+        identity = run_identity(model, guide, optimizer, x, y, feature_shape=feature_shape, steps=steps,
                                 batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, temperature=temperature,
-                                per_example_noise=per_example_noise, num_particles=num_particles,
+                                estimator=estimator, num_particles=num_particles,
                                 chunk_size=chunk_size, init_params=start,
                                 kl_schedule=None if kl_schedule is None else kl_schedules.betas_digest(betas))
         saver = Checkpoints(checkpoint_dir, identity, checkpoint_every, run_key)
         resumed = saver.restore(state, resume)
         if resumed is not None:
-            state, done, losses_before = resumed.state, resumed.step, resumed.losses
-            norms_before = resumed.grad_norms
-            run_key = saver.rng_key = jnp.asarray(resumed.rng_key)
-            order = MinibatchOrder(n, batch_size, state=resumed.order)
+            run.resume_from(resumed, MinibatchOrder(n, batch_size, state=resumed.order))
+            saver.rng_key = run.rng_key
+        builtin.append(saver)
+    if progress:
+        builtin.append(ProgressBar(getattr(model, "name", "model")))
+    if on_chunk is not None:
+        builtin.append(ChunkHook(on_chunk))
+    builtin += [ConvergenceCheck(), NonFiniteStop(), CollapseCheck()]
+    if progress:
+        builtin.append(SummaryLine(getattr(model, "name", "model")))
+    hooks = builtin + callbacks
     temp = np.float32(temperature)  # a host scalar: no eager conversion compiled
 
     def run_chunk(state, idx, step_ids):  # the betas: host data of the chunk's steps (padding: 0)
         kl = np.where(step_ids >= 0, betas[np.clip(step_ids, 0, max(steps - 1, 0))], 0).astype(np.float32)
-        return fns.chunk(state, run_key, x_dev, y_dev, idx, step_ids, kl, temp)
+        return svi.run_chunk(program, state, run.rng_key, x_dev, y_dev, idx, step_ids, kl, temp)
 
-    def chunk_done(state, params, step, losses, norms):
-        if saver is not None:
-            saver.chunk_done(state, step, (losses_before, norms_before), (losses, norms), order.state())
-        if on_chunk is not None:
-            on_chunk(step, svi_posterior(model, guide, state, params, np.concatenate([losses_before, *losses]),
-                                         feature_shape=tuple(np.shape(x)[1:]), config=config, info=None,
-                                         training_data=data_fingerprint(x, y)))
-
-    bar = _progress(steps, progress, getattr(model, "name", "model"))
-    bar.update(done)
+    _call(hooks, "on_start", run)
+    error = None
     try:
-        run = run_steps(run_chunk, state, order.blocks(steps - done, chunk_size), chunk_size, bar, t0,
-                        start=done, on_chunk=chunk_done if saver is not None or on_chunk is not None else None)
-        if saver is not None and run.bad_step is None:
-            saver.save_last(final=True)
-    except KeyboardInterrupt:
-        if saver is not None:
-            saver.save_last()  # the state at the last finished chunk, then the interruption goes on
+        run_steps(run, run_chunk, run.order.blocks(steps - run.done, chunk_size), chunk_size, hooks)
+    except BaseException as err:
+        error = err
         raise
     finally:
-        bar.close()
-    if fns.traces[0] != traces_before:
-        # tracing the update (after `compiled_fit` built the entry) may rewrite what the optimiser closes over, as
-        # building may (`models.structure.cached`): keep the update under the key the optimiser has now as well,
-        # or the next fit with this very optimiser would compile again
-        structure.cached("fit", _fit_parts(model, guide, optimizer, n, num_particles, xb, yb, chunk_size,
-                                           per_example_noise), lambda: fns)
-    losses = np.concatenate([losses_before, run.losses])
-    moved = None if not len(losses) else not _same_values(initial.params, run.state.params)
-    convergence = judge(losses, np.concatenate([norms_before, run.grad_norms]), moved=moved)
+        _call(hooks, "on_close", run, error)
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
-                   traces=fns.traces[0] - traces_before, temperature=temperature,
-                   final_kl_weight=float(betas[-1]) if steps else None,
-                   converged=convergence["converged"], convergence=convergence)
-    params = fns.constrain(run.state.params) if run.params is None else run.params  # None: no chunk ran
-    post = svi_posterior(model, guide, run.state, params, losses,
-                         feature_shape=tuple(np.shape(x)[1:]), config=config, info=info,
-                         training_data=data_fingerprint(x, y))
-    if run.bad_step is not None:
-        raise non_finite_error(run, post, x)
-    collapse = check_collapse(post, x, y)
-    if collapse is not None:
-        post.info = info = info._replace(collapsed=collapse["collapsed"], collapse=collapse)
-    if progress:
-        print(f"SVI {getattr(model, 'name', 'model')}: {len(losses)} steps, final loss "
-                  f"{float(np.mean(losses[-max(1, len(losses) // 20):])):.6g}; {info.summary()}", file=sys.stderr)
-    if not convergence["converged"]:
-        warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged ({convergence['reason']}). "
-                                         "Run more steps (or raise the learning rate); "
-                                         "posterior.info.convergence has the numbers", convergence), stacklevel=3)
-    if info.collapsed and collapse is not None:
-        warnings.warn(PosteriorCollapseWarning(
-            f"fit: the posterior ignores the data ({collapse['reason']}); it predicts like the prior. "
-            "posterior.info.collapse has the numbers", collapse), stacklevel=3)
+                   traces=svi.TRACES["chunk"] - traces_before, temperature=temperature,
+                   final_kl_weight=float(betas[-1]) if steps else None)
+    params = svi.constrained(program, run.state.params, xb, yb) if run.params is None else run.params  # no chunk ran
+    post = svi_posterior(model, guide, run.state, params, run.losses(), feature_shape=feature_shape, config=config,
+                         info=info, training_data=run.fingerprint)
+    for hook in hooks:
+        if hasattr(hook, "on_end"):
+            post = hook.on_end(run, post)
     return post
+
+
+def _call(hooks: list, method: str, *args) -> None:
+    """Call ``hook.method(*args)`` for every hook that has the method, in order."""
+    for hook in hooks:
+        fn = getattr(hook, method, None)
+        if fn is not None:
+            fn(*args)
+
+
+def check_callbacks(callbacks) -> list:
+    """`fit`'s ``callbacks`` as a list: a sequence of objects with at least one of the `Callback` methods;
+    InputError naming the first that has none."""
+    if isinstance(callbacks, (str, bytes)) or not isinstance(callbacks, (list, tuple)):
+        raise InputError("callbacks", callbacks, "a list of callback objects (methods on_start, on_chunk, on_close, "
+                         "on_end)")
+    for i, hook in enumerate(callbacks):
+        if not any(callable(getattr(hook, m, None)) for m in CALLBACK_METHODS):
+            raise InputError(f"callbacks[{i}]", hook, f"an object with a method among {CALLBACK_METHODS}")
+    return list(callbacks)
+
+
+CALLBACK_METHODS = ("on_start", "on_chunk", "on_close", "on_end")
+
+
+class Callback(Protocol):
+    """What `fit` calls on a callback (any subset of the four methods; see `fit`'s docstring, "Callbacks")."""
+
+    def on_start(self, run: "FitRun") -> None:
+        """Before the first chunk (after a resumed state was read)."""
+
+    def on_chunk(self, run: "FitRun") -> None:
+        """After every finished chunk: ``run.state``, ``run.params``, ``run.done``, ``run.last_count`` are that
+        chunk's; the next minibatch rows are not drawn yet."""
+
+    def on_close(self, run: "FitRun", error: BaseException | None) -> None:
+        """When the steps end: normally, at a non-finite step (``run.bad_step`` set) or by `error`."""
+
+    def on_end(self, run: "FitRun", posterior: Posterior) -> Posterior:
+        """Once the result is built: return it (changed or not) or raise."""
+        return posterior
+
+
+@dataclass(eq=False)
+class FitRun:
+    """What `fit` runs and what callbacks read: the model, guide, training data x (N, ...), y (N,), `steps`,
+    `config`, t0 (``time.perf_counter()`` at the start), `initial` (the SVIState at step 0, or the resumed one),
+    `state` (the current one; the last finite one after a stop), `params` (its constrained parameters, None
+    before the first chunk), `done` (steps done), `last_count` (steps of the last chunk), the `MinibatchOrder`
+    `order`, the run's `rng_key`, the data's `fingerprint`, `first_step_s` (seconds to the end of the first
+    chunk), `bad_step` / `bad_what` (the first non-finite step and "loss" or "gradient"; None while every step
+    was finite), the losses and gradient norms of a resumed fit's earlier steps (`losses_before`,
+    `norms_before`) and of every chunk (`loss_chunks`, `norm_chunks`)."""
+
+    model: object
+    guide: object
+    x: np.ndarray
+    y: np.ndarray
+    steps: int
+    config: dict
+    t0: float
+    initial: svi.SVIState
+    state: svi.SVIState
+    order: MinibatchOrder
+    rng_key: object
+    fingerprint: dict
+    params: dict | None = None
+    done: int = 0
+    last_count: int = 0
+    first_step_s: float | None = None
+    bad_step: int | None = None
+    bad_what: str | None = None
+    losses_before: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    norms_before: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    loss_chunks: list = field(default_factory=list)
+    norm_chunks: list = field(default_factory=list)
+
+    def resume_from(self, resumed, order: MinibatchOrder) -> None:
+        """Continue from a saved `inference.fit_state.FitState` and its minibatch `order`."""
+        self.state = resumed.state  # `initial` stays the state at step 0: whether the parameters moved is judged on it
+        self.done, self.losses_before, self.norms_before = resumed.step, resumed.losses, resumed.grad_norms
+        self.rng_key, self.order = jnp.asarray(resumed.rng_key), order
+
+    def losses(self) -> np.ndarray:
+        """(done,) float32 the loss of every step that updated the state, a resumed fit's earlier ones included."""
+        return np.concatenate([self.losses_before, *self.loss_chunks])
+
+    def grad_norms(self) -> np.ndarray:
+        """(done,) float32 the gradient norm of those steps."""
+        return np.concatenate([self.norms_before, *self.norm_chunks])
+
+    def posterior(self, info: FitInfo | None = None) -> SVIPosterior:
+        """The SVIPosterior of the current state (after a chunk), `info` None while training."""
+        return svi_posterior(self.model, self.guide, self.state, self.params, self.losses(),
+                             feature_shape=tuple(np.shape(self.x)[1:]), config=self.config, info=info,
+                             training_data=self.fingerprint)
 
 
 @contextlib.contextmanager
@@ -524,7 +442,7 @@ class Checkpoints:
         self.saved_step, self.failures = 0, 0
         self.last: tuple | None = None
 
-    def restore(self, template: SVIState, resume: bool):
+    def restore(self, template: svi.SVIState, resume: bool):
         """The `inference.fit_state.FitState` to continue from (checked against this run and `template`, the
         initial state), or None to start at step 0. Without `resume`, a folder holding a fit state raises
         InputError; with it and no state (an absent or empty folder), a warning says that the fit starts at
@@ -552,7 +470,18 @@ class Checkpoints:
         self.saved_step = resumed.step
         return resumed
 
-    def chunk_done(self, state: SVIState, step: int, before: tuple, chunks: tuple, order: tuple):
+    def on_chunk(self, run: FitRun) -> None:
+        """`chunk_done` with the run's state after the chunk."""
+        self.chunk_done(run.state, run.done, (run.losses_before, run.norms_before), (run.loss_chunks, run.norm_chunks),
+                        run.order.state())
+
+    def on_close(self, run: FitRun, error) -> None:
+        """The last save: at the end of a run every step of which was finite, or at an interruption
+        (KeyboardInterrupt: the state at the last finished chunk)."""
+        if (error is None and run.bad_step is None) or isinstance(error, KeyboardInterrupt):
+            self.save_last(final=error is None)
+
+    def chunk_done(self, state: svi.SVIState, step: int, before: tuple, chunks: tuple, order: tuple):
         """Remember the state after `step` steps (before: (losses, gradient norms) of a resumed fit's earlier
         steps; chunks: (losses, gradient norms), two lists of the chunks' arrays that only grow) and the
         minibatch order's state; save when a multiple of `every` was passed."""
@@ -643,94 +572,64 @@ def labelled_arrays(model, data, purpose: str) -> tuple[np.ndarray, np.ndarray]:
     return data_args.labelled_arrays(model, data, purpose)
 
 
-def init_state(compiled: CompiledFit, rng_key, xb, yb, init_params: Mapping | None = None) -> SVIState:
-    """The SVIState at step 0 from `compiled.init` for the minibatch xb (B, ...), yb (B,).
+def start_state(program: svi.Program, rng_key, xb, yb, init_params: Mapping | None = None) -> svi.SVIState:
+    """The SVIState at step 0 (`inference.svi.initial_state`, compiled once per program) for the minibatch
+    xb (B, ...), yb (B,).
 
     `init_params`: unconstrained guide parameters {name: array} to start from instead of the guide's
-    initialisers; it must hold every guide parameter with its shape (extra entries are ignored).
-    Raises ValueError naming the missing parameters or the first one of another shape.
+    initialisers; it must hold every guide parameter with its shape (extra entries are ignored). Raises
+    InputError naming the missing parameters or the first one of another shape (checked against
+    `inference.svi.param_shapes`, an abstract trace, before anything is compiled).
     """
-    if init_params is None:
-        return compiled.init(rng_key, xb, yb, None)
-    compiled.ensure_traced(rng_key, xb, yb)
-    shapes: dict = compiled.param_shapes or {}  # filled by ensure_traced
-    missing = sorted(set(shapes) - set(init_params))
-    if missing:
-        raise InputError.worded("init_params", f"init_params: missing guide parameters {missing[:5]}"
-                         + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-    for name, want in shapes.items():
-        if tuple(np.shape(init_params[name])) != tuple(want.shape):
-            raise InputError.worded(f"init_params[{name!r}]",
-                                    f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
-                                    f"{tuple(np.shape(init_params[name]))}")
-    return compiled.init(rng_key, xb, yb, {k: init_params[k] for k in shapes})
+    if init_params is not None:
+        init_params = svi.check_init_params(init_params, svi.param_shapes(program.guide, (xb, yb), program.n_data))
+    return svi.initial_state(program, rng_key, xb, yb, init_params)
 
 
-class StepsRun(NamedTuple):
-    """What `run_steps` returns. state: the last SVIState (the last finite one if stopped); params: its constrained
-    guide parameters (None when no chunk ran: a resumed fit that had finished); losses:
-    (done,) the loss of every step that updated the state; first_step_s: seconds from t0 to the end of the
-    first chunk; bad_step, bad_what: the first non-finite step and "loss" or "gradient" (None, None when
-    every step was finite); grad_norms: (done,) the gradient norm of those steps."""
-
-    state: SVIState
-    params: dict | None
-    losses: np.ndarray
-    first_step_s: float | None
-    bad_step: int | None
-    bad_what: str | None
-    grad_norms: np.ndarray
-
-
-def run_steps(run_chunk, state: SVIState, blocks, chunk_len: int, bar, t0: float, *, start: int = 0,
-              on_chunk=None) -> StepsRun:
-    """Run the steps of `blocks`, a chunk at a time, stopping at the first non-finite one.
+def run_steps(run: FitRun, run_chunk, blocks, chunk_len: int, hooks: list) -> None:
+    """Run the steps of `blocks` a chunk at a time into `run`, stopping at the first non-finite one.
 
     run_chunk(state, idx (chunk_len, B), step_ids (chunk_len,)) -> (state, (losses, updated, grad_norms),
-    params) is the jitted chunk (`make_chunk`) with the key, data and warm-up bound; blocks: an iterable of
-    (count, B) minibatch index arrays, count <= chunk_len, in step order (`inference.batches.minibatch_blocks`);
-    each is padded to `chunk_len` (step id -1), so every chunk has one compiled shape. `bar`: a tqdm bar
-    advanced per chunk.
-    start: the global number of the first step (a resumed fit's steps done); on_chunk(state, params, steps done,
-    [losses (count,) of every chunk so far], [their gradient norms (count,)]) is called after every finished
-    chunk, before the next block is asked for. The returned ``losses`` are this call's steps, ``bad_step``
-    is global.
+    params) is the jitted chunk (`inference.svi.run_chunk`) with the key, data and KL weights bound; blocks: an
+    iterable of (count, B) minibatch index arrays, count <= chunk_len, in step order
+    (`inference.batches.minibatch_blocks`); each is padded to `chunk_len` (step id -1), so every chunk has one
+    compiled shape. After every chunk that finished without a non-finite step, ``hook.on_chunk(run)`` for every
+    hook that has it, before the next block is asked for. A stopped chunk records its losses up to the bad
+    step and ``run.bad_step`` (global) and ``run.bad_what``, and ends the run.
     """
-    losses: list = []
-    norms: list = []
-    first_step_s, params = None, None
     for block in blocks:
         count = len(block)
         idx = np.zeros((chunk_len,) + block.shape[1:], np.int32)
         idx[:count] = block
         step_ids = np.full(chunk_len, -1, np.int32)
-        step_ids[:count] = np.arange(start, start + count)
-        state, (chunk_losses, updated, chunk_norms), params = run_chunk(state, idx, step_ids)
+        step_ids[:count] = np.arange(run.done, run.done + count)
+        state, (chunk_losses, updated, chunk_norms), params = run_chunk(run.state, idx, step_ids)
         chunk_losses, chunk_norms = np.asarray(chunk_losses)[:count], np.asarray(chunk_norms)[:count]
-        if first_step_s is None:
-            first_step_s = time.perf_counter() - t0
+        if run.first_step_s is None:
+            run.first_step_s = time.perf_counter() - run.t0
+        run.state, run.params = state, params
         if bool(state.stopped):
             bad = int(np.flatnonzero(~np.asarray(updated)[:count])[0])
-            what = "loss" if not np.isfinite(chunk_losses[bad]) else "gradient"
-            return StepsRun(state, params, _concat(losses + [chunk_losses[:bad]]), first_step_s, start + bad, what,
-                            _concat(norms + [chunk_norms[:bad]]))
-        losses.append(chunk_losses)
-        norms.append(chunk_norms)
-        bar.update(count)
-        bar.set_postfix(loss=f"{float(np.mean(chunk_losses)):.4g}")
-        start += count
-        if on_chunk is not None:
-            on_chunk(state, params, start, losses, norms)
-    return StepsRun(state, params, _concat(losses), first_step_s, None, None, _concat(norms))
+            run.bad_what = "loss" if not np.isfinite(chunk_losses[bad]) else "gradient"
+            run.loss_chunks.append(chunk_losses[:bad])
+            run.norm_chunks.append(chunk_norms[:bad])
+            run.bad_step = run.done + bad
+            return
+        run.loss_chunks.append(chunk_losses)
+        run.norm_chunks.append(chunk_norms)
+        run.done += count
+        run.last_count = count
+        _call(hooks, "on_chunk", run)
 
 
-def non_finite_error(run: StepsRun, posterior: Posterior, x=None) -> NonFiniteLossError:
+def non_finite_error(run: FitRun, posterior: Posterior, x=None) -> NonFiniteLossError:
     """The NonFiniteLossError of a run stopped at ``run.bad_step``, carrying `posterior` (the last finite state).
 
     x (N, ...): training inputs; when given, `posterior` is checked on up to `PREDICTION_CHECK_ROWS` of them
     (`prediction_check`): parameters driven to extreme values before the stop predict NaN/inf for some inputs,
     and the message says so (``err.nonfinite_rows``: (bad rows, rows checked), None when not checked)."""
     step = run.bad_step
+    assert step is not None  # only called for a stopped run
     check = None if x is None or not hasattr(posterior.model, "predictive") else prediction_check(posterior, x)
     note = ""
     if check is not None and check[0]:
@@ -747,8 +646,104 @@ def non_finite_error(run: StepsRun, posterior: Posterior, x=None) -> NonFiniteLo
     return error
 
 
+# ----- the built-in callbacks (`Callback`) -----------------------------------------------------------------------
+class ProgressBar:
+    """A tqdm bar over the steps, advanced after every chunk with that chunk's mean loss; closed when the steps
+    end."""
+
+    def __init__(self, desc: str):
+        self.desc: str = desc
+        self.bar: Any = None  # the tqdm bar, from on_start
+
+    def on_start(self, run: FitRun) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=run.steps, desc=f"SVI {self.desc}", leave=False, mininterval=0.5)
+        self.bar.update(run.done)
+
+    def on_chunk(self, run: FitRun) -> None:
+        self.bar.update(run.last_count)
+        self.bar.set_postfix(loss=f"{float(np.mean(run.loss_chunks[-1])):.4g}")
+
+    def on_close(self, run: FitRun, error) -> None:
+        self.bar.close()
+
+
+class ChunkHook:
+    """`fit`'s ``on_chunk(steps done, posterior so far)`` as a callback."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def on_chunk(self, run: FitRun) -> None:
+        self.fn(run.done, run.posterior())
+
+
+class ConvergenceCheck:
+    """`inference.convergence.judge` of the losses and gradient norms: sets ``info.converged`` and
+    ``info.convergence``; a `ConvergenceWarning` when the ELBO has not converged (none for a run a non-finite
+    step stopped: `NonFiniteStop` raises)."""
+
+    def on_end(self, run: FitRun, posterior: Posterior) -> Posterior:
+        losses = run.losses()
+        moved = None if not len(losses) else not _same_values(run.initial.params, run.state.params)
+        convergence = judge(losses, run.grad_norms(), moved=moved)
+        posterior.info = fit_info(posterior)._replace(converged=convergence["converged"], convergence=convergence)
+        if not convergence["converged"] and run.bad_step is None:
+            warnings.warn(ConvergenceWarning(f"fit: the ELBO has not converged ({convergence['reason']}). "
+                                             "Run more steps (or raise the learning rate); "
+                                             "posterior.info.convergence has the numbers", convergence),
+                          stacklevel=4)
+        return posterior
+
+
+class NonFiniteStop:
+    """Raise the `NonFiniteLossError` (`non_finite_error`) of a run a non-finite loss or gradient stopped."""
+
+    def on_end(self, run: FitRun, posterior: Posterior) -> Posterior:
+        if run.bad_step is not None:
+            raise non_finite_error(run, posterior, run.x)
+        return posterior
+
+
+class CollapseCheck:
+    """`inference.collapse.check_collapse` on the training data: sets ``info.collapsed`` and ``info.collapse``;
+    a `PosteriorCollapseWarning` when the posterior ignores the data."""
+
+    def on_end(self, run: FitRun, posterior: Posterior) -> Posterior:
+        collapse = check_collapse(posterior, run.x, run.y)
+        if collapse is not None:
+            posterior.info = fit_info(posterior)._replace(collapsed=collapse["collapsed"], collapse=collapse)
+            if collapse["collapsed"]:
+                warnings.warn(PosteriorCollapseWarning(
+                    f"fit: the posterior ignores the data ({collapse['reason']}); it predicts like the prior. "
+                    "posterior.info.collapse has the numbers", collapse), stacklevel=4)
+        return posterior
+
+
+class SummaryLine:
+    """The closing line on stderr: steps, final loss (mean of the last 5 %) and ``info.summary()``."""
+
+    def __init__(self, desc: str):
+        self.desc = desc
+
+    def on_end(self, run: FitRun, posterior: Posterior) -> Posterior:
+        losses = run.losses()
+        print(f"SVI {self.desc}: {len(losses)} steps, final loss "
+              f"{float(np.mean(losses[-max(1, len(losses) // 20):])):.6g}; {fit_info(posterior).summary()}",
+              file=sys.stderr)
+        return posterior
+
+
 PREDICTION_CHECK_ROWS = 256  # training inputs a NaN-stopped fit's posterior is checked on
 PREDICTION_CHECK_DRAWS = 10  # its draws per input
+
+
+def fit_info(posterior: Posterior) -> FitInfo:
+    """The `FitInfo` of a posterior `fit` built (its callbacks read and replace it)."""
+    info = posterior.info
+    assert isinstance(info, FitInfo), "a posterior fit built carries a FitInfo"
+    return info
 
 
 def prediction_check(posterior: Posterior, x) -> tuple[int, int, float]:
@@ -801,10 +796,10 @@ def _same_values(a, b) -> bool:
                                                    jax.tree.leaves(jax.device_get(b))))
 
 
-def svi_posterior(model, guide, state: SVIState, params, losses: np.ndarray, *, feature_shape: tuple,
-                  config: dict | None, info: FitInfo, training_data: dict | None = None) -> SVIPosterior:
+def svi_posterior(model, guide, state: svi.SVIState, params, losses: np.ndarray, *, feature_shape: tuple,
+                  config: dict | None, info: FitInfo | None, training_data: dict | None = None) -> SVIPosterior:
     """SVIPosterior of `state`: its constrained guide params `params` (a chunk's third output, or
-    `CompiledFit.constrain` of ``state.params``), the unconstrained ones and the network state on the host,
+    `inference.svi.constrained` of ``state.params``), the unconstrained ones and the network state on the host,
     losses (steps,), feature_shape (x.shape[1:]), training_data: the fingerprint of the data fitted
     (`inference.model_identity.data_fingerprint`), which `to_arviz` checks before a log_likelihood group."""
     network_state = state.mutable.get(STATE_SITE, {}).get("state") if state.mutable else None
@@ -814,13 +809,3 @@ def svi_posterior(model, guide, state: SVIState, params, losses: np.ndarray, *, 
         feature_shape=feature_shape, config=dict(config or {}), info=info,
         unconstrained=jax.device_get(state.params), training_data=training_data,
     )
-
-
-def _concat(losses: list) -> np.ndarray:
-    return np.concatenate(losses) if losses else np.zeros(0, np.float32)
-
-
-def _progress(total, enabled, desc):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, disable=not enabled, desc=f"SVI {desc}", leave=False, mininterval=0.5)

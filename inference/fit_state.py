@@ -12,8 +12,8 @@ mid-save leaves the previous state readable) with two files besides the manifest
   and every leaf's shape and dtype, the minibatch generator's state, and the run's identity (`run_identity`).
 
 Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
-warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), per-example noise
-(absent: off), particles,
+warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), estimator (absent:
+"standard"), particles,
 chunk size, a fingerprint of the optimiser's behaviour over the whole run (`optimizer_fingerprint`: every
 update of all `steps`, so another learning rate, schedule or optimiser differs), of the data and of the
 initial parameters) and the pytree structure against the run being resumed, and refuses another run naming
@@ -26,6 +26,7 @@ posterior or the user's files, and an empty folder holds no fit state.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,8 +38,8 @@ import numpy as np
 
 from inference.atomic_dir import atomic_directory, folder_kind, readable_path, verify_directory
 from inference.model_identity import array_fingerprint
-from inference.per_example import per_example_mode
-from models import structure
+from inference.per_example import check_estimator
+from models.value_key import Static
 from models.errors import CheckpointError
 
 FORMAT = 1
@@ -61,7 +62,7 @@ class FitState(NamedTuple):
 
 
 def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_size, seed, kl_warmup,
-                 num_particles, chunk_size, init_params, temperature=1.0, per_example_noise=False,
+                 num_particles, chunk_size, init_params, temperature=1.0, estimator="standard",
                  kl_schedule=None) -> dict:
     """JSON-able {what: value} that identifies a fit: a checkpoint resumes only the run whose identity equals
     the one it stored.
@@ -79,7 +80,7 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         "site_shapes": {k: list(v) for k, v in site_shapes.items()},
         "guide": getattr(guide, "config", None) or type(guide).__qualname__,
         "steps": steps, "batch_size": batch_size, "seed": seed, "kl_warmup": kl_warmup,
-        "temperature": float(temperature), "per_example_noise": per_example_mode(per_example_noise),
+        "temperature": float(temperature), "estimator": check_estimator(estimator),
         "num_particles": num_particles, "chunk_size": chunk_size,
         "optimizer": optimizer_fingerprint(optimizer, steps),
         "data": {"x": array_fingerprint(x), "y": array_fingerprint(y)},
@@ -105,16 +106,17 @@ def optimizer_fingerprint(optimizer, steps: int) -> str | None:
     three fixed vectors; the fingerprint is a BLAKE2b digest of its state's pytree structure (the optax
     transformations it chains) and of every update, each rounded to 20 significant bits (so that float
     rounding of another compiler setting does not count as a difference). Any learning rate or schedule that
-    differs at some step, or another optimiser, gives another fingerprint. Compiled once per optimiser
-    structure (`models.structure.cached`), a scan of `PROBE_CHUNK` updates run as often as needed."""
+    differs at some step, or another optimiser, gives another fingerprint. A scan of `PROBE_CHUNK` updates run as
+    often as needed, compiled once per optimiser (jitted with the optimiser as a static argument compared by its
+    value key, `models.value_key`: the same object or an equal value object)."""
     try:
         params = {"w": jnp.asarray(PROBE_PARAMS)}
         state = optimizer.init(params)
         digest = hashlib.blake2b(str(jax.tree_util.tree_structure(state)).encode(), digest_size=16)
-        chunk = structure.cached("optimizer fingerprint", (optimizer,), lambda: _probe_chunk(optimizer))
+        static = Static(optimizer)
         done = 0
         while done < steps:
-            params, state, updates = chunk(params, state, jnp.int32(done))
+            params, state, updates = _probe_chunk(static, params, state, jnp.int32(done))
             digest.update(_rounded(np.asarray(updates)[:steps - done]).tobytes())
             done += PROBE_CHUNK
     except Exception:  # noqa: BLE001 - any optimiser that cannot run on the probe is simply not fingerprinted
@@ -122,22 +124,21 @@ def optimizer_fingerprint(optimizer, steps: int) -> str | None:
     return digest.hexdigest()
 
 
-def _probe_chunk(optimizer):
-    """jit(params, state, first step) -> (params, state, updates (PROBE_CHUNK, 3)): `PROBE_CHUNK` updates."""
+@functools.partial(jax.jit, static_argnums=0)
+def _probe_chunk(static: Static, params, state, start):
+    """(params, state, updates (PROBE_CHUNK, 3)): `PROBE_CHUNK` updates of the optimiser ``static.obj`` from
+    update number `start` on."""
     import optax
 
-    grads = jnp.asarray(PROBE_GRADS)
+    optimizer, grads = static.obj, jnp.asarray(PROBE_GRADS)
 
     def one(carry, t):
         params, state = carry
         update, state = optimizer.update({"w": grads[t % len(PROBE_GRADS)]}, state, params)
         return (optax.apply_updates(params, update), state), update["w"]
 
-    def chunk(params, state, start):
-        (params, state), updates = jax.lax.scan(one, (params, state), start + jnp.arange(PROBE_CHUNK))
-        return params, state, updates
-
-    return jax.jit(chunk)
+    (params, state), updates = jax.lax.scan(one, (params, state), start + jnp.arange(PROBE_CHUNK))
+    return params, state, updates
 
 
 def _rounded(values: np.ndarray) -> np.ndarray:
@@ -235,8 +236,8 @@ WHAT_DIFFERS = {"optimizer": " (another optimiser, learning rate or schedule: th
 def check_identity(path: str, saved: dict, current: dict) -> None:
     """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`: the
     settings (steps, seed, batch size, ...) in name order first, then what derives from them (`DERIVED`)."""
-    # saved before temperatures / per-example noise existed: an untempered run with one draw per minibatch
-    saved = {"temperature": 1.0, "per_example_noise": False, **saved}
+    # saved before temperatures / estimators existed: an untempered run with one draw per minibatch
+    saved = {"temperature": 1.0, "estimator": "standard", **saved}
     keys = set(saved) | set(current)
     for key in sorted(keys - set(DERIVED)) + [k for k in DERIVED if k in keys]:
         if saved.get(key) != current.get(key):

@@ -18,6 +18,7 @@ from numpyro.infer.autoguide import AutoGuide
 
 from inference.sites import Site, site_table
 from models.errors import InputError
+from models.value_key import value_key
 
 
 class BNNGuide(AutoGuide):
@@ -50,6 +51,17 @@ class BNNGuide(AutoGuide):
             self.sites = site_table(self.model, x)
             self.check_sites()
         return self
+
+    def __value_key__(self):
+        """None: a guide is keyed by identity (`models.value_key`) unless its class declares its whole
+        configuration (`SiteGuide`, `JointGaussian` do)."""
+        return None
+
+    def setup_key(self) -> tuple:
+        """What every guide's value key shares: its model's value key, its prefix and the site shapes it was set up
+        with (None before `setup`)."""
+        sites = None if self.sites is None else tuple((n, tuple(s.shape)) for n, s in self.sites.items())
+        return (value_key(self.model), self.prefix, sites)
 
     def check_sites(self) -> None:
         """Validate the guide's options against `self.sites` (after `setup`); raise ValueError if they do not fit."""

@@ -73,6 +73,13 @@ class JointGaussian(BNNGuide):
         super().__init__(model, prefix=prefix, config=config)
         self.block_sites: dict[str, list[str]] | None = None  # {block: [site names]} after setup
 
+    def __value_key__(self):
+        """The guide as a value (`models.value_key`): blocks, covariance, rank, init_scale, its model's key, prefix
+        and site shapes; None (identity) for a subclass."""
+        if type(self) is not JointGaussian:
+            return None
+        return (self.blocks, self.covariance, self.rank, self.init_scale, self.max_latent_dim, self.setup_key())
+
     def grouped_sites(self) -> dict[str, list[str]]:
         """{block: [site names]} (after `setup`; InputError naming the guide before)."""
         self.checked_sites()

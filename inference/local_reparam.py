@@ -69,9 +69,9 @@ def local_reparam_elbo_loss(rng_key, params, model, guide, beta, num_particles, 
     ``hk.ConvND`` (`FlipoutRule`) (InputError naming it)."""
     rules = local_rules(guide, params)
     if not rules:
-        raise InputError("per_example_noise", "local", "a guide with a dense weight site of a Gaussian or binary "
+        raise InputError("estimator", "local", "a guide with a dense weight site of a Gaussian or binary "
                          "dropout family, or a convolution kernel of a Gaussian family",
-                         hint="use per_example_noise=True (a weight draw per example)")
+                         hint="use estimator='per_example' (a weight draw per example)")
 
     with local_noise(rules) as seen:  # the noise keys come from the model's seed: one set per particle
         loss, new_mutable = annealed_elbo_loss(rng_key, params, model, guide, beta, num_particles, x, y, n_data,
@@ -79,7 +79,7 @@ def local_reparam_elbo_loss(rng_key, params, model, guide, beta, num_particles, 
     missing = sorted(set(rules) - seen)
     if missing:
         words = sorted({rules[path].module_words for path in missing})
-        raise InputError("per_example_noise", "local", "weight sites computed by Haiku hk.Linear (dense) or "
+        raise InputError("estimator", "local", "weight sites computed by Haiku hk.Linear (dense) or "
                          "hk.ConvND (convolution) modules",
                          hint=f"the network never called {missing} as {' or '.join(words)}")
     return loss, new_mutable

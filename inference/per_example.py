@@ -37,8 +37,8 @@ def per_example_elbo_loss(rng_key, params, model, guide, beta, num_particles, x,
     are refused: a one-example batch has no batch statistics. Returns (scalar loss, {}).
     """
     if mutable:
-        raise InputError("per_example_noise", True, "a model without mutable state (batch norm)",
-                         hint="batch statistics of a one-example batch do not exist; use per_example_noise=False")
+        raise InputError("estimator", "per_example", "a model without mutable state (batch norm)",
+                         hint="batch statistics of a one-example batch do not exist; use estimator='standard'")
 
     def one_example(key, xn, yn):
         log_lik, kl, _ = elbo_terms(key, params, model, guide, xn[None], yn[None], n_data)
@@ -53,26 +53,23 @@ def per_example_elbo_loss(rng_key, params, model, guide, beta, num_particles, x,
     return jnp.mean(jax.vmap(one_particle)(jax.random.split(rng_key, num_particles))), {}
 
 
-PER_EXAMPLE_NOISE = (False, True, "local")
-"""Values of `inference.fit`'s ``per_example_noise``: False, one guide draw per minibatch
-(`inference.elbo.annealed_elbo_loss`); True, a guide draw per example (`per_example_elbo_loss`); "local", the
-local reparameterisation trick on the dense Gaussian and dropout layers and Flipout on the Gaussian convolution
-kernels (`inference.local_reparam`)."""
+ESTIMATORS = ("standard", "per_example", "local")
+"""Values of the ``estimator`` of `inference.fit` and `inference.svi`: "standard", one guide draw per minibatch
+(`inference.elbo.annealed_elbo_loss`); "per_example", a guide draw per example (`per_example_elbo_loss`);
+"local", the local reparameterisation trick on the dense Gaussian and dropout layers and Flipout on the Gaussian
+convolution kernels (`inference.local_reparam`)."""
 
 
-def per_example_mode(per_example_noise):
-    """``per_example_noise`` checked: one of `PER_EXAMPLE_NOISE` (a NumPy bool is read as a bool); InputError
+def check_estimator(estimator) -> str:
+    """`estimator` checked: one of `ESTIMATORS`; InputError naming the argument, the value and the choices
     otherwise."""
-    if isinstance(per_example_noise, str):
-        if per_example_noise == "local":
-            return "local"
-    elif per_example_noise in (False, True):
-        return bool(per_example_noise)
-    raise InputError("per_example_noise", per_example_noise, "False, True (a guide draw per example) or 'local' "
-                     "(the local reparameterisation trick)")
+    if isinstance(estimator, str) and estimator in ESTIMATORS:
+        return estimator
+    raise InputError("estimator", estimator, f"one of {ESTIMATORS}: one guide draw per minibatch, a guide draw "
+                     "per example, or the local reparameterisation trick")
 
 
-def per_example_estimator(per_example_noise):
-    """The loss function (signature of `inference.elbo.annealed_elbo_loss`) of a `PER_EXAMPLE_NOISE` value."""
-    mode = per_example_mode(per_example_noise)
-    return {False: annealed_elbo_loss, True: per_example_elbo_loss, "local": local_reparam_elbo_loss}[mode]
+def estimator_loss(estimator):
+    """The loss function (signature of `inference.elbo.annealed_elbo_loss`) of an `ESTIMATORS` value."""
+    return {"standard": annealed_elbo_loss, "per_example": per_example_elbo_loss,
+            "local": local_reparam_elbo_loss}[check_estimator(estimator)]

@@ -10,6 +10,7 @@ way; the per-draw functions are shared. Code that needs one kind tests ``isinsta
 from __future__ import annotations
 
 import abc
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +30,9 @@ from inference.validation import (
     num_latent,
     site_mismatch,
 )
-from models import structure
 from models.errors import ArgumentTypeError, InputError
 from models.prng import flat_key
+from models.value_key import Static
 
 if TYPE_CHECKING:
     from models.bridge import BNN
@@ -207,15 +208,12 @@ class Posterior(abc.ABC):
             check_memory("num_samples", num_samples, 4.0 * total * x.shape[0] * width,
                          f"the per-draw output ({total}, {x.shape[0]}, {width}) float32")
         args = tuple(jax.device_put(a) for a in ((x,) if y is None else (x, y)))  # on the device once, not per chunk
-        # apply(draws, state, *args): the network state is an argument, not a captured constant, so the
-        # compiled function depends only on the model's structure and the shapes, never on this Posterior's
-        # contents; it is shared by every Posterior of a structurally equal model (`models.structure.cached`)
-        in_axes = (0,) + (None,) * (len(args) + 1)
-        apply = structure.cached("posterior apply", (fn, len(args)), lambda: jax.jit(
-            jax.vmap(lambda params, state, *a: fn(params, *a, state=state), in_axes=in_axes)))
+        # the network state is an argument, not a captured constant, so the compiled function depends only on
+        # `fn` (a static argument compared by its value key, `models.value_key`) and the shapes, never on this
+        # Posterior's contents; it is shared by every Posterior of an equal model
         reducer = None
         for start, chunk, n, total in self._draw_chunks(num_samples, seed, chunk_size, draws):
-            values = np.asarray(apply(chunk, self.state, *args))[:n]
+            values = np.asarray(_apply_draws(Static(fn), chunk, self.state, *args))[:n]
             if reducer is None:  # the output's shape and dtype are the first chunk's
                 reducer = reductions[reduce](total, values)
             reducer.add(start, values)
@@ -359,19 +357,9 @@ class SVIPosterior(Posterior):
         """{site: (keep, ...)} the first `keep` (default all) of `num_samples` guide draws with `key` (the same
         numbers whatever `keep`: the sampler always draws `num_samples`, and the first `keep` are cut on the
         host, so one compiled sampler serves every `keep`); the jitted sampler is shared by every Posterior
-        whose guide has the same structure (`models.structure.cached`)."""
-        names, guide = self.site_names, self.guide
-        shape = (1,) + tuple(self.feature_shape)
-        num_samples = int(num_samples)
-
-        def build():
-            def sample(key, params):
-                out = guide.sample_posterior(flat_key(key), params, jnp.zeros(shape), sample_shape=(num_samples,))
-                return {k: out[k] for k in names}
-
-            return jax.jit(sample)
-
-        draws = structure.cached("posterior draws", (guide, tuple(names), shape, num_samples), build)(key, self.params)
+        whose guide is equal (a static argument compared by its value key, `models.value_key`)."""
+        draws = _guide_draws(Static(self.guide), tuple(self.site_names), (1,) + tuple(self.feature_shape),
+                             int(num_samples), key, self.params)
         if keep is None or int(keep) >= num_samples:
             return draws
         # on the host: slicing a device array op by op would compile one small program per shape
@@ -512,3 +500,16 @@ class _LogMeanExp:
 
 PREDICT_REDUCTIONS = {None: _Stack, "mean": _Mean}
 LOG_LIKELIHOOD_REDUCTIONS = {**PREDICT_REDUCTIONS, "log_mean_exp": _LogMeanExp}
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _apply_draws(fn: Static, draws: dict, state, *args):
+    """``fn.obj(params, *args, state=state)`` of every draw: (S, ...) for draws {site: (S, ...)}."""
+    return jax.vmap(lambda params: fn.obj(params, *args, state=state))(draws)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _guide_draws(guide: Static, names: tuple, shape: tuple, num_samples: int, key, params) -> dict:
+    """{site: (num_samples, ...)} of the guide ``guide.obj`` at `params` with `key`, for inputs of `shape`."""
+    out = guide.obj.sample_posterior(flat_key(key), params, jnp.zeros(shape), sample_shape=(num_samples,))
+    return {k: out[k] for k in names}

@@ -28,6 +28,7 @@ from inference.guide_base import BNNGuide
 from inference.sites import constrain
 from models.prng import normal_draws
 from models.errors import InputError
+from models.value_key import value_key
 
 
 class SiteGuide(BNNGuide):
@@ -54,6 +55,15 @@ class SiteGuide(BNNGuide):
         self.default = default
         self.patterns_arg = patterns_arg
         self.assignment: dict[str, Family] | None = None  # {site: Family} after setup
+
+    def __value_key__(self):
+        """The guide as a value (`models.value_key`): its {pattern: family} map and default family (frozen
+        dataclasses, compared by their fields), its model's key, prefix and site shapes; None (identity) for a
+        subclass, which may compute more than these say."""
+        if type(self) is not SiteGuide:
+            return None
+        families = tuple((pattern, value_key(family)) for pattern, family in self.families.items())
+        return (families, value_key(self.default), self.setup_key())
 
     def check_sites(self) -> None:
         """Assign a family to every site; refuse unmatched patterns and, with no default, uncovered sites."""

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from numpyro.distributions import biject_to
 
 from inference.data_args import as_arrays
-from inference.fit import guide_param_init
+from inference.svi import guide_param_init
 from inference.joint_gaussian import JointGaussian
 from models.errors import InputError
 

@@ -29,6 +29,7 @@ from numpyro.distributions import biject_to
 
 from models import likelihoods as likelihoods_lib
 from models import structure
+from models.value_key import Identity, frozen
 from models import priors as priors_lib
 from models.prng import flat_key
 from models.errors import InputError
@@ -94,6 +95,9 @@ class BNN:
         self.origin = origin
         self.arguments: dict | None = None
         self.data_identity: dict | None = None
+        # what built this model, as a value (`models.value_key`): set by ``zoo.get`` to (the entry's build
+        # function, its arguments, the data set); None for a model built by hand (keyed by identity)
+        self.build_key: tuple | None = None
         # the input shape the model was built for (set by zoo.get); fit, nuts, predict and score check data against it
         self.feature_shape: tuple | None = None
         self._sites_cache: dict = {}
@@ -251,6 +255,15 @@ class BNN:
         function, the prior and the likelihood. The name, origin and caches do not change what it computes."""
         return (self.network_fn, self.prior, self.likelihood)
 
+    def __value_key__(self):
+        """This model's value key (`models.value_key`), or None (keyed by identity) unless ``zoo.get`` built it:
+        the entry's build function, every argument, the data set it was built on (``build_key``), the prior's
+        and the likelihood's specs (the very objects when they have none: they may have been replaced after
+        the build) and the feature shape."""
+        if self.build_key is None:
+            return None
+        return (self.build_key, _spec_key(self.prior), _spec_key(self.likelihood), frozen(self.feature_shape))
+
     # ----- checkpoints -----------------------------------------------------------------------
     @property
     def spec(self) -> dict:
@@ -294,6 +307,13 @@ def unconstrain(site_priors: dict, values: dict) -> dict:
 def constrain(site_priors: dict, values: dict) -> dict:
     """Map unconstrained values to each site's support (sites not in `site_priors` pass through)."""
     return {k: biject_to(site_priors[k].support)(v) if k in site_priors else v for k, v in values.items()}
+
+
+def _spec_key(part):
+    """A prior's or likelihood's value key: its JSON ``spec`` (complete by contract: checkpoints rebuild the part
+    from it) and its type, or the object itself (`models.value_key.Identity`) when it has none."""
+    spec = getattr(part, "spec", None)
+    return (frozen(spec), type(part).__qualname__) if spec is not None else Identity(part)
 
 
 def _is_seed_zero_key(key) -> bool:

@@ -17,11 +17,12 @@ from values, not from object identity:
   less shared; `structure_key_and_refs` also returns the objects keyed by identity so that a cache holding them keeps their
   ids from being reused.
 
-`cached(kind, parts, build)` is the process-wide cache built on these keys: `inference.fit`, `inference.nuts`,
-`Posterior.predict` and a `BNN`'s Haiku initialiser keep their jitted functions in it, so that a second fit
-with another guide instance of the same kind, another `zoo.get` of the same entry or another seed reuses the
-compiled code. An entry also holds the objects its key names by identity. At most `MAX_ENTRIES` entries are
-kept (least recently used evicted).
+`cached(kind, parts, build)` is the process-wide cache built on these keys: `inference.nuts`, a `BNN`'s
+Haiku initialiser and a few analyses (`zoo.experiments.analysis.elbo_gradients`, `evals.elbo_draws`,
+`zoo.experiments.analysis.diversity`) keep
+their jitted functions in it. `inference.fit`, `Posterior.predict` and the collapse check use explicit value
+keys instead (`models.value_key`, `inference.svi`). An entry also holds the objects its key names by identity.
+At most `MAX_ENTRIES` entries are kept (least recently used evicted).
 """
 
 from __future__ import annotations

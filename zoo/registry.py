@@ -26,6 +26,7 @@ from inference.validation import (as_array, check_inputs, check_num_classes, che
 from models import priors
 from models.bridge import BNN
 from models.errors import ArgumentTypeError, InputError
+from models.value_key import Identity, frozen
 from zoo.data.registry import DATASETS, register_data  # noqa: F401  (zoo.registry.register_data, as before)
 from zoo.entry_identity import set_entry_identity
 
@@ -139,6 +140,9 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
         config.pop("data")
     model.origin = _json_copy(config)  # the model knows the entry that built it (checkpoints store it)
     set_entry_identity(model, s.build, kwargs, train, data_name, data_kwargs)  # compared when a checkpoint loads
+    # the model as a value (`models.value_key`): another zoo.get with equal arguments reuses its compiled code
+    model.build_key = (Identity(s.build), frozen(kwargs), frozen(data_name), frozen(dict(data_kwargs or {})),
+                       frozen(model.data_identity))
     return Entry(name, model, train, test, config, s.description)
 
 

@@ -63,7 +63,7 @@ def test_local_estimator_has_lower_gradient_variance_on_one_minibatch(k_tied_fit
     e, post = k_tied_fit
     names = [f"mlp/~/linear_{i}/w_auto_{p}" for i in (0, 1) for p in ("u", "v")]
     kw = dict(batch_size=8, num_batches=10, seed=1, names=names, same_batch=True)  # the other test's compile
-    weight, local = elbo_gradients(post, e.train, **kw), elbo_gradients(post, e.train, per_example_noise="local", **kw)
+    weight, local = elbo_gradients(post, e.train, **kw), elbo_gradients(post, e.train, estimator="local", **kw)
     ratios = [local[n].var(0).sum() / weight[n].var(0).sum() for n in names]
     # 10 draws estimate a variance to ~45 %: each ratio well below 1, and their mean (0.31 measured) below 0.5
     assert max(ratios) < 0.75 and np.mean(ratios) < 0.5, ratios

@@ -96,15 +96,16 @@ def test_variance_parameters_get_their_own_adam_rate():
 
 def test_noise_per_example_by_method():
     """The quick setting's estimator: the local trick on every stochastic row (the all-4-layer rows too: their
-    dense layers), never on the point estimate; weight draws per example (True) skip the all-4-layer rows."""
+    dense layers), never on the point estimate; weight draws per example skip the all-4-layer rows."""
     from zoo.experiments.reproduce.variance_networks_train import TABLE1, TABLE2, per_example
 
-    assert QUICK.per_example_noise == "local"
-    assert [per_example(QUICK, m) for m in TABLE1] == [False] + ["local"] * 6
+    assert QUICK.estimator == "local"
+    assert [per_example(QUICK, m) for m in TABLE1] == ["standard"] + ["local"] * 6
     assert per_example(QUICK, TABLE2["additive"]) == "local"
-    weights = replace(QUICK, per_example_noise=True, batch_norm=False)
-    assert [per_example(weights, m) for m in TABLE1] == [False, True, True, False, True, False, True]
-    with pytest.raises(InputError, match="per_example_noise"):  # the vmap over examples has no batch statistics
+    weights = replace(QUICK, estimator="per_example", batch_norm=False)
+    S, P = "standard", "per_example"
+    assert [per_example(weights, m) for m in TABLE1] == [S, P, P, S, P, S, P]
+    with pytest.raises(InputError, match="estimator"):  # the vmap over examples has no batch statistics
         per_example(replace(weights, batch_norm=True), TABLE1[4])
 
 

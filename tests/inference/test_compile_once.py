@@ -22,12 +22,15 @@ def _count(event, seconds, **kwargs):
 monitoring.register_event_duration_secs_listener(_count)
 
 
-def _entry():
-    return zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.1})
+def _entry(**kw):
+    return zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.1}, **kw)
+
+
+ADAM = optax.adam(1.5e-3)
 
 
 def _fit(entry, guide=None, data=None, **kw):
-    kw = {"steps": 30, "batch_size": 32, "progress": False, "chunk_size": 20, "optimizer": optax.adam(1.5e-3), **kw}
+    kw = {"steps": 30, "batch_size": 32, "progress": False, "chunk_size": 20, "optimizer": ADAM, **kw}
     guide = inference.mean_field(entry.model) if guide is None else guide
     return inference.fit(entry.model, guide, entry.train if data is None else data, **kw)
 
@@ -38,29 +41,33 @@ def test_a_second_fit_of_the_same_structure_compiles_nothing():
     shifted = (entry.train.x + np.float32(0.25), entry.train.y[::-1].copy())  # other data, same shape
     before = len(COMPILES)
     runs = [_fit(entry, seed=1), _fit(entry, data=shifted, seed=2), _fit(entry, steps=75, seed=3),
-            _fit(entry, steps=3, kl_warmup=10, seed=4)]
+            _fit(entry, steps=3, kl_warmup=10, seed=4), _fit(entry, steps=20, temperature=0.5, seed=5)]
     assert len(COMPILES) == before, f"{len(COMPILES) - before} compiles on structurally equal fits"
     assert first.info.traces in (0, 1) and all(r.info.traces == 0 for r in runs)
-    assert [len(r.losses) for r in runs] == [30, 30, 75, 3]
+    assert [len(r.losses) for r in runs] == [30, 30, 75, 3, 20]
     assert not np.allclose(runs[0].losses, runs[1].losses)  # the data really were the new data
 
 
-def test_an_optimiser_whose_schedule_rewrites_itself_compiles_once():
-    # optax's cosine_decay_schedule turns an int decay_steps into a float on its first call (while the first fit
-    # is traced): the second fit with the very same optimiser object must still reuse the compiled update
-    optimizer = optax.adam(optax.cosine_decay_schedule(1e-2, 40, alpha=0.01))
-    _fit(_entry(), optimizer=optimizer, seed=0)
+def test_optimisers_are_values_and_a_users_schedule_function_is_not():
+    from models.value_key import value_key
+
+    assert value_key(inference.default_optimizer(40)) == value_key(inference.default_optimizer(40)) != \
+        value_key(inference.default_optimizer(41))
+    _fit(_entry(), optimizer=inference.default_optimizer(40), seed=0)
+    _fit(_entry(), seed=0)
     before = len(COMPILES)
-    post = _fit(_entry(), optimizer=optimizer, seed=1)
-    again = _fit(_entry(), optimizer=optax.adam(optax.cosine_decay_schedule(1e-2, 40, alpha=0.01)), seed=2)  # fresh
-    assert COMPILES[before:] == [] and post.info.traces == 0 and again.info.traces == 0
+    runs = [_fit(_entry(), optimizer=inference.default_optimizer(40), seed=1),  # another object, equal arguments
+            _fit(_entry(), optimizer=optax.adam(1.5e-3), seed=2)]  # another optax object, the same arguments
+    assert COMPILES[before:] == [] and [r.info.traces for r in runs] == [0, 0]
+    # a schedule the user wrote is keyed by identity: another function object, another compile (never a stale hit)
+    own = [_fit(_entry(), optimizer=optax.adam(lambda t: 1.5e-3), seed=3) for _ in range(2)]
+    assert [r.info.traces for r in own] == [1, 1]
+    np.testing.assert_array_equal(own[0].losses, _fit(_entry(), seed=3).losses)  # the same numbers as ADAM's
 
 
-def test_a_reused_compiled_fit_gives_the_result_of_a_fresh_compile():
-    from models import structure
-
+def test_a_recompiled_fit_gives_the_result_of_the_first_compile():
     a = _fit(_entry(), seed=7, steps=25)
-    structure.clear_cache()
+    jax.clear_caches()
     b = _fit(_entry(), seed=7, steps=25)  # compiled afresh
     c = _fit(_entry(), seed=7, steps=25)  # reuses b's
     assert b.info.traces == 1 and c.info.traces == 0
@@ -70,18 +77,58 @@ def test_a_reused_compiled_fit_gives_the_result_of_a_fresh_compile():
         np.testing.assert_array_equal(b.params[k], c.params[k])
 
 
-@pytest.mark.parametrize("change", ["optimizer", "guide", "network", "num_particles"])
+def test_value_keys_see_every_setting_of_the_computation():
+    """The key of a fit's program (`inference.svi.Program`) changes with whatever the computation depends on:
+    no setting of the model, the guide or the fit can reuse another's compiled code."""
+    import models
+    from inference.svi import Program
+
+    def program(entry=None, guide=None, optimizer=ADAM, **kw):
+        entry = _entry() if entry is None else entry
+        guide = inference.mean_field(entry.model) if guide is None else guide
+        guide.setup(entry.train.x[:4])
+        return Program(entry.model, guide, optimizer, kw.pop("n_data", 160), **kw)
+
+    base = program()
+    assert program() == base and hash(program()) == hash(base)
+    assert program(optimizer=optax.adam(1.5e-3)) == base  # optax's closures by their code and arguments
+    changed = {
+        "prior scale": program(_entry(prior_scale=2.0)), "prior kind": program(_entry(prior="cauchy")),
+        "width": program(zoo.get("mlp", data="two_moons", hidden=(6,), data_kwargs={"n": 160, "noise": 0.1})),
+        "activation": program(_entry(activation="tanh")),
+        "data set": program(zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.2})),
+        "guide init scale": program(guide=inference.mean_field(_entry().model, init_scale=0.05)),
+        "guide kind": program(guide=inference.k_tied(_entry().model, k=2)),
+        "learning rate": program(optimizer=optax.adam(2e-3)), "optimizer kind": program(optimizer=optax.sgd(1.5e-3)),
+        "user's schedule": program(optimizer=optax.adam(lambda t: 1.5e-3)), "n_data": program(n_data=161),
+        "particles": program(num_particles=2), "estimator": program(estimator="local"),
+    }
+    for what, other in changed.items():
+        assert other != base, what
+    entry = _entry()
+    entry.model.likelihood = models.likelihoods.categorical()  # replaced after the build: its spec is compared
+    assert program(entry) == base
+    entry.model.prior = models.priors.normal(3.0)
+    assert program(entry) != base
+    network = lambda x: __import__("haiku").Linear(2)(x)  # noqa: E731
+    hand, other_hand = models.bnn(network), models.bnn(network)  # built by hand: no value, keyed by identity
+    of = lambda model, guide: program(entry=type("E", (), {"model": model, "train": entry.train}), guide=guide)  # noqa: E731
+    assert of(hand, inference.mean_field(hand)) == of(hand, inference.mean_field(hand))  # the same model object
+    assert of(hand, inference.mean_field(hand)) != of(other_hand, inference.mean_field(other_hand))
+
+
+@pytest.mark.parametrize("change", ["prior", "guide", "network", "num_particles"])
 def test_what_changes_the_computation_compiles_again(change):
     _fit(_entry(), seed=0)
-    entry = _entry()
-    kw = {"optimizer": {"optimizer": optax.adam(3e-3)}, "num_particles": {"num_particles": 2}}.get(change, {})
+    entry = {"prior": lambda: _entry(prior_scale=0.5), "network": lambda: _entry(activation="tanh")}.get(
+        change, _entry)()
+    kw = {"num_particles": {"num_particles": 2}}.get(change, {})
     if change == "guide":
         kw["guide"] = inference.mean_field(entry.model, init_scale=0.05)
-    if change == "network":
-        entry = zoo.get("mlp", data="two_moons", hidden=(5,), activation="tanh", data_kwargs={"n": 160, "noise": 0.1})
     before = len(COMPILES)
     post = _fit(entry, **kw)
     assert len(COMPILES) > before and post.info.traces == 1
+    assert not np.array_equal(post.losses, _fit(_entry(), seed=0).losses)  # the new computation's numbers
 
 
 def test_predictions_of_another_posterior_of_the_same_structure_compile_nothing():

@@ -7,7 +7,8 @@ import inference
 import zoo
 from inference.elbo import elbo_terms
 from inference.families import DEFAULT_SCALE_CAP, fan_in
-from inference.fit import constrain_params, guide_param_init, minibatch_indices
+from inference.fit import minibatch_indices
+from inference.svi import constrain as constrain_params, guide_param_init
 from inference.run_info import FitInfo
 
 

@@ -32,9 +32,12 @@ def entry():
     return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
 
 
+ADAM = optax.adam(1e-2)  # one object: fits with it share their compiled update (keyed by identity)
+
+
 def _fit(entry, **kw):
     return inference.fit(entry.model, inference.mean_field(entry.model), entry.train,
-                         **{**SETTINGS, "optimizer": optax.adam(1e-2), **kw})
+                         **{**SETTINGS, "optimizer": ADAM, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def no_training(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("fit started work before checking its checkpoint_dir")
 
-    monkeypatch.setattr(FIT, "compiled_fit", refuse)
+    monkeypatch.setattr(FIT, "start_state", refuse)
 
 
 def _same(a, b):
@@ -84,7 +87,7 @@ def test_a_posterior_and_a_fit_state_are_never_written_over_each_other(entry, re
     _fit(entry, checkpoint_dir=state_dir, steps=10)
     assert json.loads((state_dir / "MANIFEST.json").read_text())["kind"] == "fit state"
     with monkeypatch.context() as m:
-        m.setattr(FIT, "compiled_fit", lambda *a, **k: pytest.fail("trained before refusing"))
+        m.setattr(FIT, "start_state", lambda *a, **k: pytest.fail("trained before refusing"))
         for resume in (False, True):
             with pytest.raises(FolderNotOwnedError, match="checkpoint_dir: .*it holds a posterior saved by bnn-zoo, "
                                                           "which a fit state would replace"):

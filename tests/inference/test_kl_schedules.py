@@ -33,8 +33,11 @@ def test_bad_schedules_are_refused(bad, named):
         bad()
 
 
+SGD = optax.sgd(0.0)  # one object: fits with it share their compiled update (keyed by identity)
+
+
 def _fit(entry, **kw):
-    kw = {"steps": 6, "batch_size": 32, "chunk_size": 4, "seed": 2, "progress": False, "optimizer": optax.sgd(0.0),
+    kw = {"steps": 6, "batch_size": 32, "chunk_size": 4, "seed": 2, "progress": False, "optimizer": SGD,
           **kw}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a fit that cannot move (rate 0) may read as collapsed

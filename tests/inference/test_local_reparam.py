@@ -11,9 +11,9 @@ import inference
 import zoo
 from inference.dropout import binary_dropout
 from inference.elbo import annealed_elbo_loss
-from inference.fit import constrain_params, guide_param_init
+from inference.svi import constrain as constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
-from inference.per_example import per_example_elbo_loss, per_example_estimator
+from inference.per_example import per_example_elbo_loss, estimator_loss
 from models.errors import InputError
 from models.local_reparam import (FlipoutRule, GaussianRule, KTiedRule, dropout_preactivation, flipout_output,
                                   gaussian_preactivation, k_tied_preactivation, local_noise)
@@ -123,17 +123,17 @@ def test_rules_cover_the_dense_gaussian_and_dropout_sites_only(setup):
         assert kinds == dict.fromkeys(["mlp/linear_0", "mlp/linear_1"], KTiedRule if cap is None else GaussianRule)
     point = inference.point_estimate(e.model)
     pu, pc, _ = guide_param_init(point, jax.random.PRNGKey(0), x, y, len(e.train.y))
-    with pytest.raises(InputError, match="per_example_noise"):
+    with pytest.raises(InputError, match="estimator"):
         local_reparam_elbo_loss(jax.random.PRNGKey(0), constrain_params(pu, pc), e.model, point, 1.0, 1, x, y, 100)
-    with pytest.raises(InputError, match="per_example_noise"):
-        per_example_estimator("weights please")
+    with pytest.raises(InputError, match="estimator"):
+        estimator_loss("weights please")
 
 
 def test_fit_passes_local_through(setup):
     e, *_ = setup
     guide = inference.zero_mean(e.model, variance_sites=SITE)
     post = inference.fit(e.model, guide, e.train, steps=10, batch_size=16, progress=False, chunk_size=10,
-                         per_example_noise="local")
+                         estimator="local")
     assert np.all(np.isfinite(post.losses)) and len(post.losses) == 10
     assert post.info.traces == 1
 

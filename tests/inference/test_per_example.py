@@ -7,7 +7,7 @@ import pytest
 import inference
 import zoo
 from inference.elbo import annealed_elbo_loss
-from inference.fit import constrain_params, guide_param_init
+from inference.svi import constrain as constrain_params, guide_param_init
 from inference.per_example import per_example_elbo_loss
 from models.errors import InputError
 
@@ -51,7 +51,7 @@ def test_same_objective_lower_gradient_variance(setup):
 
 def test_refuses_mutable_state(setup):
     e, guide, x, y, params_u, constraints = setup
-    with pytest.raises(InputError, match="per_example_noise"):
+    with pytest.raises(InputError, match="estimator"):
         per_example_elbo_loss(jax.random.PRNGKey(0), constrain_params(params_u, constraints), e.model, guide, 1.0,
                               1, x, y, 100, mutable={"state": {}})
 
@@ -60,24 +60,31 @@ def test_fit_passes_it_through(setup):
     e, *_ = setup
     guide = inference.zero_mean(e.model, variance_sites=SITE)
     post = inference.fit(e.model, guide, e.train, steps=20, batch_size=16, progress=False, chunk_size=20,
-                         per_example_noise=True)
+                         estimator="per_example")
     assert np.all(np.isfinite(post.losses)) and len(post.losses) == 20
     assert post.info.traces == 1  # its own compiled update (the cache key holds the estimator)
 
 
-def test_resuming_with_the_other_noise_setting_is_refused(setup, tmp_path):
+def test_resuming_with_another_estimator_is_refused(setup, tmp_path):
     import optax
 
     from inference.fit_state import check_identity, run_identity
     from models.errors import CheckpointError
 
     e, guide, x, y, *_ = setup
-    ident = {flag: run_identity(e.model, guide, optax.adam(1e-3), x, y, feature_shape=(2,), steps=10, batch_size=4,
+    ident = {name: run_identity(e.model, guide, optax.adam(1e-3), x, y, feature_shape=(2,), steps=10, batch_size=4,
                                 seed=0, kl_warmup=0, num_particles=1, chunk_size=5, init_params=None,
-                                per_example_noise=flag) for flag in (False, True)}
-    with pytest.raises(CheckpointError, match="per_example_noise differs"):
-        check_identity(str(tmp_path), ident[False], ident[True])
-    old = {k: v for k, v in ident[False].items() if k != "per_example_noise"}  # saved before the option existed
-    check_identity(str(tmp_path), old, ident[False])
-    with pytest.raises(CheckpointError, match="per_example_noise differs"):
-        check_identity(str(tmp_path), old, ident[True])
+                                estimator=name) for name in ("standard", "per_example")}
+    with pytest.raises(CheckpointError, match="estimator differs"):
+        check_identity(str(tmp_path), ident["standard"], ident["per_example"])
+    old = {k: v for k, v in ident["standard"].items() if k != "estimator"}  # saved before the option existed
+    check_identity(str(tmp_path), old, ident["standard"])
+    with pytest.raises(CheckpointError, match="estimator differs"):
+        check_identity(str(tmp_path), old, ident["per_example"])
+
+
+@pytest.mark.parametrize("bad", [True, False, "Local", None, "per-example"])
+def test_a_bad_estimator_is_refused_naming_the_choices(setup, bad):
+    e, guide, *_ = setup
+    with pytest.raises(InputError, match=r"estimator: expected one of \('standard', 'per_example', 'local'\).*got"):
+        inference.fit(e.model, guide, e.train, steps=2, batch_size=16, progress=False, estimator=bad)

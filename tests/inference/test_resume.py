@@ -30,8 +30,11 @@ def _entry():
     return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
 
 
+ADAM = optax.adam(1e-2)  # one object: fits with it share their compiled update (keyed by identity)
+
+
 def _fit(entry, data=None, **kw):
-    kw = {**SETTINGS, "optimizer": optax.adam(1e-2), **kw}
+    kw = {**SETTINGS, "optimizer": ADAM, **kw}
     return inference.fit(entry.model, inference.mean_field(entry.model), entry.train if data is None else data, **kw)
 
 
@@ -55,30 +58,22 @@ def _assert_same_fit(a, b):
 
 
 class _InterruptAfter:
-    """A stand-in progress bar that raises KeyboardInterrupt (as Ctrl-C would) at its `n`-th chunk update."""
+    """A callback (`inference.fit`'s ``callbacks``) that raises KeyboardInterrupt, as Ctrl-C would, after its
+    `n`-th finished chunk (after the built-in checkpointing has seen that chunk)."""
 
     def __init__(self, n):
         self.n, self.chunks = n, 0
 
-    def update(self, count):
-        if count:  # fit first advances the bar by the steps already done (0 on a fresh fit)
-            self.chunks += 1
-            if self.chunks == self.n:
-                raise KeyboardInterrupt
-
-    def set_postfix(self, **kw):
-        pass
-
-    def close(self):
-        pass
+    def on_chunk(self, run):
+        self.chunks += 1
+        if self.chunks == self.n:
+            raise KeyboardInterrupt
 
 
-def test_an_interrupted_fit_resumes_bit_for_bit(entry, reference, tmp_path, monkeypatch):
+def test_an_interrupted_fit_resumes_bit_for_bit(entry, reference, tmp_path):
     state = tmp_path / "state"
-    monkeypatch.setattr(FIT, "_progress", lambda *a: _InterruptAfter(6))
     with pytest.raises(KeyboardInterrupt):
-        _fit(entry, checkpoint_dir=state, checkpoint_every=30)
-    monkeypatch.undo()
+        _fit(entry, checkpoint_dir=state, checkpoint_every=30, callbacks=[_InterruptAfter(5)])
     # saved at step 30 (checkpoint_every) and, on the interruption, at the end of the last finished chunk
     assert saved_step(state) == 50
     assert sorted(os.listdir(state)) == ["MANIFEST.json", "fit_state.json", "fit_state.npz"]
@@ -247,7 +242,7 @@ def test_params_that_do_not_round_trip_are_refused(entry, reference):
         _fit(entry, init_params=broken)
 
 
-def test_a_batch_norm_fit_resumes_with_its_moving_averages(tmp_path, monkeypatch):
+def test_a_batch_norm_fit_resumes_with_its_moving_averages(tmp_path):
     """The model's mutable state (batch-norm moving averages) is part of the saved state: the resumed fit's
     Posterior.state and params equal the uninterrupted fit's."""
     import models
@@ -263,10 +258,8 @@ def test_a_batch_norm_fit_resumes_with_its_moving_averages(tmp_path, monkeypatch
 
     whole = run()
     assert whole.state  # a stateful model
-    monkeypatch.setattr(FIT, "_progress", lambda *a: _InterruptAfter(3))
     with pytest.raises(KeyboardInterrupt):
-        run(checkpoint_dir=tmp_path / "bn")
-    monkeypatch.undo()
+        run(checkpoint_dir=tmp_path / "bn", callbacks=[_InterruptAfter(2)])
     assert saved_step(tmp_path / "bn") == 6
     resumed = run(checkpoint_dir=tmp_path / "bn", resume=True)
     _assert_same_fit(resumed, whole)

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from inference.data_args import check_model_data
-from inference.fit import constrain_params
+from inference.svi import constrain as constrain_params
 from inference.guide_params import guide_constraints
-from inference.per_example import per_example_estimator, per_example_mode
+from inference.per_example import check_estimator, estimator_loss
 from inference.posterior import SVIPosterior
 from inference.validation import check_positive_ints, check_seed
 from models import structure
@@ -22,7 +22,7 @@ __all__ = ["elbo_gradients"]
 
 
 def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int = 10, seed: int = 0,
-                   names=None, per_example_noise=False, same_batch: bool = False) -> dict:
+                   names=None, estimator="standard", same_batch: bool = False) -> dict:
     """Gradients of the one-particle negative ELBO (beta 1, temperature 1, the loss of `inference.fit`) with
     respect to the UNCONSTRAINED guide parameters of an SVI `posterior`, at those parameters, on
     `num_batches` minibatches of `data` ((x, y) or a `zoo.data.Dataset`, N examples; the likelihood is
@@ -32,7 +32,7 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
     `seed`; batch_size <= N) with noise key ``fold_in(PRNGKey(seed), t)``; the parameters are the same for
     every minibatch (unlike a training window, where they move between steps).
     names: the parameter names to return (default all). Not for models with mutable (batch-norm) state.
-    per_example_noise: the estimator, as `inference.fit` (False: one guide draw per minibatch; True: one per
+    estimator: as `inference.fit` ("standard": one guide draw per minibatch; "per_example": one per
     example; "local": the local reparameterisation trick). same_batch: every gradient on minibatch 0, with
     its own noise key, so that the spread is the estimator's noise alone (e.g. to compare estimators'
     gradient variances on one batch).
@@ -43,7 +43,7 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
         raise InputError("posterior", f"<{type(posterior).__name__}>", "an inference.SVIPosterior")
     check_positive_ints(batch_size=batch_size, num_batches=num_batches)
     check_seed(seed)
-    elbo_loss = per_example_estimator(per_example_noise)
+    elbo_loss = estimator_loss(estimator)
     x, y = (data.x, data.y) if hasattr(data, "x") else data
     x, y = check_model_data(posterior.model, x, y, arg="data", feature_shape=posterior.feature_shape)
     n = x.shape[0]
@@ -65,7 +65,7 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
         return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0)))
 
     fn = structure.cached("elbo gradients", (model, guide, x.shape, int(batch_size), int(num_batches),
-                                             per_example_mode(per_example_noise)), build)
+                                             check_estimator(estimator)), build)
     rng = np.random.default_rng(seed)
     perm = np.stack([rng.permutation(n)[:batch_size] for _ in range(1 if same_batch else num_batches)])
     perm = np.broadcast_to(perm, (num_batches, batch_size))

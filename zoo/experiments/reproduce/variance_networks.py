@@ -55,11 +55,11 @@ class VarianceNetworksSettings:
     test points); log10_kappa_0: the paper's threshold at its N = 60,000 (the job scales it to the training part:
     `variance_networks_train.log10_kappa_threshold`, + log10(N / 60,000)); kappa_thresholds: log10 thresholds of
     Fig. 5 (the scaled kappa_0 is added); seeds: one run of everything per seed;
-    per_example_noise: noise per example in the stochastic layers (`inference.fit`'s option): "local", the paper's
+    estimator: noise per example in the stochastic layers (`inference.fit`'s option): "local", the paper's
     local reparameterisation trick on the dense layers (appendix A: "epsilon is sampled independently for each
-    object") and Flipout on the convolution kernels (`inference.local_reparam`; batch norm works with it); True, a weight draw per example
+    object") and Flipout on the convolution kernels (`inference.local_reparam`; batch norm works with it); "per_example", a weight draw per example
     (`inference.per_example`: the same expected log-likelihood, a vmap over the examples; refused with batch
-    norm); False, one draw per minibatch;
+    norm); "standard", one draw per minibatch;
     methods: labels of the Table 1-2 rows to train (None: all nine); the point estimate, binary dropout and the
     dense1 layer-wise row always run (the attacks use them), a finding whose rows were not trained says "not run"
     (smoke tests train three structures instead of nine);
@@ -92,7 +92,7 @@ class VarianceNetworksSettings:
     log10_kappa_0: float = 1.5
     kappa_thresholds: tuple = (-math.inf, -6.0, -4.0, -3.0, -2.0, -1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
     seeds: tuple = (0,)
-    per_example_noise: bool | str = "local"
+    estimator: str = "local"
     methods: tuple | None = None
     data_path: str | None = None
 

@@ -175,25 +175,25 @@ def mean_log_alpha(post, method: Method) -> float:
 
 
 def per_example(settings, method: Method):
-    """``fit``'s ``per_example_noise`` for ``method``: False for the point estimate; ``settings.per_example_noise``
-    otherwise, except that a weight draw per example (True) is not used for the all-4-layer rows (per-example
-    convolution kernels: 816 s for one quick fit on the loaded 2-core machine, vs ~60-150 s for a dense1 row).
-    "local" (the local reparameterisation trick, `inference.local_reparam`) reparameterises the dense layers
-    and keeps one draw per minibatch for the convolution kernels. A weight draw per example with
+    """``fit``'s ``estimator`` for ``method``: "standard" for the point estimate; ``settings.estimator``
+    otherwise, except that a weight draw per example ("per_example") is not used for the all-4-layer rows
+    (per-example convolution kernels: 816 s for one quick fit on the loaded 2-core machine, vs ~60-150 s for a
+    dense1 row). "local" (the local reparameterisation trick, `inference.local_reparam`) reparameterises the
+    dense layers and keeps one draw per minibatch for the convolution kernels. A weight draw per example with
     ``settings.batch_norm`` is refused (InputError): its vmap over the examples has no minibatch statistics."""
-    if settings.per_example_noise is True and settings.batch_norm:
-        raise InputError("per_example_noise", True, "'local' or False when batch_norm is on (a weight draw per "
+    if settings.estimator == "per_example" and settings.batch_norm:
+        raise InputError("estimator", "per_example", "'local' or 'standard' when batch_norm is on (a weight draw per "
                          "example runs each example alone: batch norm has no minibatch statistics there)")
-    if method.guide == "point_estimate" or (settings.per_example_noise is True and method.sites == ALL_WEIGHTS):
-        return False
-    return settings.per_example_noise
+    if method.guide == "point_estimate" or (settings.estimator == "per_example" and method.sites == ALL_WEIGHTS):
+        return "standard"
+    return settings.estimator
 
 
 def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, curve: bool = False,
                learning_rate: float | None = None, activation: str | None = None):
     """Train ``method`` for ``settings.epochs`` epochs in one fit (`optimizer_of` at ``learning_rate``, default
     ``settings.learning_rate``) on the training part of the training set (`split_validation`: the last
-    ``settings.validation_fraction`` is held out); with ``settings.per_example_noise`` its stochastic dense layers
+    ``settings.validation_fraction`` is held out); with ``settings.estimator`` its stochastic dense layers
     get independent noise per example (`per_example`: the paper's local reparameterisation trick, appendix A).
     ``activation`` replaces ``settings.activation`` (the per-epoch kappa run's softplus).
 
@@ -234,7 +234,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
     post = inference.fit(e.model, guide, e.train, steps=settings.epochs * per_epoch, batch_size=settings.batch_size,
                          optimizer=optimizer_of(settings, rate), seed=seed, progress=False, chunk_size=per_epoch,
                          on_chunk=record if curve else None,
-                         per_example_noise=per_example(settings, method))
+                         estimator=per_example(settings, method))
     assert isinstance(post.info, inference.FitInfo) and post.losses is not None  # fit records both
     row = {"method": method.label, "seed": seed, "learning_rate": rate, **scores(settings, post, e.test, seed,
                                                                                   validation),
