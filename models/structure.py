@@ -18,7 +18,7 @@ from values, not from object identity:
   ids from being reused.
 
 `cached(kind, parts, build)` is the process-wide cache built on these keys: `inference.nuts`, a `BNN`'s
-Haiku initialiser and a few analyses (`zoo.experiments.analysis.elbo_gradients`, `evals.elbo_draws`,
+Haiku initialiser and a few analyses (`zoo.experiments.analysis.elbo_gradients`, `zoo.experiments.analysis.elbo_draws`,
 `zoo.experiments.analysis.diversity`) keep
 their jitted functions in it. `inference.fit`, `Posterior.predict` and the collapse check use explicit value
 keys instead (`models.value_key`, `inference.svi`). An entry also holds the objects its key names by identity.
