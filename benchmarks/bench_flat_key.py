@@ -1,4 +1,4 @@
-"""Compile time of random draws: JAX's threefry key against `models.prng.flat_key`, interleaved in one process.
+"""Compile time of random draws: JAX's threefry key against `base.prng.flat_key`, interleaved in one process.
 
     python benchmarks/bench_flat_key.py [--repeats 3]
 
@@ -21,7 +21,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from models.prng import flat_key  # noqa: E402
+from base.prng import flat_key  # noqa: E402
 
 
 def compile_seconds(fn, *args):

@@ -1,13 +1,13 @@
 """Compile seconds of the scanned SVI update, and compile seconds and run time of a guide's draws, before and
-after `models.prng`'s draw rule (persistent compilation cache off).
+after `base.prng`'s draw rule (persistent compilation cache off).
 
   update:  ``inference.fit``'s compiled chunk (500 steps, `inference.svi.run_chunk`) for the digits MLP 64-64 and
            the tiny ResNet-18 of the architecture tests (width 1/32, one block per stage, 8x8x3 inputs; 38 sites),
            mean-field guide, lowered and compiled (``jax.jit(...).lower(...).compile()``), in a fresh process each
   draws:   every site's standard normal draw of a network in one program, three ways, in one process (each
            compiled once, then timed in a 200-step scan, interleaved rounds): one ``jax.random.normal`` per site
-           (per_site); `models.prng.normal_draws` as it was before (before: every site in ONE hash, JAX's own
-           threefry with a key per value); `models.prng.normal_draws` now (now: the small sites so, each
+           (per_site); `base.prng.normal_draws` as it was before (before: every site in ONE hash, JAX's own
+           threefry with a key per value); `base.prng.normal_draws` now (now: the small sites so, each
            large site alone by `jax.random.normal`). All three give the same numbers (checked).
            Networks: the tiny ResNet-18 (38 small sites) and the MLP 784-400-400-10 (two weights of 160k+ values).
 
@@ -28,7 +28,7 @@ import json, math, sys, time
 import jax, jax.numpy as jnp, numpy as np, optax, importlib
 import inference, zoo
 from functools import partial
-from models.prng import flat_key, normal_draws
+from base.prng import flat_key, normal_draws
 fit = importlib.import_module("inference.fit")
 from inference import svi
 site_guide = importlib.import_module("inference.site_guide")

@@ -44,7 +44,7 @@ def elbo_terms_fn(model, guide, x, y, num_draws: int, seed: int = 0):
     import jax
 
     from inference.elbo import elbo_terms
-    from models.prng import flat_key
+    from base.prng import flat_key
 
     n = int(x.shape[0])
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(seed), s))(np.arange(num_draws))

@@ -45,7 +45,7 @@ import optax
 import compare_peers
 import inference
 import zoo
-from models.errors import ZooError
+from base.errors import ZooError
 
 COLUMNS = ("network", "batch", "row", "ms_per_step", "ms_min", "ms_max", "steps_per_s", "ratio", "ratio_min",
            "ratio_max", "ratio_to")

@@ -42,7 +42,7 @@ from evals.gaussians import (
     wasserstein2_gaussians,
 )
 from evals.scoring import member_predictions
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 __all__ = ["compare", "chain_draws", "flat_draws", "to_inference_data", "plot_weights", "plot_predictions"]
 
@@ -164,7 +164,7 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
 
     Args:
       a, b: `inference.Posterior` (SVI or MCMC) or ``az.InferenceData`` with a posterior group.
-      data: optional `inference.data.Dataset` or (x, y) / (x, None) for the function-space rows.
+      data: optional `base.data.Dataset` or (x, y) / (x, None) for the function-space rows.
       sites: site names (or their ArviZ names, `inference.arviz_name`) to compare (default: those both
         posteriors have, in a's order).
       num_samples: draws taken from an SVI posterior and for the predictive; seed: their seed.

@@ -9,8 +9,8 @@ import os
 import numpy as np
 
 from evals.corruptions import CORRUPTIONS, SEVERITIES, corrupt
-from inference import validation
-from models.errors import ArgumentTypeError, InputError
+from base import validation
+from base.errors import ArgumentTypeError, InputError
 
 DESCRIPTION = "Draw every corruption type x severity for one image (a PNG grid)."
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 import scipy.optimize
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = [
     "JITTER",

@@ -16,10 +16,10 @@ Shapes: ``member_probs`` (S, N, C) are per-draw (or per-member) probabilities; `
 averaged predictive probabilities (the mean over S of member_probs: average probabilities, never logits);
 ``y`` (N,) integer labels.
 
-Every metric checks its arguments first (`inference.validation`): probabilities finite, non-negative and
+Every metric checks its arguments first (`base.validation`): probabilities finite, non-negative and
 summing to 1 over classes within `PROBABILITY_ATOL` (the message names the worst row), labels an integer
 vector of length N (a length-1 vector is not broadcast) in [0, C). Anything else raises
-`models.errors.InputError` naming the argument: unnormalised or NaN probabilities would otherwise give
+`base.errors.InputError` naming the argument: unnormalised or NaN probabilities would otherwise give
 numbers such as an NLL of -1.8 or an ECE of 5.3, and a label -1 would read the last class.
 """
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp, xlogy
 
-from inference.validation import PROBABILITY_ATOL, as_array, check_labels, check_positive_ints, check_probabilities
-from models.errors import ArgumentTypeError, InputError
+from base.validation import PROBABILITY_ATOL, as_array, check_labels, check_positive_ints, check_probabilities
+from base.errors import ArgumentTypeError, InputError
 
 __all__ = ["PROBABILITY_ATOL", "average", "accuracy", "nll", "nll_from_log_likelihood", "ece", "reliability", "brier", "predictive_entropy",
            "mutual_information", "checked"]

@@ -39,7 +39,7 @@ import pandas as pd
 
 from evals import metrics
 from evals.scoring import classification_row, member_predictions
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 METRICS = ("nll", "accuracy", "ece", "brier", "entropy", "mutual_info", "diversity")
 CLEAN = "clean"

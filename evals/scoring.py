@@ -7,8 +7,8 @@ import pandas as pd
 
 from evals import metrics
 from inference.data_args import as_arrays
-from inference.validation import check_memory, check_positive_ints, check_seed, check_targets
-from models.errors import InputError
+from base.validation import check_memory, check_positive_ints, check_seed, check_targets
+from base.errors import InputError
 
 
 def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str | None = None,
@@ -24,7 +24,7 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     Args:
       posterior: an `inference.Posterior` (or anything with ``predict(x, num_samples, seed) -> (S, N, C)``;
         without a ``log_likelihood`` method the NLL comes from those probabilities, `evals.metrics.nll`).
-      data: an `inference.data.Dataset` (as `zoo.get` entries hold), or (x, y): x (N, *feature_shape) of the
+      data: an `base.data.Dataset` (as `zoo.get` entries hold), or (x, y): x (N, *feature_shape) of the
         shape the posterior's model was built for, y (N,) labels in [0, C) or regression targets.
       num_samples: posterior draws in total (a positive integer).
     Raises:

@@ -29,7 +29,7 @@ from inference.site_names import arviz_name, site_name
 from inference.sites import Site, site_table
 from inference.training_data import remember_training_data
 from inference.warm_start import from_mean_field
-from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
+from base.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from inference.zero_mean import (VarianceLayerFamily, ZeroMeanFamily, predictions_by_procedure, variance_layers,
                                  zero_mean)
 
@@ -57,6 +57,6 @@ __all__ = [
     # ArviZ names <-> site names, the training data a posterior remembers, held-out scores
     "arviz_name", "site_name", "remember_training_data", "log_predictive_density", "predictive_density_table",
     "PredictiveDensity",
-    # the errors every bad input raises (models.errors)
+    # the errors every bad input raises (base.errors)
     "ZooError", "InputError", "ArgumentTypeError", "CheckpointError",
 ]

@@ -19,7 +19,7 @@ from inference.data_args import as_arrays
 from inference.posterior import Posterior
 from inference.site_names import arviz_names, resolve_sites
 from inference.training_data import check_training_data
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: int = 0,
              log_likelihood: bool | str = True, var_names=None) -> az.InferenceData:

@@ -7,7 +7,7 @@ step compiles once per shape and never retraces.
 from __future__ import annotations
 
 import numpy as np
-from models.errors import InputError
+from base.errors import InputError
 
 
 def minibatches(n: int, batch_size: int, seed: int | np.random.Generator) -> np.ndarray:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from inference.registry import FAMILIES, register_family, register_guide
 from inference.site_guide import SiteGuide
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["FAMILIES", "by_site", "make_family", "normalize_spec", "register_family"]
 

@@ -6,15 +6,15 @@ whose identity (or, for checkpoints older than identities, whose site shapes) di
 catalogue entry's model from the stored origin first.
 
 Crashes lose nothing: a checkpoint is written into a staging folder and moved into place at once
-(`inference.atomic_dir.atomic_directory`), so a process killed mid-save leaves the previous checkpoint (or the
+(`base.atomic_dir.atomic_directory`), so a process killed mid-save leaves the previous checkpoint (or the
 new one) readable. ``MANIFEST.json`` holds each file's size and SHA-256; a missing, truncated or edited file
-raises `models.errors.CheckpointError` naming it. Checkpoints written before manifests still load, with a
-`models.errors.CheckpointWarning` saying that their files cannot be verified.
+raises `base.errors.CheckpointError` naming it. Checkpoints written before manifests still load, with a
+`base.errors.CheckpointWarning` saying that their files cannot be verified.
 
 A checkpoint folder is the package's own: `save` replaces only an absent or empty folder or an earlier saved
 posterior (never a folder of the user's files, nor a resumable fit state), checks before writing that the
 place is writable and the disk has room (a probe file, the free space), and holds the folder's lock while it
-writes, so concurrent saves into one folder follow one another (`inference.atomic_dir`).
+writes, so concurrent saves into one folder follow one another (`base.atomic_dir`).
 
 ``Posterior.info`` is stored as {field: value} with its type's name ("FitInfo" / "NutsInfo") and loads
 back as that NamedTuple; a checkpoint from before those types (a plain dict) fills the matching fields
@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from inference.atomic_dir import atomic_directory, check_folder, check_writable, readable_path, verify_directory
+from base.atomic_dir import atomic_directory, check_folder, check_writable, readable_path, verify_directory
 from inference.model_identity import first_difference, model_identity
 from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
 from inference.registry import make_guide
 from inference.run_info import info_from_record, info_record
 from models.bridge import flatten_params, unflatten_params
-from models.errors import ArgumentTypeError, CheckpointError, InputError
+from base.errors import ArgumentTypeError, CheckpointError, InputError
 
 FORMAT = 1
 ARRAYS = "arrays.npz"
@@ -56,10 +56,10 @@ def save(posterior: Posterior, path) -> str:
     {field: value} with its type's name in ``info_type``. The write is atomic (see the module docstring).
 
     Raises ArgumentTypeError for a `posterior` that is not a Posterior or a `path` that is not a path;
-    `models.errors.FolderNotOwnedError` (an InputError) when `path` is a file, a folder holding files bnn-zoo
-    did not write, or a saved fit state (saving replaces the whole folder); `models.errors.UnwritableError`
+    `base.errors.FolderNotOwnedError` (an InputError) when `path` is a file, a folder holding files bnn-zoo
+    did not write, or a saved fit state (saving replaces the whole folder); `base.errors.UnwritableError`
     when the place is read-only or the disk has no room for it (checked before writing, or met while writing:
-    the earlier checkpoint stays); `models.errors.FolderLockedError` when a fit of another process holds the
+    the earlier checkpoint stays); `base.errors.FolderLockedError` when a fit of another process holds the
     folder. Nothing is written in any of these cases.
     """
     if not isinstance(posterior, Posterior):

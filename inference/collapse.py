@@ -31,8 +31,8 @@ import numpyro.distributions as dist
 from scipy.special import logsumexp
 
 from models.bridge import BNN
-from models.prng import flat_key, normal_draws
-from models.value_key import Static
+from base.prng import flat_key, normal_draws
+from base.value_key import Static
 
 SUBSAMPLE = 256
 NUM_SAMPLES = 32
@@ -56,7 +56,7 @@ def prior_draws(model: BNN, feature_shape: tuple, num_samples: int, seed: int = 
 
     Site i is drawn with key i of ``split(PRNGKey(seed), sites)``, as ``prior.sample(key_i, (num_samples,))``
     draws it; when every prior is a Normal (`normal_prior`) the draws are ``loc + eps * scale`` with all the
-    eps from one threefry hash (`models.prng.normal_draws`): the same numbers bit for bit from a program that
+    eps from one threefry hash (`base.prng.normal_draws`): the same numbers bit for bit from a program that
     compiles faster (one hash instead of one per site: a two-moons MLP's sampler in about 2/3 of the time, the
     tests' tiny ResNet-18's, 38 sites, in about 1/3), a compile every `inference.fit` of a new structure pays."""
     return jax.device_get(_prior_draws(Static(model), tuple(feature_shape), int(num_samples),
@@ -65,7 +65,7 @@ def prior_draws(model: BNN, feature_shape: tuple, num_samples: int, seed: int = 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _prior_draws(model: Static, feature_shape: tuple, num_samples: int, key) -> dict:
-    """`prior_draws`' sampler, compiled once per model value (`models.value_key`), feature shape and draw count."""
+    """`prior_draws`' sampler, compiled once per model value (`base.value_key`), feature shape and draw count."""
     priors = model.obj.site_priors(feature_shape)
     names = list(priors)
     keys = jax.random.split(flat_key(key), len(names))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference.data import Dataset, validate_arrays
-from inference.validation import model_feature_shape
-from models.errors import ArgumentTypeError, InputError
+from base.data import Dataset, validate_arrays
+from base.validation import model_feature_shape
+from base.errors import ArgumentTypeError, InputError
 
 
 def as_arrays(data, *, arg: str = "data"):
@@ -17,7 +17,7 @@ def as_arrays(data, *, arg: str = "data"):
     if isinstance(data, (tuple, list)) and len(data) == 2:
         x, y = data
         return x, y, None, arg
-    raise ArgumentTypeError(arg, data, "an inference.data.Dataset or an (x, y) tuple")
+    raise ArgumentTypeError(arg, data, "an base.data.Dataset or an (x, y) tuple")
 
 
 def check_model_data(model, x, y, num_classes=None, *, arg="data", feature_shape=None):
@@ -25,9 +25,9 @@ def check_model_data(model, x, y, num_classes=None, *, arg="data", feature_shape
     (classification) / float32 (regression) / None).
 
     Checked: x real, finite, N >= 1, of `feature_shape` (default: the shape the model was built for,
-    `inference.validation.model_feature_shape`, when it records one); labels integer-valued, of length N and
+    `base.validation.model_feature_shape`, when it records one); labels integer-valued, of length N and
     within the network's output classes (`num_classes`: the data's own class count, refused when the
-    network outputs fewer logits). Raises `models.errors.InputError` naming `arg` and what was expected.
+    network outputs fewer logits). Raises `base.errors.InputError` naming `arg` and what was expected.
     """
     x_arg = f"{arg}.x" if arg != "x" else "x"
     if feature_shape is None:

@@ -8,7 +8,7 @@ identified, so convergence is judged on p(y | x)). ArviZ is imported on first us
 from __future__ import annotations
 
 import numpy as np
-from models.errors import InputError
+from base.errors import InputError
 
 
 def ess_rhat(draws) -> dict:

@@ -22,7 +22,7 @@ from inference.point_estimate import DeltaFamily
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 from inference.zero_mean import variance_site_patterns
-from models.errors import InputError
+from base.errors import InputError
 
 
 class BinaryDropout(dist.Distribution):

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from numpyro.distributions import constraints
 
 from inference.sites import Site
-from models.errors import InputError
+from base.errors import InputError
 
 
 class ParamSpec(NamedTuple):

@@ -30,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from inference import data_args, kl_schedules, svi, validation
-from inference.atomic_dir import check_folder, check_writable, folder_lock
+from inference import data_args, kl_schedules, svi
+from base import validation
+from base.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.checkpoint import check_config
 from inference.collapse import PosteriorCollapseWarning, check_collapse
@@ -42,13 +43,13 @@ from inference.per_example import check_estimator
 from inference.posterior import ConstrainedParams, Posterior, SVIPosterior
 from inference.run_info import FitInfo
 from models.bridge import STATE_SITE
-from models.errors import CheckpointWarning, InputError, ZooError
+from base.errors import CheckpointWarning, InputError, ZooError
 
 
 class NonFiniteLossError(ZooError, FloatingPointError):
     """Training hit a NaN/inf loss or gradient. ``.posterior`` holds the last finite state, ``.step`` the bad step."""
 
-    exit_status = 3  # the `zoo` command's exit status for a NaN loss (models.errors.ZooError.exit_status)
+    exit_status = 3  # the `zoo` command's exit status for a NaN loss (base.errors.ZooError.exit_status)
     nonfinite_rows: tuple | None = None  # (bad rows, rows checked) of the data check, None when not checked
 
     def __init__(self, message, posterior, step):
@@ -87,7 +88,7 @@ def default_optimizer(steps: int):
     depends on `steps`, so fits with the same `steps` share one compiled update and another `steps`
     compiles its own."""
     # a float: optax's schedule turns an int decay_steps into a float on its first call, so that the optimiser's
-    # value key (`models.value_key`: optax's code and arguments) would change after the first fit
+    # value key (`base.value_key`: optax's code and arguments) would change after the first fit
     return optax.adam(optax.cosine_decay_schedule(DEFAULT_LR, float(steps), alpha=DEFAULT_FINAL_LR / DEFAULT_LR))
 
 
@@ -150,7 +151,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
       config: extra JSON-able configuration saved with the posterior (checkpoints use it to rebuild);
       checkpoint_dir: a folder for the fit's state (`inference.fit_state`: unconstrained guide parameters,
         optimiser state, step, PRNG key, position in the minibatch order, mutable state, losses so far and
-        what identifies the run), written atomically (`inference.atomic_dir`): every `checkpoint_every`
+        what identifies the run), written atomically (`base.atomic_dir`): every `checkpoint_every`
         steps, at the end of the first chunk that reaches each multiple (chunks end every `chunk_size`
         steps), when the fit is interrupted (KeyboardInterrupt: Ctrl-C, or a signal handler raising it; the
         state at the last finished chunk), and at the end. A folder that already holds a fit state is
@@ -165,7 +166,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         losses). A finished fit's state returns its Posterior without a step. An absent or empty folder holds
         no state: the warning, then step 0.
 
-    The checkpoint folder, before any work (`inference.atomic_dir`): it must be absent, empty or a fit state
+    The checkpoint folder, before any work (`base.atomic_dir`): it must be absent, empty or a fit state
     this package saved (a folder of the user's files or a saved posterior raises `FolderNotOwnedError`: saving
     replaces the folder whole), writable with room for the state on its disk (a probe file and the free
     space; else `UnwritableError`), and no other process's (the fit holds its lock, a file beside it naming
@@ -416,7 +417,7 @@ class FitRun:
 @contextlib.contextmanager
 def checkpoint_folder(path):
     """The block runs with the fit-state folder `path` checked and locked (nothing to do for None): raises
-    `FolderNotOwnedError` unless it is absent, empty or a fit state (`inference.atomic_dir.check_folder`),
+    `FolderNotOwnedError` unless it is absent, empty or a fit state (`base.atomic_dir.check_folder`),
     `UnwritableError` unless a probe file can be written where it goes, and `FolderLockedError` while another
     process holds it; then holds its lock ("fit") until the block ends."""
     if path is None:

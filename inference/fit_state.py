@@ -1,6 +1,6 @@
 """The saved state of a fit in progress: what `inference.fit` writes to ``checkpoint_dir`` and resumes from.
 
-A fit state is a folder written all at once by `inference.atomic_dir.atomic_directory` (a process killed
+A fit state is a folder written all at once by `base.atomic_dir.atomic_directory` (a process killed
 mid-save leaves the previous state readable) with two files besides the manifest:
 
 - ``fit_state.npz``: every leaf of the `SVIState` pytree (``leaf_00000`` ...: the unconstrained guide
@@ -20,7 +20,7 @@ initial parameters) and the pytree structure against the run being resumed, and 
 the first difference (the settings a user passes before what is derived from them), so a resumed fit
 continues exactly the run it saved.
 
-The folder is the package's own (`inference.atomic_dir`): a fit state is never written over a saved
+The folder is the package's own (`base.atomic_dir`): a fit state is never written over a saved
 posterior or the user's files, and an empty folder holds no fit state.
 """
 
@@ -36,11 +36,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from inference.atomic_dir import atomic_directory, folder_kind, readable_path, verify_directory
+from base.atomic_dir import atomic_directory, folder_kind, readable_path, verify_directory
 from inference.model_identity import array_fingerprint
 from inference.per_example import check_estimator
-from models.value_key import Static
-from models.errors import CheckpointError
+from base.value_key import Static
+from base.errors import CheckpointError
 
 FORMAT = 1
 STATE_JSON = "fit_state.json"
@@ -108,7 +108,7 @@ def optimizer_fingerprint(optimizer, steps: int) -> str | None:
     rounding of another compiler setting does not count as a difference). Any learning rate or schedule that
     differs at some step, or another optimiser, gives another fingerprint. A scan of `PROBE_CHUNK` updates run as
     often as needed, compiled once per optimiser (jitted with the optimiser as a static argument compared by its
-    value key, `models.value_key`: the same object or an equal value object)."""
+    value key, `base.value_key`: the same object or an equal value object)."""
     try:
         params = {"w": jnp.asarray(PROBE_PARAMS)}
         state = optimizer.init(params)

@@ -17,8 +17,8 @@ from numpyro import handlers
 from numpyro.infer.autoguide import AutoGuide
 
 from inference.sites import Site, site_table
-from models.errors import InputError
-from models.value_key import value_key
+from base.errors import InputError
+from base.value_key import value_key
 
 
 class BNNGuide(AutoGuide):
@@ -53,7 +53,7 @@ class BNNGuide(AutoGuide):
         return self
 
     def __value_key__(self):
-        """None: a guide is keyed by identity (`models.value_key`) unless its class declares its whole
+        """None: a guide is keyed by identity (`base.value_key`) unless its class declares its whole
         configuration (`SiteGuide`, `JointGaussian` do)."""
         return None
 

@@ -13,7 +13,7 @@ import numpyro
 from numpyro import handlers
 from numpyro.distributions import biject_to
 
-from models.prng import flat_key
+from base.prng import flat_key
 
 
 def guide_params(guide, rng_key, x, y, n_data) -> tuple[dict, dict]:

@@ -36,7 +36,7 @@ from inference.gaussian_kl import row_variances
 from inference.guide_base import BNNGuide
 from inference.registry import register_guide
 from inference.sites import constrain
-from models.errors import InputError
+from base.errors import InputError
 
 BLOCKS = ("all", "layer", "site")
 COVARIANCES = ("full", "low_rank")
@@ -74,7 +74,7 @@ class JointGaussian(BNNGuide):
         self.block_sites: dict[str, list[str]] | None = None  # {block: [site names]} after setup
 
     def __value_key__(self):
-        """The guide as a value (`models.value_key`): blocks, covariance, rank, init_scale, its model's key, prefix
+        """The guide as a value (`base.value_key`): blocks, covariance, rank, init_scale, its model's key, prefix
         and site shapes; None (identity) for a subclass."""
         if type(self) is not JointGaussian:
             return None

@@ -27,7 +27,7 @@ from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, ca
 from inference.mean_field import NormalFamily
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
-from models.errors import InputError
+from base.errors import InputError
 
 
 def matrix_shape(shape) -> tuple:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["linear", "stepwise_linear", "schedule_betas", "betas_digest"]
 

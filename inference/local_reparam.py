@@ -21,7 +21,7 @@ from inference.elbo import annealed_elbo_loss
 from inference.k_tied import KTiedFamily
 from inference.mean_field import NormalFamily
 from inference.zero_mean import VarianceLayerFamily, ZeroMeanFamily
-from models.errors import InputError
+from base.errors import InputError
 from models.local_reparam import DropoutRule, FlipoutRule, GaussianRule, KTiedRule, local_noise
 
 __all__ = ["GAUSSIAN_FAMILIES", "local_rules", "local_reparam_elbo_loss"]

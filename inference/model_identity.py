@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 
-from models.structure import array_digest
-from models.errors import ArgumentTypeError
+from base.structure import array_digest
+from base.errors import ArgumentTypeError
 
 FIELDS = ("network", "arguments", "prior", "likelihood", "data")
 

@@ -11,7 +11,7 @@ the kernel `numpyro.infer.NUTS` runs) under one jitted (or pmapped) program per 
 
 Warm-up and draws run as host-side chunks of L iterations (a tqdm bar advances per chunk). The data, the
 network state, the start values and the key are ARGUMENTS of both programs, never baked-in constants, and
-both are kept in a module-level cache keyed by the model's structure (`models.structure.cached`),
+both are kept in a module-level cache keyed by the model's structure (`base.structure.cached`),
 the sites' shapes and supports, the data's shapes and dtypes and the settings (num_chains, chain_method,
 num_warmup, target_accept_prob, max_tree_depth, L): a second call with the same model structure, data
 shapes and settings compiles nothing, whatever its seed, data values or init posterior.
@@ -50,13 +50,13 @@ from numpyro.infer.util import log_density
 from inference.checkpoint import check_config
 from inference.fit import labelled_arrays
 from inference.model_identity import data_fingerprint
-from inference.validation import (MAX_SEED, check_choice, check_memory, check_nuts_settings, check_seed, num_latent,
+from base.validation import (MAX_SEED, check_choice, check_memory, check_nuts_settings, check_seed, num_latent,
                                   site_mismatch)
 from inference.posterior import MCMCPosterior, Posterior
 from inference.run_info import NutsInfo
-from models import structure
+from base import structure
 from models.bridge import unconstrain
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 EXTRA_FIELDS = ("diverging", "num_steps", "accept_prob", "energy")
 CHAIN_METHODS = ("parallel", "vectorized", "sequential")
@@ -327,7 +327,7 @@ class CompiledSampler(NamedTuple):
 def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, chain_method: str,
                      num_warmup: int, target_accept_prob: float, max_tree_depth, chunk_len: int) -> CompiledSampler:
     """The cached `CompiledSampler` for this model structure, data shapes and dtypes (x (N, ...), y (N,),
-    state) and settings, built by `build_sampler` on a miss (`models.structure.cached`). Only shapes and
+    state) and settings, built by `build_sampler` on a miss (`base.structure.cached`). Only shapes and
     dtypes of the arrays are read."""
     settings = dict(num_chains=num_chains, chain_method=chain_method, num_warmup=num_warmup,
                     target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len)
@@ -336,7 +336,7 @@ def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, 
 
 
 def sampler_key(model, site_priors: dict, x, y, state, settings: dict) -> tuple:
-    """The parts of the structural cache key: the model (`models.structure.structure_key` reads it), every
+    """The parts of the structural cache key: the model (`base.structure.structure_key` reads it), every
     site's name, prior class, batch and event shapes and support, the shapes and dtypes of x (N, ...), y (N,)
     and the state, and `settings`."""
     sites = tuple((name, type(d).__name__, tuple(d.batch_shape), tuple(d.event_shape), support_key(d.support))

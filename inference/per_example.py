@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from inference.elbo import annealed_elbo_loss, elbo_terms
 from inference.local_reparam import local_reparam_elbo_loss
-from models.errors import InputError
+from base.errors import InputError
 
 
 def per_example_elbo_loss(rng_key, params, model, guide, beta, num_particles, x, y, n_data, *, temperature=1.0,

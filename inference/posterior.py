@@ -22,7 +22,7 @@ from numpyro.distributions import biject_to
 from inference.data_args import check_model_data
 from inference.guide_params import guide_constraints
 from inference.run_info import FitInfo, NutsInfo, check_info
-from inference.validation import (
+from base.validation import (
     check_choice,
     check_memory,
     check_positive_ints,
@@ -30,9 +30,9 @@ from inference.validation import (
     num_latent,
     site_mismatch,
 )
-from models.errors import ArgumentTypeError, InputError
-from models.prng import flat_key
-from models.value_key import Static
+from base.errors import ArgumentTypeError, InputError
+from base.prng import flat_key
+from base.value_key import Static
 
 if TYPE_CHECKING:
     from models.bridge import BNN
@@ -209,7 +209,7 @@ class Posterior(abc.ABC):
                          f"the per-draw output ({total}, {x.shape[0]}, {width}) float32")
         args = tuple(jax.device_put(a) for a in ((x,) if y is None else (x, y)))  # on the device once, not per chunk
         # the network state is an argument, not a captured constant, so the compiled function depends only on
-        # `fn` (a static argument compared by its value key, `models.value_key`) and the shapes, never on this
+        # `fn` (a static argument compared by its value key, `base.value_key`) and the shapes, never on this
         # Posterior's contents; it is shared by every Posterior of an equal model
         reducer = None
         for start, chunk, n, total in self._draw_chunks(num_samples, seed, chunk_size, draws):
@@ -357,7 +357,7 @@ class SVIPosterior(Posterior):
         """{site: (keep, ...)} the first `keep` (default all) of `num_samples` guide draws with `key` (the same
         numbers whatever `keep`: the sampler always draws `num_samples`, and the first `keep` are cut on the
         host, so one compiled sampler serves every `keep`); the jitted sampler is shared by every Posterior
-        whose guide is equal (a static argument compared by its value key, `models.value_key`)."""
+        whose guide is equal (a static argument compared by its value key, `base.value_key`)."""
         draws = _guide_draws(Static(self.guide), tuple(self.site_names), (1,) + tuple(self.feature_shape),
                              int(num_samples), key, self.params)
         if keep is None or int(keep) >= num_samples:

@@ -16,8 +16,8 @@ import numpy as np
 
 from inference.data_args import as_arrays
 from inference.posterior import Posterior
-from inference.validation import check_positive_ints
-from models.errors import ArgumentTypeError, InputError
+from base.validation import check_positive_ints
+from base.errors import ArgumentTypeError, InputError
 
 
 class PredictiveDensity(NamedTuple):

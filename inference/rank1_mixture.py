@@ -30,7 +30,7 @@ from inference.point_estimate import DeltaFamily
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 from models.rank1 import RANK1_SITE_SUFFIXES, log_factor_init, random_sign_init, scale_from_dropout
-from models.errors import InputError
+from base.errors import InputError
 
 
 class RatioCauchy(dist.Cauchy):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 __all__ = ["FAMILIES", "GUIDES", "Registry", "example_options", "make_guide", "register_family", "register_guide"]
 

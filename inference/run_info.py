@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from inference import collapse as collapse_rule
 from inference.convergence import describe
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 
 class FitInfo(NamedTuple):

@@ -26,9 +26,9 @@ from numpyro.distributions import biject_to
 from inference.families import Family
 from inference.guide_base import BNNGuide
 from inference.sites import constrain
-from models.prng import normal_draws
-from models.errors import InputError
-from models.value_key import value_key
+from base.prng import normal_draws
+from base.errors import InputError
+from base.value_key import value_key
 
 
 class SiteGuide(BNNGuide):
@@ -57,7 +57,7 @@ class SiteGuide(BNNGuide):
         self.assignment: dict[str, Family] | None = None  # {site: Family} after setup
 
     def __value_key__(self):
-        """The guide as a value (`models.value_key`): its {pattern: family} map and default family (frozen
+        """The guide as a value (`base.value_key`): its {pattern: family} map and default family (frozen
         dataclasses, compared by their fields), its model's key, prefix and site shapes; None (identity) for a
         subclass, which may compute more than these say."""
         if type(self) is not SiteGuide:
@@ -113,7 +113,7 @@ class SiteGuide(BNNGuide):
         keys = [numpyro.prng_key() for _ in fns] if all(base is not None for base in bases) else None
         if keys is None or any(key is None for key in keys):  # not every site Normal, or no seed handler
             return {name: numpyro.sample(name, fn) for name, fn in fns.items()}
-        # every site Normal: the keys its sample statements would take, in order, then `models.prng.normal_draws`
+        # every site Normal: the keys its sample statements would take, in order, then `base.prng.normal_draws`
         # (the same numbers; one hash for all small draws in the compiled update, a fast one of its own per large one)
         eps = normal_draws(keys, [fn.shape() for fn in fns.values()])
         draws = ([fn.sample(key) for fn, key in zip(fns.values(), keys)] if eps is None

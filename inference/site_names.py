@@ -11,7 +11,7 @@ Functions of `inference` that take site names (`to_arviz`'s ``var_names``, `reso
 
 from __future__ import annotations
 
-from models.errors import InputError
+from base.errors import InputError
 
 SEPARATOR = "/"
 ARVIZ_SEPARATOR = "."

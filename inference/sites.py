@@ -18,7 +18,7 @@ from numpyro.distributions import biject_to, constraints
 
 from models.bridge import BNN
 from models.priors import layer_fan_in
-from models.errors import InputError
+from base.errors import InputError
 
 
 class Site(NamedTuple):

@@ -33,7 +33,7 @@ Both functions are pure: ``init(key, batch) -> SVIState`` and ``step(state, batc
 Compile once (how `inference.fit` reuses compiled code): the scanned update `run_chunk`, `initial_state` and
 `constrained` are module-level ``jax.jit`` functions whose first argument is a `Program`, a static argument:
 jit's own cache is the only cache. A `Program` compares and hashes by the *value keys* of its model, guide and
-optimiser (`models.value_key`), taken when it is made: an object that declares its whole configuration (a
+optimiser (`base.value_key`), taken when it is made: an object that declares its whole configuration (a
 `models.BNN` built by ``zoo.get``, a `SiteGuide` or `JointGaussian`, a frozen dataclass, an optax transformation
 by optax's code and its arguments) is equal to another with the same configuration, so another ``zoo.get`` of
 the same entry, another guide instance of the same kind, another ``optax.adam(1e-3)`` or another seed compiles
@@ -62,9 +62,9 @@ from numpyro.distributions import biject_to
 from inference.guide_params import guide_params
 from inference.per_example import ESTIMATORS, check_estimator, estimator_loss
 from models.bridge import BNN, STATE_SITE
-from models.errors import InputError
-from models.prng import flat_key
-from models.value_key import value_key
+from base.errors import InputError
+from base.prng import flat_key
+from base.value_key import value_key
 
 __all__ = ["SVIState", "StepInfo", "SVI", "build", "init", "step", "param_constraints", "param_shapes", "constrain",
            "initial_params", "initial_mutable", "guide_param_init", "Program", "ESTIMATORS"]
@@ -232,7 +232,7 @@ def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1
 class Program:
     """What a compiled fit program computes, as a static argument of ``jax.jit``: model, guide (set up for the
     minibatch shape), optimiser, n_data, num_particles, estimator. Equal (and equally hashed) exactly when every
-    part's value key (`models.value_key.value_key`) is equal; the objects themselves are held."""
+    part's value key (`base.value_key.value_key`) is equal; the objects themselves are held."""
 
     model: object
     guide: object
@@ -296,7 +296,7 @@ def run_chunk(program: Program, state: SVIState, key, x, y, idx, steps, kl, temp
     """
     TRACES["chunk"] += 1
     svi = program.svi()
-    key = flat_key(key)  # the same draws, compiled faster (`models.prng`)
+    key = flat_key(key)  # the same draws, compiled faster (`base.prng`)
     betas = kl if jnp.ndim(kl) == 1 else jnp.where(
         kl > 0, jnp.minimum(1.0, (steps + 1.0) / jnp.maximum(kl, 1.0)), 1.0)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from inference.data_args import labelled_arrays
 from inference.model_identity import data_fingerprint
-from models.errors import InputError
+from base.errors import InputError
 
 
 def training_fingerprint(model, data) -> dict:

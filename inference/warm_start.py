@@ -22,7 +22,7 @@ from numpyro.distributions import biject_to
 from inference.data_args import as_arrays
 from inference.svi import guide_param_init
 from inference.joint_gaussian import JointGaussian
-from models.errors import InputError
+from base.errors import InputError
 
 
 def from_mean_field(guide, posterior, data, seed: int = 0) -> dict:

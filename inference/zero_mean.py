@@ -28,7 +28,7 @@ from inference.mean_field import NormalFamily
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 from models.variance import log_alpha_shape, scale_from_log_alpha
-from models.errors import InputError
+from base.errors import InputError
 
 
 @register_family

@@ -28,11 +28,11 @@ from numpyro.primitives import mutable as numpyro_mutable
 from numpyro.distributions import biject_to
 
 from models import likelihoods as likelihoods_lib
-from models import structure
-from models.value_key import Identity, frozen
+from base import structure
+from base.value_key import Identity, frozen
 from models import priors as priors_lib
-from models.prng import flat_key
-from models.errors import InputError
+from base.prng import flat_key
+from base.errors import InputError
 
 STATE_SITE = "network_state"
 
@@ -95,7 +95,7 @@ class BNN:
         self.origin = origin
         self.arguments: dict | None = None
         self.data_identity: dict | None = None
-        # what built this model, as a value (`models.value_key`): set by ``zoo.get`` to (the entry's build
+        # what built this model, as a value (`base.value_key`): set by ``zoo.get`` to (the entry's build
         # function, its arguments, the data set); None for a model built by hand (keyed by identity)
         self.build_key: tuple | None = None
         # the input shape the model was built for (set by zoo.get); fit, nuts, predict and score check data against it
@@ -106,7 +106,7 @@ class BNN:
         self._state_cache: dict = {}
         # the jitted Haiku initialiser, shared by every BNN of the same network function (another zoo.get of
         # the same entry reuses the compiled code)
-        # the same draws as the raw key's, compiled faster (`models.prng`)
+        # the same draws as the raw key's, compiled faster (`base.prng`)
         init_fn = self.init_fn
         self._jit_init = structure.cached("haiku init", (network_fn,),
                                           lambda: jax.jit(lambda key, x: init_fn(flat_key(key), x)))
@@ -251,12 +251,12 @@ class BNN:
         return self.likelihood.sample(output, y, params, scale)
 
     def __structure__(self) -> tuple:
-        """What determines this model's computation (`models.structure.structure_key` reads it): the network
+        """What determines this model's computation (`base.structure.structure_key` reads it): the network
         function, the prior and the likelihood. The name, origin and caches do not change what it computes."""
         return (self.network_fn, self.prior, self.likelihood)
 
     def __value_key__(self):
-        """This model's value key (`models.value_key`), or None (keyed by identity) unless ``zoo.get`` built it:
+        """This model's value key (`base.value_key`), or None (keyed by identity) unless ``zoo.get`` built it:
         the entry's build function, every argument, the data set it was built on (``build_key``), the prior's
         and the likelihood's specs (the very objects when they have none: they may have been replaced after
         the build) and the feature shape."""
@@ -311,7 +311,7 @@ def constrain(site_priors: dict, values: dict) -> dict:
 
 def _spec_key(part):
     """A prior's or likelihood's value key: its JSON ``spec`` (complete by contract: checkpoints rebuild the part
-    from it) and its type, or the object itself (`models.value_key.Identity`) when it has none."""
+    from it) and its type, or the object itself (`base.value_key.Identity`) when it has none."""
     spec = getattr(part, "spec", None)
     return (frozen(spec), type(part).__qualname__) if spec is not None else Identity(part)
 

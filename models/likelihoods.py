@@ -15,7 +15,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
 
-from models.errors import InputError
+from base.errors import InputError
 from models.rank1 import rank1_likelihood
 
 

@@ -37,7 +37,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpyro
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["gaussian_preactivation", "k_tied_preactivation", "dropout_preactivation", "flipout_output", "GaussianRule",
            "KTiedRule", "DropoutRule", "FlipoutRule", "local_noise"]

@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 
 import numpyro.distributions as dist
 
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 Prior = Callable[[str, tuple], dist.Distribution]
 

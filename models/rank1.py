@@ -32,7 +32,7 @@ from numpyro.distributions import Distribution
 
 from models import priors as priors_lib
 from models.networks.mlp import activation_fn
-from models.errors import InputError
+from base.errors import InputError
 
 RANK1_SITE_SUFFIXES = ("alpha", "gamma")
 """Parameter names of the rank-1 factors, the sites the rank-1 mixture guide samples."""

@@ -30,7 +30,7 @@ import numpy as np
 from numpyro.distributions import Distribution, Normal, constraints
 from numpyro.distributions.kl import kl_divergence
 from scipy import integrate
-from models.errors import InputError
+from base.errors import InputError
 
 K1, K2, K3 = 0.63576, 1.87320, 1.48695
 """Constants of the eq. 10 approximation (Molchanov et al., 2017)."""

@@ -1,5 +1,5 @@
 """Bad inputs at every public door (issue 12): each input either works and gives the right numbers, or raises
-the package's own error (`models.errors.ZooError`, mostly `InputError`) naming the argument, never a foreign
+the package's own error (`base.errors.ZooError`, mostly `InputError`) naming the argument, never a foreign
 exception (NumPy, JAX, Haiku, ZeroDivisionError) and never a silently wrong result.
 
 Two kinds of tests: `BAD_INPUTS`, one explicit regression test per bad input the issue lists (and a few
@@ -25,11 +25,11 @@ import evals
 import inference
 import zoo
 from evals import metrics
-from inference.data import Dataset
+from base.data import Dataset
 from inference.nuts import DivergenceWarning
-from inference.validation import (PROBABILITY_ATOL, check_learning_rate, check_non_negative_ints,
+from base.validation import (PROBABILITY_ATOL, check_learning_rate, check_non_negative_ints,
                                   check_positive_ints, infer_num_classes)
-from models.errors import ArgumentTypeError, InputError, ZooError
+from base.errors import ArgumentTypeError, InputError, ZooError
 
 HYPOTHESIS = settings(max_examples=60, deadline=None, derandomize=True,
                       suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -13,7 +13,7 @@ import sys
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("models", "inference", "evals", "zoo")
+PACKAGES = ("base", "models", "inference", "evals", "zoo")
 FIRST_PARTY = {*PACKAGES, "tests", "__future__"}
 CATCH_IMPORT_ERROR = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 UNIMPORTED = {"jaxlib"}  # jax's compiled backend: declared to pin it with jax, never imported by name

@@ -27,9 +27,9 @@ import inference
 import zoo
 from evals.corruptions import corrupt, corrupted
 from inference.convergence import ConvergenceWarning, judge
-from inference.data import Dataset
-from inference.validation import MAX_SEED, check_optimizer
-from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
+from base.data import Dataset
+from base.validation import MAX_SEED, check_optimizer
+from base.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo.cli import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def test_nuts_from_another_models_posterior_is_refused(moons_tiny, wider_draws):
 def test_an_init_posterior_may_hold_sites_this_model_keeps_fixed():
     """NUTS on a model that holds some sites fixed (zoo run's rank-1 NUTS: the factors, W fixed) starts from the
     whole model's posterior: extra sites are allowed there, missing sites and other shapes are not."""
-    from inference.validation import site_mismatch
+    from base.validation import site_mismatch
 
     want, whole = {"r": (4,), "s": (2,)}, {"r": (4,), "s": (2,), "w": (2, 4)}
     assert site_mismatch(want, whole, extra_ok=True) is None

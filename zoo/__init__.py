@@ -12,7 +12,7 @@ if _startup.is_zoo_command():  # before the first heavy import: Ctrl-C while sta
 from zoo import compilation_cache  # noqa: E402
 
 from zoo import entries as _entries  # noqa: F401  (registers the catalogue)
-from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
+from base.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo.checkpoints import load
 from zoo.data.registry import register_data
 from zoo.registry import Entry, get, names, register

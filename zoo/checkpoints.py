@@ -17,7 +17,7 @@ from __future__ import annotations
 import inference
 from inference.checkpoint import read_meta
 from inference.model_identity import describe_data
-from models.errors import InputError
+from base.errors import InputError
 from zoo import registry
 from zoo.entry_identity import set_entry_identity
 

@@ -1,7 +1,7 @@
 """The `zoo` command line: list, fit, nuts, score, corruptions, reproduce, run, benchmark (``zoo --version``; every
 option's default is in ``zoo <cmd> --help``).
 
-Errors: a bad argument or a failure the package recognises (`models.errors.ZooError`) prints ONE line
+Errors: a bad argument or a failure the package recognises (`base.errors.ZooError`) prints ONE line
 ``zoo <cmd>: error: ...`` on stderr, no traceback (``--debug`` adds it), and exits with the error class's
 ``exit_status`` (the type decides, never the file that raised it; see `exit_status`): `EXIT_USAGE` (2: a bad
 argument or input, `InputError`), `EXIT_FAILURE` (1: a run that could not complete, e.g. a damaged checkpoint or
@@ -21,7 +21,7 @@ import threading
 import types
 import traceback
 
-from models.errors import InputError, ZooError
+from base.errors import InputError, ZooError
 from zoo import guide_options, startup
 
 EXIT_OK, EXIT_NON_FINITE, EXIT_BUG, EXIT_INTERRUPTED = 0, 3, 70, 130
@@ -90,8 +90,8 @@ def _number(kind, low, inclusive, what):
 
 
 def _seed(text):
-    """--seed: an integer in [0, 2**32 - 1] (argparse type; `inference.validation.check_seed`)."""
-    from inference.validation import MAX_SEED
+    """--seed: an integer in [0, 2**32 - 1] (argparse type; `base.validation.check_seed`)."""
+    from base.validation import MAX_SEED
 
     try:
         value = int(text)
@@ -394,7 +394,7 @@ def _run(command: str | None, call, debug: bool) -> int:
 
 
 def exit_status(err: BaseException) -> int:
-    """The exit status for `err`, by its type alone: a `models.errors.ZooError`'s class attribute
+    """The exit status for `err`, by its type alone: a `base.errors.ZooError`'s class attribute
     ``exit_status`` (`EXIT_USAGE` for an `InputError`: a bad argument or input; `EXIT_NON_FINITE` for
     `inference.NonFiniteLossError`; `EXIT_FAILURE` for any other: a damaged checkpoint, an unprepared data set),
     `EXIT_BUG` for anything else (every deliberate refusal of the package is a ZooError; another exception is a
@@ -440,7 +440,7 @@ def cmd_fit(args):
 
     import evals
     import inference
-    from inference.atomic_dir import remove_folder
+    from base.atomic_dir import remove_folder
     from inference.fit_state import saved_step
 
     check_out(args.out)  # before any work: nothing is trained that cannot be saved
@@ -528,8 +528,8 @@ def check_out(path: str) -> None:
     file, a non-empty folder that holds no saved posterior (a saved posterior is replaced; files bnn-zoo did not
     write, or a fit state, are not), or a place where no folder can be written. Raises InputError naming --out
     (the CLI prints one line, exit status 2)."""
-    from inference.atomic_dir import check_writable, folder_kind
-    from models.errors import FolderNotOwnedError, InputError
+    from base.atomic_dir import check_writable, folder_kind
+    from base.errors import FolderNotOwnedError, InputError
 
     if not path:
         raise InputError("--out", path, "a folder path (not empty)")
@@ -553,7 +553,7 @@ def _some(names: list) -> str:
 
 def check_apart(out: str, state_dir: str) -> None:
     """Refuse a fit-state folder that is --out, or inside it, or holds it (each save would replace the other)."""
-    from models.errors import InputError
+    from base.errors import InputError
 
     a, b = os.path.realpath(out), os.path.realpath(state_dir)
     if a == b or os.path.commonpath([a, b]) in (a, b):
@@ -568,9 +568,9 @@ def check_fit_state_dir(path: str, resume: bool) -> None:
     path, a file, a non-empty folder holding no fit state (the user's files, or a saved posterior), a saved fit
     without --resume (it would be started afresh), or a place where no folder can be written. Raises InputError
     (exit status 2)."""
-    from inference.atomic_dir import check_writable, folder_kind
+    from base.atomic_dir import check_writable, folder_kind
     from inference.fit_state import saved_step
-    from models.errors import FolderNotOwnedError, InputError
+    from base.errors import FolderNotOwnedError, InputError
 
     if not path:
         raise InputError("--checkpoint-dir", path, "a folder path (not empty)")
@@ -594,7 +594,7 @@ def nan_stopped_path(out: str) -> str:
     """Where `zoo fit` saves the posterior of a fit stopped by a NaN: `out` when it holds nothing yet, else beside
     it, ``OUT.nan-stopped`` (``OUT.nan-stopped-2``, ... when that holds something other than a posterior), so that
     a posterior saved earlier at `out` is never replaced by a NaN-stopped one."""
-    from inference.atomic_dir import folder_kind
+    from base.atomic_dir import folder_kind
 
     if folder_kind(out) is None:
         return out
@@ -663,7 +663,7 @@ def _init_posterior(path, entry):
 def cmd_corruptions(args):
     from evals.corruption_grid import run
 
-    from inference.atomic_dir import check_output_file
+    from base.atomic_dir import check_output_file
 
     check_output_file(args.out, "--out")  # before any work
     run(args)
@@ -706,7 +706,7 @@ def cmd_reproduce(args):
     if refused:
         option = _option_name(refused[0])
         takes = ", ".join(_option_name(k) for k in accepted) or "none"
-        from models.errors import InputError
+        from base.errors import InputError
 
         raise InputError(option, given[refused[0]], f"an option of {args.paper} (it takes {takes})")
     job = getattr(importlib.import_module(module), function)
@@ -715,7 +715,7 @@ def cmd_reproduce(args):
 
 
 def cmd_run(args):
-    from inference.atomic_dir import check_output_folder
+    from base.atomic_dir import check_output_folder
     from zoo.experiments.run import main_job
 
     check_output_folder(args.out, "--out")  # before any work

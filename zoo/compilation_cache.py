@@ -19,7 +19,7 @@ costs about what compiling it does).
 from __future__ import annotations
 
 import os
-from models.errors import InputError
+from base.errors import InputError
 
 ENV_VAR = "BNN_ZOO_COMPILATION_CACHE"
 OFF_VALUES = {"", "0", "off", "false", "no", "none"}

@@ -23,7 +23,7 @@ from models.networks.mlp import activation_fn, deep_linear, mlp
 from models.networks.resnet import resnet18
 from models.networks.vgg import vgg
 from models.networks.wide_resnet import wide_resnet
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
 from zoo.registry import register
 

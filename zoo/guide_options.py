@@ -18,7 +18,7 @@ import types
 import typing
 
 from inference.registry import GUIDES, example_options
-from models.errors import InputError
+from base.errors import InputError
 
 EXAMPLES = {  # what a required option looks like, by option name
     "variance_sites": "--guide-option variance_sites=mlp/~/linear_0/w (the variance layers: a site name or shell "

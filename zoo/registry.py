@@ -19,14 +19,14 @@ import numpy as np
 import zoo.data.embedded  # registers the shipped data sets
 import zoo.data.tfds_loaders  # registers the TFDS data sets
 import zoo.data.uci  # noqa: F401  (registers "uci")
-from inference.data import Dataset
+from base.data import Dataset
 from inference.registry import Registry
-from inference.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
+from base.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
                                   is_int)
 from models import priors
 from models.bridge import BNN
-from models.errors import ArgumentTypeError, InputError
-from models.value_key import Identity, frozen
+from base.errors import ArgumentTypeError, InputError
+from base.value_key import Identity, frozen
 from zoo.data.registry import DATASETS, register_data  # noqa: F401  (zoo.registry.register_data, as before)
 from zoo.entry_identity import set_entry_identity
 
@@ -118,7 +118,7 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
       data_kwargs: keyword arguments of the data set function (e.g. ``{"n": 2000, "noise": 0.1}``;
         TFDS: ``{"data_dir": ...}`` and the loader's options).
         User arrays take ``{"num_classes": K}`` only: without it K is inferred from the labels and refused
-        when that looks wrong (`inference.validation.infer_num_classes`).
+        when that looks wrong (`base.validation.infer_num_classes`).
       **kwargs: the architecture's arguments (widths, depth, activation, prior_scale, ...), checked against
         the builder's signature (`check_entry_kwargs`: e.g. ``hidden=64`` is refused, ``hidden=(64,)`` meant).
 
@@ -140,7 +140,7 @@ def get(name: str, data=None, data_kwargs: dict | None = None, **kwargs) -> Entr
         config.pop("data")
     model.origin = _json_copy(config)  # the model knows the entry that built it (checkpoints store it)
     set_entry_identity(model, s.build, kwargs, train, data_name, data_kwargs)  # compared when a checkpoint loads
-    # the model as a value (`models.value_key`): another zoo.get with equal arguments reuses its compiled code
+    # the model as a value (`base.value_key`): another zoo.get with equal arguments reuses its compiled code
     model.build_key = (Identity(s.build), frozen(kwargs), frozen(data_name), frozen(dict(data_kwargs or {})),
                        frozen(model.data_identity))
     return Entry(name, model, train, test, config, s.description)
@@ -184,7 +184,7 @@ def named_pair(data, data_kwargs):
 def user_arrays(x_train, y_train, x_test, y_test, num_classes: int | None = None):
     """(train, test) `Dataset`s of a user's arrays: integer (or bool) labels mean classification with
     `num_classes` classes (None: inferred from the labels, refused when that looks wrong, see
-    `inference.validation.infer_num_classes`; the inference is logged at INFO on the "zoo" logger), float
+    `base.validation.infer_num_classes`; the inference is logged at INFO on the "zoo" logger), float
     labels regression. x_train (N, *features), x_test (M, *features) of the same feature shape, N, M >= 1."""
     x_tr = check_inputs(x_train, arg="x_train", allow_empty=False)
     x_te = check_inputs(x_test, arg="x_test", allow_empty=False)

@@ -57,8 +57,8 @@ from evals.corruptions.registry import (
     tfds_name,
 )
 from evals.corruptions.scale import canvas_factor, from_canvas, spatial_scale, to_canvas
-from inference.validation import check_seed
-from models.errors import ArgumentTypeError, InputError
+from base.validation import check_seed
+from base.errors import ArgumentTypeError, InputError
 
 __all__ = [
     "ALIASES",
@@ -151,7 +151,7 @@ def corrupted(test_set, types=None, severities=SEVERITIES, seed=0, image_shape=N
     """An iterator of ``(type, severity, images, labels)`` for every type in ``types`` and severity.
 
     test_set: any object with ``.x`` (N, H, W, C) float in [0, 1] (or (N, D) flat features with
-    ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on inference.data.Dataset;
+    ``image_shape`` = (H, W, C) given or set on ``test_set.image_shape`` as on base.data.Dataset;
     images then come back flat, (N, D)) and ``.y`` (N,) labels. Standardised features are not
     images: corrupt the raw pixels and standardise in the predictor.
     types: a list of names or aliases (default: all 19 ``CORRUPTIONS``); yielded under canonical names.

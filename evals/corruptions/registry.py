@@ -8,7 +8,7 @@ runs on the canvas of :mod:`evals.corruptions.scale`.
 from typing import Any, Callable, NamedTuple
 
 from evals.corruptions import blur, digital, noise, weather
-from models.errors import InputError
+from base.errors import InputError
 
 
 class Corruption(NamedTuple):

@@ -10,7 +10,7 @@ depth = number of hidden layers, all of width w (so depth + 1 weight matrices):
 """
 
 from __future__ import annotations
-from models.errors import InputError
+from base.errors import InputError
 
 
 def mlp_param_count(depth: int, width: int, in_dim: int = 2, num_outputs: int = 2,

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from models.rank1 import Rank1Conv2D, Rank1Dense, tile_components
-from models.errors import InputError
+from base.errors import InputError
 
 Activation = Callable[[jax.Array], jax.Array]
 

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from models.networks.layers import PLAIN, Layers
-from models.errors import InputError
+from base.errors import InputError
 
 # Keras LSTM kernel initialiser (glorot uniform); rank-1 layers use their own.
 GLOROT = hk.initializers.VarianceScaling(1.0, "fan_avg", "uniform")

@@ -7,7 +7,7 @@ from typing import Sequence
 import haiku as hk
 import jax
 import jax.numpy as jnp
-from models.errors import InputError
+from base.errors import InputError
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,

@@ -20,7 +20,7 @@ import jax
 
 from models.networks.layers import (PLAIN, Layers, ResidualBlock, batch_norm, check_image_batch,
                                     global_avg_pool)
-from models.errors import InputError
+from base.errors import InputError
 
 
 class BasicBlock(ResidualBlock):

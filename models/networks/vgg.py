@@ -19,7 +19,7 @@ import jax
 
 from models.networks.layers import (PLAIN, Activation, Layers, batch_norm, check_image_batch,
                                     max_pool2)
-from models.errors import InputError
+from base.errors import InputError
 
 VGG_WIDTHS = (64, 128, 256, 512, 512)
 VGG_DEPTHS = (2, 2, 3, 3, 3)

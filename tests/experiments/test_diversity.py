@@ -8,7 +8,7 @@ import pytest
 import models
 from zoo.experiments.analysis.diversity import component_probs, diversity_table, member_scores, plot_diversity
 from inference import batch_ensemble, fit
-from models.errors import InputError
+from base.errors import InputError
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
 
 

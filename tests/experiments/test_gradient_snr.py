@@ -9,7 +9,7 @@ import inference
 import zoo
 from zoo.experiments.analysis.gradient_snr import gradient_snr, snr_summary
 from zoo.experiments.analysis.elbo_gradients import elbo_gradients
-from models.errors import InputError
+from base.errors import InputError
 
 
 def test_constant_gradient_has_infinite_snr_and_zero_mean_noise_none():

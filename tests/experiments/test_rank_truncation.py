@@ -8,7 +8,7 @@ import pytest
 
 from zoo.experiments.analysis.rank_truncation import (clipped_entries, k_tied_param_count, truncate_matrix, truncate_sigma,
                                    truncation_scores)
-from models.errors import InputError
+from base.errors import InputError
 
 SITE = "mlp/~/linear_1/w_auto_scale"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.errors import InputError
+from base.errors import InputError
 from zoo.experiments.reproduce.image_npz import load_image_npz
 
 USPS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "usps5k.npz"

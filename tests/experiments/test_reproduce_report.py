@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
-from models.errors import InputError
+from base.errors import InputError
 from zoo.experiments.reproduce.report import Report
 
 

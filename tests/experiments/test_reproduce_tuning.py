@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from models.errors import InputError
+from base.errors import InputError
 from zoo.experiments.reproduce.tuning import choose_on_validation, grid
 
 

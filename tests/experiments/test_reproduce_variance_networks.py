@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.errors import InputError
+from base.errors import InputError
 from zoo.experiments.reproduce.variance_networks import FULL, QUICK, reproduce_variance_networks
 
 TINY = replace(QUICK, channels=(2, 4), hidden=8, epochs=3, curve_every=1, ensemble_draws=3, attack_draws=2,
@@ -162,7 +162,7 @@ def test_the_validation_part_of_a_users_image_set_is_the_fixed_permutations_slic
     perm = np.random.default_rng(0).permutation(5000)
     x_train, y_train, x_test, y_test = load_image_npz(path)
     assert x_train.shape == (4000, 28, 28, 1) and np.array_equal(y_test, labs[perm[4000:]])
-    from inference.data import Dataset
+    from base.data import Dataset
 
     fit, val = split_validation(Dataset(x_train, y_train, 10), FULL.validation_fraction)
     assert np.array_equal(fit.y, labs[perm[:3200]]) and np.array_equal(val.y, labs[perm[3200:4000]])

@@ -10,7 +10,7 @@ import pytest
 import inference
 import zoo
 from inference.guide_params import guide_params
-from models.errors import ZooError
+from base.errors import ZooError
 from zoo.experiments.run import (CONVERGED, DIGITS_GROUPS, DIGITS_GUIDES, TUNED_DIGITS_GUIDES, FitSettings, RunSizes,
                                   digits_part, fit_with_settings)
 

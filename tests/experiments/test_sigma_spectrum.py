@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from zoo.experiments.analysis.sigma_spectrum import posterior_spectra, singular_value_shares, site_matrix, variance_explained
-from models.errors import InputError
+from base.errors import InputError
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import norm
 
 import zoo
-from models.errors import InputError
+from base.errors import InputError
 from zoo.experiments.benchmarks.uci import QUICK, Fitted, run, scores
 from zoo.cli import EXIT_USAGE, main
 from zoo.data.uci import SHIPPED, available, num_splits, original_units, uci

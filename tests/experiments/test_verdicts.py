@@ -5,7 +5,7 @@ import math
 import pytest
 
 from zoo.experiments.analysis.verdicts import Interval, combine, judge, paired_interval, region_text, se_interval, t_interval
-from models.errors import InputError
+from base.errors import InputError
 
 
 def test_t_interval_uses_the_t_quantile_for_n_minus_one_degrees_of_freedom():

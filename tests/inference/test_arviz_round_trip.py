@@ -11,7 +11,7 @@ import xarray as xr
 import inference
 import zoo
 from inference.site_names import arviz_names, resolve_sites
-from models.errors import InputError
+from base.errors import InputError
 
 SITE = "mlp/~/linear_0/w"
 

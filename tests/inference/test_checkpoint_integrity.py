@@ -19,9 +19,9 @@ import pytest
 
 import inference
 import models
-from inference.atomic_dir import previous_path
+from base.atomic_dir import previous_path
 from inference.run_info import NutsInfo
-from models.errors import CheckpointError, CheckpointWarning, FolderNotOwnedError
+from base.errors import CheckpointError, CheckpointWarning, FolderNotOwnedError
 from models.networks.mlp import mlp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,7 +156,7 @@ def test_an_edited_activation_is_refused_and_without_a_manifest_loads_only_with_
         inference.load(saved, tanh)
 
 
-@pytest.mark.filterwarnings("ignore::models.errors.CheckpointWarning")  # unverifiable: tested above
+@pytest.mark.filterwarnings("ignore::base.errors.CheckpointWarning")  # unverifiable: tested above
 def test_an_old_checkpoint_without_identity_falls_back_to_site_shapes(small, saved):
     model, post = small
     meta = json.loads((saved / "posterior.json").read_text())
@@ -215,7 +215,7 @@ import os, signal, sys, warnings
 warnings.filterwarnings("ignore")
 import numpy as np
 import inference, models
-import inference.atomic_dir as atomic_dir
+import base.atomic_dir as atomic_dir
 from models.networks.mlp import mlp
 sys.path.insert(0, sys.argv[1])
 from test_checkpoint_integrity import hand_posterior

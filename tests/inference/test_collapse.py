@@ -61,7 +61,7 @@ def test_prior_draws_equal_numpyros_per_site_draws_bit_for_bit(prior):
     import jax
     import zoo
     from inference.collapse import normal_prior, prior_draws
-    from models.prng import flat_key
+    from base.prng import flat_key
 
     e = zoo.get("mlp", data="two_moons", hidden=(3,), data_kwargs={"n": 40}, prior=prior,
                 prior_scale={"*/b": 0.7, "*": 1.3} if prior != "cauchy" else 1.0)

@@ -49,7 +49,7 @@ def test_a_second_fit_of_the_same_structure_compiles_nothing():
 
 
 def test_optimisers_are_values_and_a_users_schedule_function_is_not():
-    from models.value_key import value_key
+    from base.value_key import value_key
 
     assert value_key(inference.default_optimizer(40)) == value_key(inference.default_optimizer(40)) != \
         value_key(inference.default_optimizer(41))
@@ -161,7 +161,7 @@ def test_fewer_draws_than_a_chunk_reuse_the_chunks_sampler():
 
 
 def test_a_guide_draws_the_same_weights_with_a_flat_key():
-    from models.prng import flat_key
+    from base.prng import flat_key
 
     entry = zoo.get("mlp", data="two_moons", hidden=(3,), data_kwargs={"n": 40})
     guide = inference.mean_field(entry.model)

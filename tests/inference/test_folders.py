@@ -16,10 +16,10 @@ import optax
 import pytest
 
 import inference
-import inference.atomic_dir as atomic_dir
+import base.atomic_dir as atomic_dir
 import zoo
 from inference.fit_state import saved_step
-from models.errors import (CheckpointWarning, FolderLockedError, FolderNotOwnedError, InputError, UnwritableError,
+from base.errors import (CheckpointWarning, FolderLockedError, FolderNotOwnedError, InputError, UnwritableError,
                            ZooError)
 
 FIT = sys.modules["inference.fit"]  # the module (`inference.fit` is the function)

@@ -10,7 +10,7 @@ import pytest
 import inference
 from inference.kl_schedules import linear, schedule_betas, stepwise_linear
 from inference.run_info import info_from_record
-from models.errors import CheckpointError, InputError
+from base.errors import CheckpointError, InputError
 
 
 def test_the_schedules_values():

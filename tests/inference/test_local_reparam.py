@@ -14,7 +14,7 @@ from inference.elbo import annealed_elbo_loss
 from inference.svi import constrain as constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
 from inference.per_example import per_example_elbo_loss, estimator_loss
-from models.errors import InputError
+from base.errors import InputError
 from models.local_reparam import (FlipoutRule, GaussianRule, KTiedRule, dropout_preactivation, flipout_output,
                                   gaussian_preactivation, k_tied_preactivation, local_noise)
 

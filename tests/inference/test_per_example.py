@@ -9,7 +9,7 @@ import zoo
 from inference.elbo import annealed_elbo_loss
 from inference.svi import constrain as constrain_params, guide_param_init
 from inference.per_example import per_example_elbo_loss
-from models.errors import InputError
+from base.errors import InputError
 
 SITE = "mlp/~/linear_0/w"
 
@@ -69,7 +69,7 @@ def test_resuming_with_another_estimator_is_refused(setup, tmp_path):
     import optax
 
     from inference.fit_state import check_identity, run_identity
-    from models.errors import CheckpointError
+    from base.errors import CheckpointError
 
     e, guide, x, y, *_ = setup
     ident = {name: run_identity(e.model, guide, optax.adam(1e-3), x, y, feature_shape=(2,), steps=10, batch_size=4,

@@ -11,7 +11,7 @@ import pytest
 import inference
 import models
 from inference.fit import start_params
-from models.errors import ArgumentTypeError, CheckpointError, InputError
+from base.errors import ArgumentTypeError, CheckpointError, InputError
 from models.networks.mlp import mlp
 
 KEY = jax.random.PRNGKey(0)

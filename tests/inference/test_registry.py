@@ -4,7 +4,7 @@ import pytest
 import inference
 import zoo
 from inference.registry import Registry
-from models.errors import InputError
+from base.errors import InputError
 
 
 def test_register_as_call_or_decorator_with_facts_views_and_snapshots():

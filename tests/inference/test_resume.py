@@ -18,8 +18,8 @@ import inference
 import zoo
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.fit_state import optimizer_fingerprint, saved_step
-from inference.atomic_dir import lock_path
-from models.errors import CheckpointError, CheckpointWarning, FolderLockedError, InputError
+from base.atomic_dir import lock_path
+from base.errors import CheckpointError, CheckpointWarning, FolderLockedError, InputError
 
 FIT = sys.modules["inference.fit"]  # the module (`inference.fit` is the function)
 REPO = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import inference
 import zoo
 from inference import svi
 from inference.fit import minibatch_indices
-from models.errors import InputError
-from models.prng import flat_key
+from base.errors import InputError
+from base.prng import flat_key
 
 COMPILES = []
 

@@ -16,7 +16,7 @@ import inference
 import zoo
 from inference.elbo import annealed_elbo_loss, elbo_terms
 from models import bnn, likelihoods, priors
-from models.errors import ArgumentTypeError, CheckpointError, InputError
+from base.errors import ArgumentTypeError, CheckpointError, InputError
 from models.networks.mlp import mlp
 
 PRIOR_SD, NOISE = 1.0, 0.5

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from models import priors
-from models.errors import InputError
+from base.errors import InputError
 
 
 def _sd(prior, name, shape):

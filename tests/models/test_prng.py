@@ -1,11 +1,11 @@
-"""`models.prng.flat_key`: the same draws as JAX's own threefry key, bit for bit (only compile time changes)."""
+"""`base.prng.flat_key`: the same draws as JAX's own threefry key, bit for bit (only compile time changes)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models.prng import FLAT_THREEFRY, flat_key, normal_draws
+from base.prng import FLAT_THREEFRY, flat_key, normal_draws
 
 SHAPES = [(), (7,), (5, 3), (4, 6, 10), (2, 3, 4, 5)]
 

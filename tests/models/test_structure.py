@@ -7,7 +7,7 @@ import numpy as np
 import optax
 
 import zoo
-from models.structure import cached, structure_key
+from base.structure import cached, structure_key
 
 
 def _mlp(**kw):

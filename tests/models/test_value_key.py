@@ -1,4 +1,4 @@
-"""models.value_key: equal keys only for equal configurations; identity for everything undeclared."""
+"""base.value_key: equal keys only for equal configurations; identity for everything undeclared."""
 
 import dataclasses
 
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from models.value_key import Identity, Static, frozen, value_key
+from base.value_key import Identity, Static, frozen, value_key
 
 
 def test_plain_data_and_arrays_are_keyed_by_value_and_type():

@@ -88,7 +88,7 @@ def test_cli_nuts_init_loads_the_svi_posterior_with_zoo_load(tmp_path, capsys):
 # ----- model identity (issue 12, must-hold 3) ----------------------------------------------------------------
 def test_a_checkpoint_refuses_a_model_with_another_activation_or_prior_scale(tiny, tmp_path):
     """Only site shapes were compared before: a relu posterior loaded into a tanh network silently."""
-    from models.errors import CheckpointError
+    from base.errors import CheckpointError
 
     _, post = tiny
     inference.save(post, tmp_path / "relu")
@@ -128,7 +128,7 @@ def own_checkpoint(own_arrays, tmp_path):
 
 
 def test_a_checkpoint_of_user_arrays_is_never_rebuilt_on_a_shipped_data_set(own_checkpoint, own_arrays, capsys):
-    from models.errors import CheckpointError, InputError
+    from base.errors import CheckpointError, InputError
 
     path, post = own_checkpoint
     digits = zoo.get("mlp", data="digits", hidden=(4,))
@@ -146,7 +146,7 @@ def test_a_checkpoint_of_user_arrays_is_never_rebuilt_on_a_shipped_data_set(own_
 
 def test_zoo_load_takes_the_user_arrays_and_checks_their_fingerprint(own_checkpoint, own_arrays, tiny, tmp_path):
     from inference.model_identity import data_fingerprint
-    from models.errors import CheckpointError, InputError
+    from base.errors import CheckpointError, InputError
     from zoo.checkpoints import load_entry
 
     path, post = own_checkpoint

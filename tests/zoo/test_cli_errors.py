@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from models.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
+from base.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo import cli
 from zoo.cli import (
     EXIT_BUG,
@@ -126,7 +126,7 @@ def error_cases():
     """(the exception a command raises, the exit status `zoo` must give) for every error type the packages
     define, a subclass with its own status, and exceptions that are not the package's (bugs, Ctrl-C)."""
     from inference.fit import NonFiniteLossError
-    from models.errors import (
+    from base.errors import (
         FolderLockedError,
         FolderNotOwnedError,
         PathNotFoundError,

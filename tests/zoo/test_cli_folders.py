@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import inference
-import inference.atomic_dir as atomic_dir
+import base.atomic_dir as atomic_dir
 import zoo
 from inference.fit_state import saved_step
-from models.errors import CheckpointWarning, UnwritableError
+from base.errors import CheckpointWarning, UnwritableError
 from zoo.cli import main
 
 TINY = ["mlp", "--data", "two_moons", "--n", "100", "--hidden", "4", "--quiet", "--batch-size", "32"]

@@ -12,7 +12,7 @@ import pytest
 import zoo
 from inference.model_identity import first_difference, model_identity
 from models import priors
-from models.errors import InputError
+from base.errors import InputError
 from zoo import entries, registry
 
 MOONS = {"data": "two_moons", "hidden": (4,), "data_kwargs": {"n": 100}}

@@ -3,7 +3,7 @@
 in `DATASETS` (`zoo.data.registry`)."""
 
 from inference.batches import minibatches
-from inference.data import Dataset, validate_arrays
+from base.data import Dataset, validate_arrays
 from zoo.data.embedded import EMBEDDED, digits, regression_1d, two_moons
 from zoo.data.registry import DATASETS, DataSet, TfdsSpec, register_data
 

@@ -4,7 +4,7 @@ so that the benchmark's own corrupted test sets go through the same scoring (`ev
 from __future__ import annotations
 
 from evals.corruptions import CORRUPTIONS, SEVERITIES, resolve, tfds_name
-from models.errors import InputError
+from base.errors import InputError
 from zoo.data.tfds_loaders import load_tfds
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.data import Dataset
-from inference.validation import check_memory, check_real, check_seed, is_int
-from models.errors import InputError
+from base.data import Dataset
+from base.validation import check_memory, check_real, check_seed, is_int
+from base.errors import InputError
 from zoo.data.registry import DATASETS, register_data
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from inference.registry import Registry
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
 __all__ = ["DATASETS", "DataSet", "TfdsSpec", "register_data"]
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from inference.data import Dataset
-from models.errors import InputError, ZooError
+from base.data import Dataset
+from base.errors import InputError, ZooError
 from zoo.data import tokens as tokens_lib
 from zoo.data.registry import DATASETS, TfdsSpec, register_data
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from models.errors import InputError
+from base.errors import InputError
 
 PAD, START, OOV = 0, 1, 2
 FIRST_WORD_ID = 3

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.data import Dataset
-from inference.validation import is_int
-from models.errors import InputError
+from base.data import Dataset
+from base.validation import is_int
+from base.errors import InputError
 from zoo.data.registry import register_data
 
 PACKAGE_ROOT = Path(__file__).resolve().parent / "uci"

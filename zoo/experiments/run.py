@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import optax
 import pandas as pd
-from models.errors import ArgumentTypeError, InputError
+from base.errors import ArgumentTypeError, InputError
 
-from inference.atomic_dir import check_output_folder
+from base.atomic_dir import check_output_folder
 from inference.posterior import SVIPosterior
 from inference.registry import GUIDES, example_options
 from zoo.guide_options import missing_required_options
 
 if TYPE_CHECKING:
-    from inference.data import Dataset
+    from base.data import Dataset
     from inference.posterior import Posterior
 
 

@@ -16,7 +16,7 @@ from scipy.special import digamma
 from inference.diagnostics import ess_rhat
 from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.analysis.verdicts import t_interval
-from models.errors import InputError
+from base.errors import InputError
 from evals.gaussians import (
     JITTER,
     closest_diagonal,

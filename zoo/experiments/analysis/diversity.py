@@ -20,8 +20,8 @@ import pandas as pd
 
 from evals import metrics
 from evals.ood import diversity, pairwise_disagreement
-from models import structure
-from models.errors import InputError
+from base import structure
+from base.errors import InputError
 from models.rank1 import split_components
 
 __all__ = ["component_probs", "member_scores", "diversity_table", "plot_diversity"]

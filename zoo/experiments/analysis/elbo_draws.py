@@ -17,10 +17,10 @@ import numpy as np
 
 from inference.data_args import check_model_data
 from inference.elbo import elbo_terms
-from inference.validation import check_positive_ints, check_seed
-from models import structure
-from models.errors import InputError
-from models.prng import flat_key
+from base.validation import check_positive_ints, check_seed
+from base import structure
+from base.errors import InputError
+from base.prng import flat_key
 
 __all__ = ["negative_elbo_draws"]
 

@@ -13,10 +13,10 @@ from inference.svi import constrain as constrain_params
 from inference.guide_params import guide_constraints
 from inference.per_example import check_estimator, estimator_loss
 from inference.posterior import SVIPosterior
-from inference.validation import check_positive_ints, check_seed
-from models import structure
-from models.errors import InputError
-from models.prng import flat_key
+from base.validation import check_positive_ints, check_seed
+from base import structure
+from base.errors import InputError
+from base.prng import flat_key
 
 __all__ = ["elbo_gradients"]
 

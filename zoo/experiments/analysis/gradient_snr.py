@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference.validation import check_choice
-from models.errors import InputError
+from base.validation import check_choice
+from base.errors import InputError
 
 __all__ = ["gradient_snr", "snr_summary"]
 

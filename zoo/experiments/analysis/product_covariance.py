@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = [
     "ProductSimulation",

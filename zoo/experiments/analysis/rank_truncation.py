@@ -25,8 +25,8 @@ from evals.metrics import accuracy, brier, ece, nll
 from zoo.experiments.analysis.sigma_spectrum import site_matrix
 from inference.k_tied import k_tied
 from inference.mean_field import NormalFamily, mean_field
-from inference.validation import check_positive_ints
-from models.errors import InputError
+from base.validation import check_positive_ints
+from base.errors import InputError
 from zoo.experiments.analysis.seed_summary import sem
 
 __all__ = ["DEFAULT_FLOOR", "truncate_matrix", "truncate_sigma", "clipped_entries", "k_tied_param_count",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["mean_se", "sem", "format_mean_se"]
 

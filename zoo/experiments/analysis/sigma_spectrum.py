@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["site_matrix", "singular_value_shares", "variance_explained", "posterior_moments", "posterior_spectra"]
 

@@ -8,8 +8,8 @@ import warnings
 from inference.convergence import ConvergenceWarning
 from inference.fit import fit
 from inference.run_info import FitInfo
-from inference.validation import check_positive_ints
-from models.errors import InputError
+from base.validation import check_positive_ints
+from base.errors import InputError
 
 __all__ = ["fit_step_ms"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["VERDICTS", "Interval", "t_interval", "paired_interval", "se_interval", "judge", "combine",
            "region_text"]

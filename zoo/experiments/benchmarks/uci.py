@@ -338,7 +338,7 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
 def check_request(datasets, methods, root) -> tuple:
     """(datasets, methods) checked before any work: every method one of `METHODS`, every data set a folder of
     `root` whose split 0 loads (a missing or malformed file is refused here, naming it). InputError otherwise."""
-    from models.errors import InputError
+    from base.errors import InputError
     from zoo.data.uci import available, dataset_dir, uci_arrays
 
     methods = tuple(METHODS) if not methods else tuple(methods)

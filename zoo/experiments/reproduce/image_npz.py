@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["load_image_npz", "IMAGE_SIDE"]
 

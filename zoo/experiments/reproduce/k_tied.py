@@ -32,7 +32,7 @@ from zoo.experiments.analysis.rank_truncation import clipped_entries, k_tied_par
 from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.analysis.sigma_spectrum import posterior_spectra
 from inference import fit
-from models.errors import InputError, ZooError
+from base.errors import InputError, ZooError
 from zoo.experiments.reproduce import k_tied_findings as findings
 from zoo.experiments.reproduce.k_tied_plots import plot_spectra, plot_traces
 from zoo.experiments.reproduce.image_npz import load_image_npz

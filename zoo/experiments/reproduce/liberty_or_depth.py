@@ -34,7 +34,7 @@ from zoo.experiments.analysis.product_covariance import (
 )
 from zoo.experiments.analysis.verdicts import combine, judge, paired_interval, t_interval
 from inference import NutsInfo, fit, mean_field, nuts
-from models.errors import InputError
+from base.errors import InputError
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
 from zoo.registry import get
 from zoo.experiments.reproduce.report import Report

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import optax
 
-from inference.data import Dataset
-from models.errors import InputError
+from base.data import Dataset
+from base.errors import InputError
 
 __all__ = ["DigitsSplit", "digits_split", "task_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
            "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "validation_nll",

@@ -44,7 +44,7 @@ def wrn_entry_guide(method: str, data, *, depth: int, width: int, num_components
     Normal prior sd of W. Returns (entry, guide)."""
     import inference
     import zoo
-    from models.errors import InputError
+    from base.errors import InputError
 
     if method not in WRN_METHODS:
         raise InputError("method", method, f"one of {sorted(WRN_METHODS)}")

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from zoo.experiments.analysis.verdicts import VERDICTS
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["Report", "Finding", "VERDICTS"]
 

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from models.errors import InputError
+from base.errors import InputError
 
 __all__ = ["Choice", "grid", "choose_on_validation"]
 

@@ -22,7 +22,7 @@ from zoo.experiments.analysis.fgsm import draws_predictor, iterative_fgsm, mixtu
 from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.analysis.sparse_ensemble import sparse_ensemble_curve
 from zoo.experiments.analysis.verdicts import Interval, combine, judge, paired_interval, se_interval, t_interval
-from models.errors import InputError
+from base.errors import InputError
 from zoo.experiments.reproduce.report import Report
 from zoo.experiments.reproduce.stages import StageTimes, stage
 from zoo.experiments.reproduce.variance_networks_train import TABLE1, TABLE2, fit_method, log10_kappa_threshold, tune_method

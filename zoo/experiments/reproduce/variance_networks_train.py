@@ -23,7 +23,7 @@ import inference
 from zoo.experiments.analysis.curvature import count_above, layer_kappa
 from evals.metrics import accuracy
 from inference.dropout import binary_dropout
-from models.errors import InputError
+from base.errors import InputError
 from zoo.registry import get
 from zoo.experiments.reproduce.tuning import choose_on_validation, grid
 

@@ -21,7 +21,7 @@ from values, not from object identity:
 Haiku initialiser and a few analyses (`zoo.experiments.analysis.elbo_gradients`, `zoo.experiments.analysis.elbo_draws`,
 `zoo.experiments.analysis.diversity`) keep
 their jitted functions in it. `inference.fit`, `Posterior.predict` and the collapse check use explicit value
-keys instead (`models.value_key`, `inference.svi`). An entry also holds the objects its key names by identity.
+keys instead (`base.value_key`, `inference.svi`). An entry also holds the objects its key names by identity.
 At most `MAX_ENTRIES` entries are kept (least recently used evicted).
 """
 

@@ -11,8 +11,8 @@ class's ``exit_status`` is the status the `zoo` command exits with for it (it re
 2 for an `InputError`, 1 for another `ZooError` unless its class says otherwise (`inference.NonFiniteLossError`:
 3). Anything that is not a ZooError is a bug: the command prints its traceback and exits with 70.
 
-They live in `models`, the bottom of the package DAG (models <- inference <- evals <- zoo), so every package
-raises the same types.
+They live in `base`, the bottom of the package DAG (base <- models <- inference <- evals <- zoo), so every
+package raises the same types.
 """
 from __future__ import annotations
 

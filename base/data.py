@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inference.validation import check_inputs, check_labels, check_num_classes, check_targets
+from base.validation import check_inputs, check_labels, check_num_classes, check_targets
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Dataset:
 
 
 def validate_arrays(x, y, num_classes, *, name="data", feature_shape=None, arg="x", allow_empty=True):
-    """Check inputs and labels before any cast; raise `models.errors.InputError` (a ValueError) naming the
+    """Check inputs and labels before any cast; raise `base.errors.InputError` (a ValueError) naming the
     argument, the value and what was expected.
 
     Args:

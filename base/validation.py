@@ -1,7 +1,7 @@
 """Checks shared by every public entry point: counts, learning rates, NUTS settings, inputs, labels,
 probabilities and the feature shape a model was built for.
 
-Each check raises `models.errors.InputError` (a ValueError) naming the argument, the value received and
+Each check raises `base.errors.InputError` (a ValueError) naming the argument, the value received and
 what was expected, before any computation starts; none of them casts first and checks afterwards
 (labels 0.5 / 1.7 / 2.9 are refused, not truncated to 0 / 1 / 2; uint8 label 255 is compared as 255).
 Free-form descriptions of a value are written ``<...>`` (`InputError` shows them as they are).
@@ -15,8 +15,8 @@ import numbers
 
 import numpy as np
 
-from models.value_key import Static
-from models.errors import ArgumentTypeError, InputError
+from base.value_key import Static
+from base.errors import ArgumentTypeError, InputError
 
 PROBABILITY_ATOL = 1e-3
 """How far a row of probabilities may sum from 1 (absolute): a float32 softmax over C classes is off by
@@ -134,7 +134,7 @@ def check_optimizer(optimizer, arg: str = "optimizer", steps: int = 1) -> None:
     relatives, any non-negative schedule) moves against a constant gradient, so each update's inner product
     with g must be <= 0 (0: a schedule at 0, as warm-up schedules start) and finite. The parameters stay at
     0, so weight decay adds nothing. One small compile per optimiser (jitted with it as a static argument compared
-    by its value key, `models.value_key`: the same object or an equal value object), `steps` a run-time argument
+    by its value key, `base.value_key`: the same object or an equal value object), `steps` a run-time argument
     (a while loop that stops at the first bad update). An optimiser that cannot be probed this way (it needs
     extra arguments to `update`) is not checked.
     """

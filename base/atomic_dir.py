@@ -50,7 +50,7 @@ import threading
 import time
 import warnings
 
-from models.errors import (CheckpointError, CheckpointWarning, FolderLockedError, FolderNotOwnedError, InputError,
+from base.errors import (CheckpointError, CheckpointWarning, FolderLockedError, FolderNotOwnedError, InputError,
                            PathNotFoundError, UnwritableError)
 
 MANIFEST = "MANIFEST.json"
