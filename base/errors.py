@@ -105,6 +105,12 @@ class UnwritableError(InputError):
     with a probe file and the free space before any work, or met while writing)."""
 
 
+class MissingDependencyError(ZooError, ImportError):
+    """An optional dependency that a feature needs is not installed; the message names the package and the
+    command that installs it (``pip install 'bnn-zoo[tfds]'``). Exit status 1: nothing the caller passed was
+    wrong, the environment lacks a package."""
+
+
 class CheckpointWarning(UserWarning):
     """A checkpoint that could not be saved (the fit goes on and still returns its result) or that cannot be
     verified (no ``MANIFEST.json``: its files' checksums are unknown)."""

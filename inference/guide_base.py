@@ -64,7 +64,7 @@ class BNNGuide(AutoGuide):
         return (value_key(self.model), self.prefix, sites)
 
     def check_sites(self) -> None:
-        """Validate the guide's options against `self.sites` (after `setup`); raise ValueError if they do not fit."""
+        """Validate the guide's options against `self.sites` (after `setup`); raise `InputError` naming the option if they do not fit."""
 
     def setup_from_call(self, args, kwargs) -> None:
         """`setup` from the arguments a NumPyro guide is called with: ``(x, ...)`` or ``x=...``."""

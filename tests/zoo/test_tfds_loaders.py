@@ -107,3 +107,18 @@ def test_unprepared_data_set_says_how_to_prepare(name, tmp_path):
     assert f"'{name}'" in message and str(tmp_path) in message
     assert f"tfds build {name} --file_format=array_record" in message and "data_dir" in message
     assert isinstance(err.value, FileNotFoundError)
+
+
+def test_without_tensorflow_datasets_the_error_names_the_extra(monkeypatch):
+    """No tensorflow-datasets installed: a `MissingDependencyError` (a ZooError and an ImportError) that says
+    which extra installs it, not a bare ImportError."""
+    import sys
+
+    from base.errors import MissingDependencyError, ZooError
+    from zoo.data import tfds_loaders
+
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # `import tensorflow_datasets` now fails
+    with pytest.raises(MissingDependencyError, match=r"pip install 'bnn-zoo\[tfds\]'") as info:
+        tfds_loaders._source("mnist", "train", None)
+    assert isinstance(info.value, ImportError) and isinstance(info.value, ZooError)
+    assert info.value.exit_status == 1

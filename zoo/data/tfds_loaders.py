@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from base.data import Dataset
-from base.errors import InputError, ZooError
+from base.errors import InputError, MissingDependencyError, ZooError
 from zoo.data import tokens as tokens_lib
 from zoo.data.registry import DATASETS, TfdsSpec, register_data
 
@@ -131,7 +131,7 @@ def _source(name: str, split: str, data_dir):
     try:
         import tensorflow_datasets as tfds
     except ImportError as err:
-        raise ImportError("load_tfds needs tensorflow-datasets: pip install 'bnn-zoo[tfds]'") from err
+        raise MissingDependencyError("load_tfds needs tensorflow-datasets: pip install 'bnn-zoo[tfds]'") from err
     try:
         return tfds.data_source(name, split=split, data_dir=data_dir, download=False)
     except (NotImplementedError, FileNotFoundError, AssertionError, KeyError) as err:
