@@ -55,6 +55,11 @@ class Identity:
         return f"Identity(<{type(self.obj).__qualname__} at {id(self.obj):#x}>)"
 
 
+def array_digest(value) -> str:
+    """Hex BLAKE2b (16 bytes) of an array's C-order bytes: equal for equal arrays, in every process."""
+    return hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=16).hexdigest()
+
+
 def frozen(value) -> Any:
     """A hashable value key of plain data: scalars as themselves; lists / tuples as tuples; dicts as sorted
     (key, value) tuples; sets as sorted tuples; NumPy / JAX arrays as (shape, dtype, BLAKE2b of the bytes);
@@ -69,8 +74,7 @@ def frozen(value) -> Any:
         return ("set", tuple(sorted((frozen(v) for v in value), key=repr)))
     if hasattr(value, "shape") and hasattr(value, "dtype") and not callable(value):
         array = np.asarray(value)
-        digest = hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=16).hexdigest()
-        return ("array", array.shape, str(array.dtype), digest)
+        return ("array", array.shape, str(array.dtype), array_digest(array))
     return value_key(value)
 
 

@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from base.structure import array_digest
+from base.value_key import array_digest
 from base.errors import ArgumentTypeError
 
 FIELDS = ("network", "arguments", "prior", "likelihood", "data")

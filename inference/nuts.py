@@ -11,9 +11,9 @@ the kernel `numpyro.infer.NUTS` runs) under one jitted (or pmapped) program per 
 
 Warm-up and draws run as host-side chunks of L iterations (a tqdm bar advances per chunk). The data, the
 network state, the start values and the key are ARGUMENTS of both programs, never baked-in constants, and
-both are kept in a module-level cache keyed by the model's structure (`base.structure.cached`),
-the sites' shapes and supports, the data's shapes and dtypes and the settings (num_chains, chain_method,
-num_warmup, target_accept_prob, max_tree_depth, L): a second call with the same model structure, data
+both are kept in a module-level table of samplers (`compiled_sampler`, at most `MAX_SAMPLERS`, least
+recently used dropped) keyed by the model's value key (`base.value_key`), the sites' shapes and supports, the data's shapes and dtypes and the settings (num_chains, chain_method,
+num_warmup, target_accept_prob, max_tree_depth, L): a second call with the same model (value key), data
 shapes and settings compiles nothing, whatever its seed, data values or init posterior.
 
 The keys follow NumPyro's ``MCMC`` + ``NUTS``: the seed's key is split into one key per chain (not split for a
@@ -32,6 +32,8 @@ chunk loop); `nuts` is the thin front end (validation, defaults, assembling the 
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import math
 import time
@@ -54,7 +56,7 @@ from base.validation import (MAX_SEED, check_choice, check_memory, check_nuts_se
                                   site_mismatch)
 from inference.posterior import MCMCPosterior, Posterior
 from inference.run_info import NutsInfo
-from base import structure
+from base.value_key import Static
 from models.bridge import unconstrain
 from base.errors import ArgumentTypeError, InputError
 
@@ -70,8 +72,8 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
          divergence_threshold: float = DIVERGENCE_THRESHOLD, **removed) -> Posterior:
     """Run NUTS (diagonal mass matrix) on `model` with the full data set and return a `Posterior`.
 
-    Warm-up and sampling of all chains compile once per (model structure, data shapes, settings): a second
-    call with the same model structure, data shapes and settings (another seed, other data values of the
+    Warm-up and sampling of all chains compile once per (model value key, data shapes, settings): a second
+    call with the same model (value key), data shapes and settings (another seed, other data values of the
     same shapes, another init posterior) runs without compiling anything.
 
     Args:
@@ -306,7 +308,7 @@ def site_unraveller(site_priors: dict) -> Callable:
 
 
 class CompiledSampler(NamedTuple):
-    """The compiled NUTS programs of one (model structure, data shapes, settings), chains mapped.
+    """The compiled NUTS programs of one (model value key, data shapes, settings), chains mapped.
 
     init(chain_keys (C, 2), z0 {site: (C, *site_shape)} unconstrained, x (N, ...), y (N,), state) -> HMC state
       with a leading chain axis C (NumPyro's ``HMCState``; its position z is (C, P), every site's values in
@@ -324,27 +326,41 @@ class CompiledSampler(NamedTuple):
     chunk_len: int
 
 
+MAX_SAMPLERS = 16
+"""How many `CompiledSampler` s `compiled_sampler` keeps (least recently used dropped)."""
+_SAMPLERS: OrderedDict[tuple, CompiledSampler] = OrderedDict()
+
+
 def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, chain_method: str,
                      num_warmup: int, target_accept_prob: float, max_tree_depth, chunk_len: int) -> CompiledSampler:
-    """The cached `CompiledSampler` for this model structure, data shapes and dtypes (x (N, ...), y (N,),
-    state) and settings, built by `build_sampler` on a miss (`base.structure.cached`). Only shapes and
-    dtypes of the arrays are read."""
+    """The `CompiledSampler` for this model, data shapes and dtypes (x (N, ...), y (N,), state) and settings:
+    the one kept under `sampler_key` if any, else `build_sampler`'s (kept). Only shapes and dtypes of the arrays
+    are read. The table holds samplers, not traces: NumPyro's kernel objects carry the settings as Python state
+    that their traced functions read, so one sampler is built per key and reused whole."""
     settings = dict(num_chains=num_chains, chain_method=chain_method, num_warmup=num_warmup,
                     target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len)
-    return structure.cached("nuts", sampler_key(model, site_priors, x, y, state, settings),
-                            lambda: build_sampler(model, site_priors, stateful=state is not None, **settings))
+    key = sampler_key(model, site_priors, x, y, state, settings)
+    sampler = _SAMPLERS.get(key)
+    if sampler is None:
+        sampler = build_sampler(model, site_priors, stateful=state is not None, **settings)
+        _SAMPLERS[key] = sampler
+        while len(_SAMPLERS) > MAX_SAMPLERS:
+            _SAMPLERS.popitem(last=False)
+    else:
+        _SAMPLERS.move_to_end(key)
+    return sampler
 
 
 def sampler_key(model, site_priors: dict, x, y, state, settings: dict) -> tuple:
-    """The parts of the structural cache key: the model (`base.structure.structure_key` reads it), every
-    site's name, prior class, batch and event shapes and support, the shapes and dtypes of x (N, ...), y (N,)
-    and the state, and `settings`."""
+    """The key of a sampler: the model's value key (`base.value_key.Static`: a ``zoo.get`` model by its entry,
+    arguments, data, prior and likelihood; any other model by identity), every site's name, prior class, batch
+    and event shapes and support, the shapes and dtypes of x (N, ...), y (N,) and the state, and `settings`."""
     sites = tuple((name, type(d).__name__, tuple(d.batch_shape), tuple(d.event_shape), support_key(d.support))
                   for name, d in site_priors.items())
     leaves, treedef = jax.tree.flatten(state)
     state_sig = (str(treedef), tuple((tuple(np.shape(v)), str(np.asarray(v).dtype)) for v in leaves))
     data_sig = (tuple(np.shape(x)), str(np.asarray(x).dtype), tuple(np.shape(y)), str(np.asarray(y).dtype))
-    return (model, sites, data_sig, state_sig, tuple(sorted(settings.items())))
+    return (Static(model), sites, data_sig, state_sig, tuple(sorted(settings.items())))
 
 
 def support_key(support) -> tuple:

@@ -14,6 +14,7 @@ fixed state.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections import OrderedDict
@@ -28,8 +29,7 @@ from numpyro.primitives import mutable as numpyro_mutable
 from numpyro.distributions import biject_to
 
 from models import likelihoods as likelihoods_lib
-from base import structure
-from base.value_key import Identity, frozen
+from base.value_key import Identity, Static, frozen
 from models import priors as priors_lib
 from base.prng import flat_key
 from base.errors import InputError
@@ -51,6 +51,14 @@ def unflatten_params(flat: dict) -> dict:
             tree.setdefault(module, {})[name] = value
     return tree
 
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _haiku_init(model: Static, key, x):
+    """(params, state) of ``model.obj``'s Haiku initialiser at x (1, *feature_shape), the raw `key` drawn flat
+    (the same draws, compiled faster: `base.prng`). Compiled once per model value key (`base.value_key`):
+    another ``zoo.get`` of the same entry, data and options reuses the code; a model built by hand is its own key."""
+    return model.obj.init_fn(flat_key(key), x)
 
 class BNN:
     """A Bayesian neural network: a Haiku network, a prior per weight tensor and a likelihood.
@@ -104,12 +112,6 @@ class BNN:
         self._output_width_cache: dict = {}
         self._stateful: dict = {}
         self._state_cache: dict = {}
-        # the jitted Haiku initialiser, shared by every BNN of the same network function (another zoo.get of
-        # the same entry reuses the compiled code)
-        # the same draws as the raw key's, compiled faster (`base.prng`)
-        init_fn = self.init_fn
-        self._jit_init = structure.cached("haiku init", (network_fn,),
-                                          lambda: jax.jit(lambda key, x: init_fn(flat_key(key), x)))
 
     # ----- structure -------------------------------------------------------------------------
     def site_shapes(self, x_or_feature_shape) -> "OrderedDict[str, tuple]":
@@ -195,8 +197,8 @@ class BNN:
         key = jax.random.PRNGKey(0) if rng_key is None else rng_key
         if isinstance(jnp.zeros(()), jax.core.Tracer):
             with jax.ensure_compile_time_eval():
-                return self._jit_init(key, example)
-        params, state = self._jit_init(key, example)
+                return _haiku_init(Static(self), key, example)
+        params, state = _haiku_init(Static(self), key, example)
         if feature_shape not in self._state_cache and _is_seed_zero_key(key):
             # what `initial_state` returns: kept now, so that asking for it inside a trace (a fit's jitted
             # initialisation) neither compiles the initialiser a second time under compile-time evaluation (another
@@ -249,11 +251,6 @@ class BNN:
             output = self.apply(params, x, state)
         scale = None if n_data is None else n_data / x.shape[0]
         return self.likelihood.sample(output, y, params, scale)
-
-    def __structure__(self) -> tuple:
-        """What determines this model's computation (`base.structure.structure_key` reads it): the network
-        function, the prior and the likelihood. The name, origin and caches do not change what it computes."""
-        return (self.network_fn, self.prior, self.likelihood)
 
     def __value_key__(self):
         """This model's value key (`base.value_key`), or None (keyed by identity) unless ``zoo.get`` built it:

@@ -13,6 +13,8 @@ mixture component under each posterior draw, `component_probs`), the per-checkpo
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +22,7 @@ import pandas as pd
 
 from evals import metrics
 from evals.ood import diversity, pairwise_disagreement
-from base import structure
+from base.value_key import Static
 from base.errors import InputError
 from models.rank1 import split_components
 
@@ -41,12 +43,16 @@ def component_probs(posterior, x, num_samples: int = 1, seed: int = 0) -> np.nda
         raise InputError("posterior", f"<{type(posterior).__name__}>",
                          "a posterior of a rank-1 model (models.rank1.Rank1Likelihood)")
     model, state = posterior.model, getattr(posterior, "state", None) or None
-    # compiled once per model structure (the checkpoints of a fit, every fit of one structure), not per call
-    per_draw = structure.cached("rank-1 component probs", (model,), lambda: jax.jit(jax.vmap(
-        lambda params, xs, st: _components(model, params, xs, st), in_axes=(0, None, None))))
-    probs = np.asarray(per_draw(posterior.draws(num_samples, seed=seed), jnp.asarray(x, jnp.float32), state),
-                       np.float64)
+    # compiled once per model value key (the checkpoints of a fit, every fit of one entry), not per call
+    probs = np.asarray(_per_draw_components(Static(model), posterior.draws(num_samples, seed=seed),
+                                            jnp.asarray(x, jnp.float32), state), np.float64)
     return probs.reshape((-1,) + probs.shape[2:])
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _per_draw_components(model: Static, params, xs, state):
+    """(S, K, N, C) per-component probabilities of every draw: `_components` mapped over the draws' first axis."""
+    return jax.vmap(lambda p: _components(model.obj, p, xs, state))(params)
 
 
 def _components(model, params, xs, state):

@@ -12,13 +12,15 @@ NumPyro registers one, so the same for every draw; a one-draw estimate otherwise
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 
 from inference.data_args import check_model_data
 from inference.elbo import elbo_terms
 from base.validation import check_positive_ints, check_seed
-from base import structure
+from base.value_key import Static
 from base.errors import InputError
 from base.prng import flat_key
 
@@ -42,15 +44,18 @@ def negative_elbo_draws(posterior, x, y, n_train: int, num_samples: int = 100, s
     n_eval = int(x.shape[0])
     model, guide = posterior.model, posterior.guide
 
-    def build():
-        def one(key, params, xs, ys):
-            log_lik, kl, _ = elbo_terms(flat_key(key), params, model, guide, xs, ys, xs.shape[0])
-            return log_lik, kl
-
-        return jax.jit(lambda keys, params, xs, ys: jax.lax.map(lambda k: one(k, params, xs, ys), keys,
-                                                                batch_size=chunk_size))
-
-    fn = structure.cached("negative elbo draws", (model, guide, x.shape, int(chunk_size)), build)
+    fn = functools.partial(_terms_per_draw, Static(model), Static(guide), int(chunk_size))
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(seed), s))(np.arange(num_samples))
     log_lik, kl = fn(keys, posterior.params, jax.device_put(x), jax.device_put(y))
     return -np.asarray(log_lik, np.float64) / n_eval + np.asarray(kl, np.float64) / n_train
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _terms_per_draw(model: Static, guide: Static, chunk_size: int, keys, params, xs, ys):
+    """((S,), (S,)): the log-likelihood of xs (N', ...), ys (N',) and the KL, one per key (S, 2), `chunk_size`
+    draws at a time (`lax.map`). Compiled once per (model, guide) value keys, chunk size and array shapes."""
+    def one(key):
+        log_lik, kl, _ = elbo_terms(flat_key(key), params, model.obj, guide.obj, xs, ys, xs.shape[0])
+        return log_lik, kl
+
+    return jax.lax.map(one, keys, batch_size=chunk_size)

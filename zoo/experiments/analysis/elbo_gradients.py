@@ -4,6 +4,8 @@ the optimiser of `inference.fit` would see there (for gradient signal-to-noise r
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +16,7 @@ from inference.guide_params import guide_constraints
 from inference.per_example import check_estimator, estimator_loss
 from inference.posterior import SVIPosterior
 from base.validation import check_positive_ints, check_seed
-from base import structure
+from base.value_key import Static
 from base.errors import InputError
 from base.prng import flat_key
 
@@ -43,7 +45,7 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
         raise InputError("posterior", f"<{type(posterior).__name__}>", "an inference.SVIPosterior")
     check_positive_ints(batch_size=batch_size, num_batches=num_batches)
     check_seed(seed)
-    elbo_loss = estimator_loss(estimator)
+    estimator = check_estimator(estimator)
     x, y = (data.x, data.y) if hasattr(data, "x") else data
     x, y = check_model_data(posterior.model, x, y, arg="data", feature_shape=posterior.feature_shape)
     n = x.shape[0]
@@ -57,18 +59,25 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
     model, guide = posterior.model, posterior.guide
     constraints = guide_constraints(guide, posterior.feature_shape)
 
-    def build():
-        def loss(p_u, key, xb, yb):
-            return elbo_loss(flat_key(key), constrain_params(p_u, constraints), model, guide, 1.0, 1, xb, yb,
-                                      n)[0]
-
-        return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0)))
-
-    fn = structure.cached("elbo gradients", (model, guide, x.shape, int(batch_size), int(num_batches),
-                                             check_estimator(estimator)), build)
+    fn = functools.partial(_gradients, Static(model), Static(guide), Static(constraints), estimator, n)
     rng = np.random.default_rng(seed)
     perm = np.stack([rng.permutation(n)[:batch_size] for _ in range(1 if same_batch else num_batches)])
     perm = np.broadcast_to(perm, (num_batches, batch_size))
     keys = jax.vmap(lambda t: jax.random.fold_in(jax.random.PRNGKey(seed), t))(jnp.arange(num_batches))
     grads = fn({k: jnp.asarray(v) for k, v in params_u.items()}, keys, jnp.asarray(x[perm]), jnp.asarray(y[perm]))
     return {k: np.asarray(grads[k]) for k in names}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _gradients(model: Static, guide: Static, constraints: Static, estimator: str, n: int, params_u, keys, xb, yb):
+    """{name: (num_batches, *shape)} gradients of the one-particle negative ELBO (`estimator`'s, KL weight 1) at the
+    unconstrained guide parameters `params_u`, one per key (num_batches, 2) and minibatch xb (num_batches, B, ...),
+    yb (num_batches, B); n: the training-set size N. Compiled once per (model, guide, constraints) value keys,
+    estimator, N and the arrays' shapes."""
+    elbo_loss = estimator_loss(estimator)
+
+    def loss(p_u, key, x1, y1):
+        return elbo_loss(flat_key(key), constrain_params(p_u, constraints.obj), model.obj, guide.obj, 1.0, 1, x1, y1,
+                         n)[0]
+
+    return jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0))(params_u, keys, xb, yb)
