@@ -45,7 +45,7 @@ ARRAYS = "arrays.npz"
 META = "posterior.json"
 FIELDS = ("kind", "feature_shape", "site_shapes", "model", "identity", "guide", "config", "info_type", "info",
           "training_data")  # the fields of posterior.json, all of them written by `save` (values may be null)
-GUIDE_SETTINGS = {"mean_field": ("scale_cap", "bias_limit"), "k_tied": ("scale_cap", "bias_limit")}
+GUIDE_SETTINGS: dict[str, tuple[str, ...]] = {"mean_field": ("scale_cap", "bias_limit"), "k_tied": ("scale_cap", "bias_limit")}
 """Settings a saved config of these guides names (their defaults changed before the release: a config without
 them was fitted under other settings and is refused)."""
 SLACK_BYTES = 1 << 16  # the archive's and the manifest's own bytes, beyond the arrays and the metadata
@@ -119,7 +119,7 @@ def read_meta(path) -> dict:
 def check_guide_config(folder: str, config: dict) -> None:
     """Raise `CheckpointError` naming `folder` when the saved guide config {"name": ..., **kwargs} lacks a setting
     of `GUIDE_SETTINGS` (rebuilt with today's default it would be another guide than the one fitted)."""
-    missing = [k for k in GUIDE_SETTINGS.get(config.get("name"), ()) if k not in config]
+    missing = [k for k in GUIDE_SETTINGS.get(str(config.get("name")), ()) if k not in config]
     if missing:
         raise CheckpointError(folder, f"its {config['name']} guide config lacks {missing}: it was written by a "
                                       f"pre-release version; this version reads guide configs that name "
