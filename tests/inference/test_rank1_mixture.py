@@ -155,15 +155,15 @@ def test_lognormal_factors_are_positive_and_their_kl_is_the_log_space_normal_kl(
     params = _init_params(guide)
     loc = np.asarray(params["rank1_mlp/rank1_dense_0/alpha_auto_loc"])
     assert loc.std() > 0.1 and abs(loc.mean()) < 0.5
-    draws = guide.sample_posterior(jax.random.PRNGKey(0), params, sample_shape=(500,))
+    draws = jax.jit(lambda key, p: guide.sample_posterior(key, p, sample_shape=(500,)))(jax.random.PRNGKey(0), params)
     assert all(float(draws[n].min()) > 0 for n in draws if n.endswith(("alpha", "gamma")))
     assert np.median(np.asarray(draws["rank1_mlp/rank1_dense_0/alpha"]), 0) == pytest.approx(np.exp(loc), rel=0.1)
     real = SimpleNamespace(name="rank1_mlp/rank1_dense_0/alpha", shape=(K, D), is_real=True)
     with pytest.raises(ValueError, match="positive-valued prior"):  # under a Normal prior it would be a Normal
         Rank1FactorFamily("lognormal").distribution(real, {"loc": loc, "scale": np.ones((K, D))})
     x, y = _xy()
-    kls = jax.vmap(lambda key: elbo_terms(key, params, model, guide, x, y, 6)[1])(
-        jax.random.split(jax.random.PRNGKey(3), 400))
+    kls = jax.jit(jax.vmap(lambda key: elbo_terms(key, params, model, guide, x, y, 6)[1]))(
+        jax.random.split(jax.random.PRNGKey(3), 400))  # jitted: one compile, not one per operation
     expected = 0.0
     for name in model.site_shapes((D,)):
         m = np.asarray(params[f"{name}_auto_loc"], np.float64)
