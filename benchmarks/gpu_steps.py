@@ -23,7 +23,7 @@ is skipped with its reason printed; a network whose build would start after `--b
 table (markdown) and a CSV are written into `--out` after every network, so a run cut short keeps what it
 measured.
 
-Run: python benchmarks/gpu_steps.py --out DIR [--rounds 3] [--budget 120] [--tiny]
+Run: python benchmarks/gpu_steps.py --out DIR [--rounds 3] [--budget 120] [--tiny] [--only WRN]
 (`--tiny`: a small MLP, and a WRN-10-1 on 8x8 images with the deterministic and rank-1 rows only, short chunks:
 a check of the script on a CPU.)
 """
@@ -192,6 +192,8 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=120.0,
                    help="seconds after which no further network is built (those are skipped, said so)")
     p.add_argument("--tiny", action="store_true", help="small networks and chunks: a check on a CPU")
+    p.add_argument("--only", default=None,
+                   help="measure only the networks whose label starts with this (e.g. 'WRN' or 'MLP')")
     args = p.parse_args(argv)
     if args.rounds is None:
         args.rounds = 2 if args.tiny else 5
@@ -202,6 +204,8 @@ def main(argv=None):
     print(f"JAX {jax.__version__} on {device}", flush=True)
     rows, notes = [], []
     for bench in benches(args.tiny):
+        if args.only is not None and not bench.label.startswith(args.only):
+            continue
         if time.perf_counter() - start > args.budget:
             notes.append(f"{bench.label} batch {bench.batch}: skipped: the {args.budget:.0f} s budget was spent "
                          "before its build")
