@@ -16,8 +16,8 @@ staging folder and leaves ``path`` untouched. Leftover staging folders of killed
 (``.<name>.staging-*``) are ignored and cleaned up by the next successful write.
 
 Ownership: a folder is replaced only when it is absent, empty, or this package's own of the same kind
-(`folder_kind`: its manifest names the kind and lists every file in it; a folder of an older version without
-a kind in its manifest counts when it holds only that kind's files). A folder holding anything else (the
+(`folder_kind`: its manifest names the kind and lists every file in it; a folder whose manifest is missing or
+damaged counts when it holds only that kind's files, so that saving again replaces a damaged checkpoint). A folder holding anything else (the
 user's files, a posterior where a fit state would go or the reverse) raises `FolderNotOwnedError` and is left
 as it is. `remove_folder` deletes only a folder of the kind named.
 
@@ -31,8 +31,7 @@ Writability: `check_writable` creates a probe file where the folder will be writ
 space, before any work; an `OSError` of a full or read-only disk met while writing raises `UnwritableError`.
 
 `verify_directory` checks the manifest: a missing, truncated or edited file raises `CheckpointError` naming
-the file and what is wrong; a folder without a manifest (written before manifests) loads with a
-`CheckpointWarning` saying that its files cannot be verified.
+the file and what is wrong, and so does a folder without a manifest (its files cannot be verified).
 """
 
 from __future__ import annotations
@@ -48,15 +47,14 @@ import shutil
 import tempfile
 import threading
 import time
-import warnings
 
-from base.errors import (CheckpointError, CheckpointWarning, FolderLockedError, FolderNotOwnedError, InputError,
+from base.errors import (CheckpointError, FolderLockedError, FolderNotOwnedError, InputError,
                            PathNotFoundError, UnwritableError)
 
 MANIFEST = "MANIFEST.json"
 WRITER = "bnn-zoo"
 # the files of each kind of folder the package writes (`inference.checkpoint`, `inference.fit_state`): the first
-# one marks a folder written before manifests named their kind
+# one marks a folder of that kind whose manifest is missing or damaged
 KINDS = {"posterior": ("posterior.json", "arrays.npz"), "fit state": ("fit_state.json", "fit_state.npz")}
 SAVE_WAIT_S = 60.0  # how long a save waits for another process's save into the same folder
 # errors of a disk that cannot take the folder: full, read-only, not permitted, over quota
@@ -112,8 +110,8 @@ def _disk_error(err: OSError, argument: str, path: str) -> UnwritableError:
 
 def folder_kind(path) -> str | None:
     """What the folder `path` holds: None (nothing: absent, or an empty folder), a kind of `KINDS` (a folder
-    this package wrote: its manifest names the kind and lists every file there, or, written before manifests
-    named kinds, it holds only that kind's files), "file" (a file, not a folder) or "other" (anything else).
+    this package wrote: its manifest names the kind and lists every file there, or, its manifest missing or
+    damaged, it holds only that kind's files), "file" (a file, not a folder) or "other" (anything else).
 
     After a writer was killed between its two renames, `path` is absent and its previous version is read."""
     path = os.path.abspath(os.fspath(path))
@@ -146,7 +144,7 @@ def _kind(path: str) -> str | None:
             raise  # moved away meanwhile
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass  # a damaged manifest: judged by the names
-    # no manifest (older, or deleted), or one without a kind: judged by the names
+    # no manifest (deleted), or a damaged one: judged by the names
     for kind, files in KINDS.items():
         if files[0] in names and names <= set(files) | {MANIFEST}:
             return kind
@@ -374,20 +372,19 @@ def verify_directory(path: str, required: tuple[str, ...] = ()) -> dict:
     """Check every file of the directory `path` against its ``MANIFEST.json``; returns the manifest
     {file: {"bytes": int, "sha256": str}}.
 
-    A directory without a manifest (written before checksums existed, or whose manifest was deleted) passes when
-    the `required` files exist, with a `CheckpointWarning` saying that they cannot be verified (an edited or
-    damaged file would go unnoticed). Raises `CheckpointError` naming the file when one is missing, truncated, edited, or the manifest is unreadable.
+    Raises `CheckpointError` naming the file when one is missing, truncated, edited, or the manifest is missing
+    (a folder of a pre-release version, or its manifest deleted: its files cannot be verified) or unreadable.
     """
     for name in required:
         if not os.path.isfile(os.path.join(path, name)):
             raise CheckpointError(path, "file is missing", name)
     manifest_file = os.path.join(path, MANIFEST)
     if not os.path.exists(manifest_file):
-        warnings.warn(CheckpointWarning(
-            f"checkpoint {str(path)!r}: it has no {MANIFEST}, so its files ({', '.join(required)}) cannot be checked "
-            "for damage or edits (an edited file, e.g. another activation in the metadata, would load unnoticed); "
-            "it was written before manifests, or the manifest was deleted. Saving it again adds one"), stacklevel=3)
-        return {}
+        raise CheckpointError(path, f"file is missing: this version reads folders whose {MANIFEST} lists every "
+                                    f"file with its size and SHA-256, so that damage and edits are caught; without "
+                                    f"it the files ({', '.join(required)}) cannot be verified (a folder of a "
+                                    f"pre-release version, or its manifest was deleted). Fit and save it again",
+                              MANIFEST)
     try:
         with open(manifest_file) as f:
             manifest = json.load(f)["files"]

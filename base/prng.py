@@ -1,10 +1,9 @@
 """Random keys that compile cheaply: JAX's threefry with every draw made flat and reshaped.
 
 JAX's default key (threefry2x32, partitionable) counts the random bits of a draw of shape (d1, ..., dn) with an
-n-dimensional 64-bit iota; XLA's CPU backend compiles that slowly for multi-dimensional shapes. Measured here
-(JAX 0.10, one compile of ``jax.random.bits(key, shape)``): (50, 64) 0.36 s, (50, 64, 64) 0.78 s, (50, 64, 10)
-2.5 s, but (204,800,) 0.27 s; a mean-field sampler of the digits MLP 64-64 (50 draws of its six sites) compiled
-in 5.4 s, and in 1.2 s with `flat_key`.
+n-dimensional 64-bit iota; XLA's CPU backend compiles that slowly for multi-dimensional shapes, and a flat draw
+of the same number of values quickly (a sampler that draws every site of a guide compiles several times faster
+with `flat_key`).
 
 The flat draw reshaped is the same array bit for bit (the partitionable counter of an element is its flat
 index; the original threefry generates flat bits and reshapes), so `flat_key` changes compile time only,
@@ -99,8 +98,8 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
     counters 0 .. n-1, xor-ed halves; `flat_key` draws it so), mapped to a uniform in (-1, 1) and through
     sqrt(2) erfinv, all elementwise. Draws of fewer than `own_hash_from` values share one hash: their counters
     in one vector, each with its own key broadcast along them, which gives each draw's bits exactly; the
-    compiled program then holds one hash where a guide with S sites held S (measured: S = 38 hashes were half
-    of a tiny ResNet-18 mean-field update's 7.5 s compile). A draw of `own_hash_from` values or more is
+    compiled program then holds one hash where a guide with S sites held S (S hashes can be most of the compile
+    time of a small network's update). A draw of `own_hash_from` values or more is
     ``jax.random.normal(flat_key(k), s)``: a key per value costs run time, which such a draw pays at every step,
     while one more hash costs compile time once; and a caller that uses only some draws (the local
     reparameterisation estimator ignores the weight draws) pays for no unused large one. (A hash written out
@@ -140,9 +139,9 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
         draw = jnp.searchsorted(jnp.asarray(ends), flat, side="right")  # which draw each value belongs to
         key_words = jnp.stack([words[i] for i in shared])
         counts = flat - jnp.asarray(ends - small)[draw]  # 0 .. n-1 within each draw
-        # (built from one iota and gathers: concatenating S pieces compiled 1.6x slower, S separate hashes 3.6x)
-        # JAX's own hash primitive: with a key per value, the hash written out elementwise compiled 1.6x slower
-        # (the tiny ResNet-18's 38 draws: 2.2 s against 1.4 s), and small draws' run time is small
+        # (built from one iota and gathers, which compile faster than S concatenated pieces or S separate hashes)
+        # JAX's own hash primitive: with a key per value it compiles faster than the hash written out elementwise,
+        # and small draws' run time is small
         bits1, bits2 = jax_random.threefry2x32_p.bind(key_words[draw, 0], key_words[draw, 1], jnp.zeros_like(counts),
                                                       counts)
         if scales is None:

@@ -35,7 +35,7 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
     log_likelihood: which data the log_likelihood group may come from.
       True (default): `data` must be the data the posterior was fitted to (``az.loo`` / ``az.compare``
         estimate the predictive density of new data from them); other data raise InputError naming
-        `data`. A posterior that does not record its training data (built by hand, an older checkpoint)
+        `data`. A posterior that does not record its training data (built by hand, or loaded from one's checkpoint)
         cannot be checked: a UserWarning says so (`inference.remember_training_data` records them).
       "held_out": the log-likelihood of `data` whatever they are, unchecked, the group's ``attrs["data"]``
         saying so (``az.loo`` of it is not a LOO estimate; `inference.log_predictive_density` is the

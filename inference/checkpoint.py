@@ -2,14 +2,13 @@
 ``posterior.json``, the site shapes, the model's ``spec`` (with its ``origin``), the model's ``identity``
 (network and its arguments, prior, likelihood, training data; see `inference.model_identity`) and the guide
 config that rebuilds the guide. `load` attaches the posterior to a model the caller passes and refuses a model
-whose identity (or, for checkpoints older than identities, whose site shapes) differ; ``zoo.load`` rebuilds a
-catalogue entry's model from the stored origin first.
+whose identity or site shapes differ; ``zoo.load`` rebuilds a catalogue entry's model from the stored origin
+first.
 
 Crashes lose nothing: a checkpoint is written into a staging folder and moved into place at once
 (`base.atomic_dir.atomic_directory`), so a process killed mid-save leaves the previous checkpoint (or the
 new one) readable. ``MANIFEST.json`` holds each file's size and SHA-256; a missing, truncated or edited file
-raises `base.errors.CheckpointError` naming it. Checkpoints written before manifests still load, with a
-`base.errors.CheckpointWarning` saying that their files cannot be verified.
+raises `base.errors.CheckpointError` naming it, as does a folder without a manifest.
 
 A checkpoint folder is the package's own: `save` replaces only an absent or empty folder or an earlier saved
 posterior (never a folder of the user's files, nor a resumable fit state), checks before writing that the
@@ -17,9 +16,12 @@ place is writable and the disk has room (a probe file, the free space), and hold
 writes, so concurrent saves into one folder follow one another (`base.atomic_dir`).
 
 ``Posterior.info`` is stored as {field: value} with its type's name ("FitInfo" / "NutsInfo") and loads
-back as that NamedTuple; a checkpoint from before those types (a plain dict) fills the matching fields
-and leaves the missing ones None, as does a checkpoint written before a field existed (e.g. FitInfo's
-``final_kl_weight``: None) (`inference.run_info.info_from_record`)."""
+back as that NamedTuple (`inference.run_info.info_from_record`).
+
+The format (``"format": 1``) is the one `save` writes: every field of `FIELDS` in ``posterior.json``, every
+file listed in ``MANIFEST.json``. A checkpoint of another format, or one lacking a field, a setting of its guide
+or its manifest (folders written by pre-release versions of 0.1.0), raises `CheckpointError` naming the path
+and what is expected: fit and save it again."""
 
 from __future__ import annotations
 
@@ -41,7 +43,11 @@ from base.errors import ArgumentTypeError, CheckpointError, InputError
 FORMAT = 1
 ARRAYS = "arrays.npz"
 META = "posterior.json"
-REQUIRED_FIELDS = ("kind", "feature_shape", "site_shapes", "config")
+FIELDS = ("kind", "feature_shape", "site_shapes", "model", "identity", "guide", "config", "info_type", "info",
+          "training_data")  # the fields of posterior.json, all of them written by `save` (values may be null)
+GUIDE_SETTINGS: dict[str, tuple[str, ...]] = {"mean_field": ("scale_cap", "bias_limit"), "k_tied": ("scale_cap", "bias_limit")}
+"""Settings a saved config of these guides names (their defaults changed before the release: a config without
+them was fitted under other settings and is refused)."""
 SLACK_BYTES = 1 << 16  # the archive's and the manifest's own bytes, beyond the arrays and the metadata
 
 
@@ -100,29 +106,24 @@ def save(posterior: Posterior, path) -> str:
 
 def read_meta(path) -> dict:
     """The metadata ``posterior.json`` of the checkpoint at `path`: kind, feature_shape, site_shapes, model
-    (the BNN's ``spec``, with its ``origin``), identity (None in older checkpoints), guide, config, info.
+    (the BNN's ``spec``, with its ``origin``), identity (None for a model without one), guide, config,
+    info_type, info, training_data.
 
     Every file is checked against the manifest first. Raises FileNotFoundError when `path` holds no
     checkpoint, `CheckpointError` (a ValueError) naming the file for a missing, truncated, edited or
-    unreadable file or another format version.
+    unreadable file, a folder without a manifest, another format version or a lacking field.
     """
     return _read(_path_arg(path))[1]
 
 
-UNCAPPED_BEFORE = ("mean_field", "k_tied")
-"""Guides whose configs name their sigma cap (`inference.families.scale_limit`) since it became their default; a
-config without one was saved before and is rebuilt without a cap, as it was fitted."""
-
-
-def fitted_guide_config(config: dict) -> dict:
-    """A saved guide config {"name": ..., **kwargs} completed with the settings it was fitted under: a mean-field
-    or k-tied config without ``scale_cap`` was saved before the sigma cap existed (None), one without
-    ``bias_limit`` before biases took their layer's limit ("own"). Returns a new dict."""
-    config = dict(config)
-    if config.get("name") in UNCAPPED_BEFORE:
-        config.setdefault("scale_cap", None)
-        config.setdefault("bias_limit", "own")
-    return config
+def check_guide_config(folder: str, config: dict) -> None:
+    """Raise `CheckpointError` naming `folder` when the saved guide config {"name": ..., **kwargs} lacks a setting
+    of `GUIDE_SETTINGS` (rebuilt with today's default it would be another guide than the one fitted)."""
+    missing = [k for k in GUIDE_SETTINGS.get(str(config.get("name")), ()) if k not in config]
+    if missing:
+        raise CheckpointError(folder, f"its {config['name']} guide config lacks {missing}: it was written by a "
+                                      f"pre-release version; this version reads guide configs that name "
+                                      f"{list(GUIDE_SETTINGS[config['name']])}. Fit and save it again", META)
 
 
 def load(path, model=None) -> Posterior:
@@ -132,10 +133,8 @@ def load(path, model=None) -> Posterior:
     rebuilds a catalogue entry's model from the checkpoint). A model whose identity differs from the stored
     one (network name or arguments such as the activation, prior or likelihood spec, training data) raises
     `CheckpointError` naming the first difference, e.g. "activation: saved relu, model tanh"; parts unknown on
-    either side are not compared, and a checkpoint without an identity (older format) is checked by its site
-    shapes only. Damaged files raise `CheckpointError` naming the file (see `read_meta`). A checkpoint without
-    ``MANIFEST.json`` (older, or its manifest deleted) cannot be verified: it loads with a `CheckpointWarning`
-    saying so (an edited file would go unnoticed).
+    either side are not compared. Damaged files, a missing ``MANIFEST.json`` and checkpoints of another format
+    raise `CheckpointError` naming the path (see `read_meta`).
     """
     target = _path_arg(path)
     folder, meta = _read(target)
@@ -149,12 +148,13 @@ def load(path, model=None) -> Posterior:
     groups, losses = _read_arrays(folder)
     common = {"model": model, "feature_shape": feature_shape, "state": unflatten_params(groups["state"]) or None,
               "config": meta["config"], "training_data": meta.get("training_data"), "losses": losses,
-              "info": info_from_record(meta.get("info_type"), meta.get("info"), meta["kind"])}
+              "info": _info(folder, meta)}
     if meta["kind"] == "mcmc":
         return MCMCPosterior(samples=groups["samples"], sample_stats=groups["sample_stats"] or None, **common)
     if meta["kind"] != "svi":
         raise CheckpointError(folder, f"has kind {meta['kind']!r}; expected 'svi' or 'mcmc'", META)
-    guide_cfg = fitted_guide_config(meta.get("guide") or {})
+    guide_cfg = dict(meta["guide"] or {})
+    check_guide_config(folder, guide_cfg)
     name = guide_cfg.pop("name", None)
     if name is None:
         raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
@@ -177,10 +177,20 @@ def _read(path: str) -> tuple[str, dict]:
     if meta.get("format") != FORMAT:
         raise CheckpointError(folder, f"has checkpoint format {meta.get('format')!r}; this version reads format "
                                       f"{FORMAT}", META)
-    missing = [k for k in REQUIRED_FIELDS if k not in meta]
+    missing = [k for k in FIELDS if k not in meta]
     if missing:
-        raise CheckpointError(folder, f"lacks the fields {missing}", META)
+        raise CheckpointError(folder, f"lacks the fields {missing}: it was written by a pre-release version; this "
+                                      f"version reads format {FORMAT} with the fields {list(FIELDS)}. Fit and save "
+                                      "it again", META)
     return folder, meta
+
+
+def _info(folder: str, meta: dict):
+    """The posterior's info rebuilt from the record; a record of another shape raises `CheckpointError`."""
+    try:
+        return info_from_record(meta["info_type"], meta["info"])
+    except InputError as err:
+        raise CheckpointError(folder, f"{err}. Fit and save it again", META) from None
 
 
 def _check_model(path: str, meta: dict, model, feature_shape: tuple) -> None:

@@ -200,10 +200,9 @@ def default_chain_method(num_chains: int) -> str:
 def single_device_method(num_chains: int) -> str:
     """How C chains share one device: "sequential" on a CPU, "vectorized" on an accelerator (and for one chain).
 
-    On a CPU batching the chains buys nothing: XLA already spreads one chain's operations over the cores (two-moons
-    MLP 2-16-16-2, N = 500: the gradient vmapped over 2 chains 32.5-36 us per chain against 34.7-37.5 us alone;
-    at N = 2,000 158 us against 112 us), while vmapped NUTS runs each tree doubling as long as the longer chain's:
-    45.7 us per chain-leapfrog vectorized against 40.5 us sequential (5 seeds each, ``benchmarks/bench_nuts.py``)."""
+    On a CPU batching the chains buys nothing: XLA already spreads one chain's operations over the cores, while
+    vmapped NUTS runs each tree doubling as long as the longer chain's (every chain waits for the deepest tree).
+    ``benchmarks/bench_nuts.py`` measures the time per chain-leapfrog of both methods."""
     return "sequential" if num_chains > 1 and jax.default_backend() == "cpu" else "vectorized"
 
 
@@ -260,7 +259,7 @@ def unconstrained_potential(model, site_priors, x, y, state=None):
     ``partial(unconstrained_potential, model, site_priors)`` is the kernel's ``potential_fn_gen``: called with
     the (traced) data ``(x, y, state)`` it returns the potential, so the data stay arguments of the compiled
     programs. Built from the BNN's static site table, so NUTS needs none of NumPyro's ``initialize_model``
-    (whose eager compiles cost ~10 s per model); the model itself is evaluated by
+    (which compiles the model op by op, outside jit); the model itself is evaluated by
     ``numpyro.infer.util.log_density``.
     """
     transforms = site_transforms(site_priors)

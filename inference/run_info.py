@@ -2,8 +2,7 @@
 (MCMC, from `nuts`), or None when nothing was recorded (a Posterior built by hand).
 
 Checkpoints store ``info._asdict()`` with the type's name (`info_record`) and rebuild the tuple from them
-(`info_from_record`); a checkpoint written before these types existed holds a plain dict, which still
-loads: its matching keys fill the fields, missing ones are None.
+(`info_from_record`), which refuses a record without its type or with other fields than the type's.
 """
 
 from __future__ import annotations
@@ -25,16 +24,16 @@ class FitInfo(NamedTuple):
       traces: how many times the scanned update was traced (int; 1 means the fit compiled once).
       temperature: the likelihood temperature T the fit targeted, p(y | x, w)^(1/T) p(w) (float; 1 is the
         Bayesian posterior; see `inference.fit`).
-      converged: whether the ELBO had converged when the fit ended (bool; None: not judged, e.g. a checkpoint
-        from before the judgement existed); convergence: the judgement's numbers (a dict, see
+      converged: whether the ELBO had converged when the fit ended (bool; None: not judged, e.g. a FitInfo built
+        by hand); convergence: the judgement's numbers (a dict, see
         `inference.convergence.judge`).
       collapsed: whether the posterior ignores the data: its predictive explains the training data no better
         than the prior predictive or an input-free predictor (bool; None: not judged, e.g. a model that is not
-        a `models.BNN`, or a checkpoint from before the judgement existed); collapse: the judgement's numbers
+        a `models.BNN`); collapse: the judgement's numbers
         (a dict, see `inference.collapse.check_collapse`).
       final_kl_weight: beta of the fit's last step, the weight of its KL term (float; 1 without KL warm-up or
-        schedule, below 1 when the schedule had not reached 1; None: a checkpoint from before it was recorded,
-        or a fit of 0 steps). See `inference.kl_schedules`.
+        schedule, below 1 when the schedule had not reached 1; None: a fit of 0 steps). See
+        `inference.kl_schedules`.
     """
 
     first_step_s: float | None
@@ -76,8 +75,6 @@ class NutsInfo(NamedTuple):
 
 
 INFO_TYPES: dict[str, type[FitInfo] | type[NutsInfo]] = {cls.__name__: cls for cls in (FitInfo, NutsInfo)}
-# for checkpoints that predate the types:
-INFO_FOR_KIND: dict[str, type[FitInfo] | type[NutsInfo]] = {"svi": FitInfo, "mcmc": NutsInfo}
 
 
 def info_record(info: FitInfo | NutsInfo | None) -> tuple[str | None, dict | None]:
@@ -88,29 +85,30 @@ def info_record(info: FitInfo | NutsInfo | None) -> tuple[str | None, dict | Non
     return type(info).__name__, info._asdict()
 
 
-def info_from_record(type_name: str | None, fields: dict | None, kind: str) -> FitInfo | NutsInfo | None:
-    """Rebuild `Posterior.info` from a checkpoint's record.
+def info_from_record(type_name: str | None, fields: dict | None) -> FitInfo | NutsInfo | None:
+    """Rebuild `Posterior.info` from a checkpoint's record, the inverse of `info_record`.
 
     Args:
-      type_name: "FitInfo", "NutsInfo", or None for a checkpoint written before the types existed (the
-        type then follows the posterior's `kind`: "svi" -> FitInfo, "mcmc" -> NutsInfo).
-      fields: {field: value}; keys the type lacks are dropped, fields the record lacks take their default
-        (None, or FitInfo's temperature 1.0: a run from before temperatures existed was untempered).
-      kind: the posterior's kind, "svi" or "mcmc".
+      type_name: "FitInfo" or "NutsInfo"; None (with `fields` None) for a posterior that recorded nothing.
+      fields: {field: value}, exactly the type's fields (``info._asdict()``).
     Returns:
-      the NamedTuple, or None when the record holds none of its fields.
+      the NamedTuple, or None for (None, None).
+    Raises:
+      InputError naming ``info_type`` or ``info`` for another type name, a record without its type name, or
+      fields other than the type's (a record of a pre-release version).
     """
-    if type_name is None:
-        cls = INFO_FOR_KIND.get(kind)
-    elif type_name in INFO_TYPES:
-        cls = INFO_TYPES[type_name]
-    else:
-        raise InputError.worded("info_type",
-                                f"info_type: expected one of {sorted(INFO_TYPES)} or None, got {type_name!r}")
-    fields = fields or {}
-    if cls is None or not any(name in fields for name in cls._fields):
+    if type_name is None and fields is None:
         return None
-    return cls(**{name: fields.get(name, cls._field_defaults.get(name)) for name in cls._fields})
+    if type_name not in INFO_TYPES:
+        raise InputError.worded("info_type", f"info_type: expected one of {sorted(INFO_TYPES)} (with a record of "
+                                             f"its fields), got {type_name!r}")
+    cls = INFO_TYPES[type_name]
+    fields = fields if isinstance(fields, dict) else {}
+    missing, unknown = [k for k in cls._fields if k not in fields], sorted(set(fields) - set(cls._fields))
+    if missing or unknown:
+        raise InputError.worded("info", f"info: expected the fields of {type_name} {list(cls._fields)}, got a "
+                                        f"record lacking {missing} and with unknown fields {unknown}")
+    return cls(**{name: fields[name] for name in cls._fields})
 
 
 def check_info(info) -> None:

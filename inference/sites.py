@@ -1,7 +1,7 @@
 """The latent sites of a BNN as a static table: what every guide builds its parameters from.
 
 NumPyro's autoguides find a model's sites by running ``initialize_model`` on it, which in a fresh
-process costs seconds of small eager compiles (measured ~12 s on the digits MLP, 2 CPU cores). A
+process costs seconds of small eager compiles (one per operation of the model). A
 `models.BNN` already knows its sites, shapes, priors and Haiku's initial values without running
 anything, so `site_table` reads them off the network in milliseconds. It is the one place this
 shortcut lives; a test checks it against NumPyro's own trace of the model (names, shapes, supports,

@@ -33,7 +33,7 @@ def remember_training_data(posterior, data):
 
 def is_training_data(posterior, data) -> bool | None:
     """Whether `data` are the data `posterior` was fitted to: True / False, or None when the posterior does
-    not record them (built by hand, or a checkpoint saved before fingerprints)."""
+    not record them (built by hand, or saved from one)."""
     known = getattr(posterior, "training_data", None)
     if known is None:
         return None

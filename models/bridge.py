@@ -202,7 +202,7 @@ class BNN:
         if feature_shape not in self._state_cache and _is_seed_zero_key(key):
             # what `initial_state` returns: kept now, so that asking for it inside a trace (a fit's jitted
             # initialisation) neither compiles the initialiser a second time under compile-time evaluation (another
-            # tracing context, another compiled program: 1.5 s for the catalogue's ResNet-18) nor op by op
+            # tracing context, another compiled program) nor op by op
             self._state_cache[feature_shape] = jax.device_get(state)
         return params, state
 

@@ -42,9 +42,10 @@ def _catches_import_error(node: ast.Try) -> bool:
 
 def imports(folder: pathlib.Path) -> list[tuple[str, str, bool]]:
     """(top-level module, "folder/file:line", guarded) for every absolute import under `folder` of a
-    module that is neither the standard library's, the project's own nor a file of `folder` itself; guarded:
-    inside the body of a ``try`` whose handlers catch ImportError."""
-    local = {p.stem for p in folder.glob("*.py")}
+    module that is neither the standard library's, the project's own nor a file under `folder` (pytest puts a
+    test file's folder on the path, so a test imports its siblings); guarded: inside the body of a ``try`` whose
+    handlers catch ImportError."""
+    local = {p.stem for p in folder.rglob("*.py")}
     found = []
 
     def visit(node, guarded, path):

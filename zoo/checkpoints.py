@@ -1,9 +1,8 @@
 """``zoo.load(path)``: read a saved Posterior of a catalogue entry, rebuilding the entry's model first.
 
 `inference.load` needs the model a checkpoint was saved from. A model built by ``zoo.get`` carries the
-entry's arguments as its ``origin``, which `inference.save` stores in the model spec; an older checkpoint
-names the entry in its posterior config (``config["entry"]``, as `zoo fit` writes it). Either rebuilds
-the entry with ``zoo.get``.
+entry's arguments as its ``origin``, which `inference.save` stores in the model spec; a posterior config may
+name the entry too (``config["entry"]``, as `zoo fit` writes it). Either rebuilds the entry with ``zoo.get``.
 
 ``zoo.get`` also gives its model an identity (`zoo.entry_identity.set_entry_identity`): every argument of the entry's build
 function, defaults included, and the training data (a named data set with its arguments, or a SHA-256
@@ -45,14 +44,14 @@ def load_entry(path, data=None):
     saved at `path`, attached to ``entry.model``.
 
     Rebuilds the entry with ``zoo.get(**entry_spec(path))`` and calls ``inference.load(path, model=entry.model)``,
-    which compares the model's identity (arguments, prior, likelihood, data) or, for older checkpoints, its
-    site shapes, and raises CheckpointError on a difference.
+    which compares the model's identity (arguments, prior, likelihood, data) and its site shapes, and raises
+    CheckpointError on a difference.
 
     data: only for a checkpoint of a model fitted on the user's own arrays, which it does not store: the same
       arrays as ``zoo.get`` took them, ``(x_train, y_train, x_test, y_test)``, or ``(x_train, y_train)`` (then
-      the entry's test set is the training set). Their fingerprint must equal the stored one (checkpoints older
-      than fingerprints: their shapes must fit). Without them such a checkpoint is refused (InputError), never
-      rebuilt on another data set; `data` for a checkpoint of a named data set is refused too.
+      the entry's test set is the training set). Their fingerprint must equal the stored one. Without them such
+      a checkpoint is refused (InputError), never rebuilt on another data set; `data` for a checkpoint of a
+      named data set is refused too.
     """
     spec = entry_spec(path)
     on_own_arrays = "data" not in spec

@@ -19,9 +19,10 @@ import pytest
 
 import inference
 import models
+import base.atomic_dir as atomic_dir
 from base.atomic_dir import previous_path
 from inference.run_info import NutsInfo
-from base.errors import CheckpointError, CheckpointWarning, FolderNotOwnedError
+from base.errors import CheckpointError, FolderNotOwnedError
 from models.networks.mlp import mlp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,28 +117,42 @@ def test_a_missing_file_is_named(small, saved, name):
         inference.load(saved, small[0])
 
 
-def test_old_checkpoints_without_manifest_load_with_a_warning_and_their_damage_is_named(small, saved):
-    """Decision for a checkpoint without MANIFEST.json (older, or the manifest deleted): it loads, with a
-    CheckpointWarning naming what cannot be verified; an edit that breaks the file is still named."""
+def resign(folder):
+    """Rewrite the manifest of the posterior checkpoint `folder` after an edit (as `save` writes it), so that
+    the loader's checks past the manifest see the edited files."""
+    (folder / "MANIFEST.json").unlink(missing_ok=True)
+    atomic_dir._write_manifest(str(folder), "posterior")
+
+
+def test_a_checkpoint_without_manifest_is_refused_and_damage_past_the_manifest_is_named(small, saved):
+    """A folder without MANIFEST.json (a pre-release version's, or the manifest deleted) cannot be verified: it is
+    refused, naming the path, the manifest and what this version reads. Files that pass the manifest but cannot
+    be read are named too."""
     model, post = small
     (saved / "MANIFEST.json").unlink()
-    with pytest.warns(CheckpointWarning, match=r"no MANIFEST\.json, so its files \(posterior\.json, arrays\.npz\) "
-                                               r"cannot be checked for damage or edits"):
-        assert_same(post, inference.load(saved, model))
+    with pytest.raises(CheckpointError, match=r"MANIFEST\.json'.*this version reads folders whose MANIFEST\.json lists "
+                                              r"every file .*\(posterior\.json, arrays\.npz\) cannot be verified") as err:
+        inference.load(saved, model)
+    assert err.value.path == str(saved) and err.value.file == "MANIFEST.json"
+    resign(saved)
+    assert_same(post, inference.load(saved, model))
     data = (saved / "arrays.npz").read_bytes()
     (saved / "arrays.npz").write_bytes(data[: len(data) // 2])
+    resign(saved)
     with pytest.raises(CheckpointError, match=r"arrays\.npz'.*cannot be read .*BadZipFile") as err:
         inference.load(saved, model)
     assert err.value.file == "arrays.npz"
     (saved / "posterior.json").write_text('{"format": 1, "kind": ')
+    resign(saved)
     with pytest.raises(CheckpointError, match=r"posterior\.json'.*is not valid JSON"):
         inference.load(saved, model)
     (saved / "posterior.json").write_text('{"format": 7}')
+    resign(saved)
     with pytest.raises(CheckpointError, match=r"posterior\.json'.*format 7; this version reads format 1"):
         inference.checkpoint.read_meta(saved)
 
 
-def test_an_edited_activation_is_refused_and_without_a_manifest_loads_only_with_a_warning(small, tmp_path):
+def test_an_edited_activation_is_refused_with_or_without_its_manifest(small, tmp_path):
     """The census case: posterior.json edited (activation relu -> tanh) to fit a tanh model."""
     _, post = small
     relu = models.bnn(mlp((4,), 2))
@@ -151,20 +166,26 @@ def test_an_edited_activation_is_refused_and_without_a_manifest_loads_only_with_
     with pytest.raises(CheckpointError, match="posterior.json'.*SHA-256 differs"):
         inference.load(saved, tanh)
     (saved / "MANIFEST.json").unlink()
-    with pytest.warns(CheckpointWarning, match="no MANIFEST.json, so its files .* cannot be checked .*another "
-                                               "activation in the metadata, would load unnoticed"):
+    with pytest.raises(CheckpointError, match="MANIFEST.json'.*file is missing"):
         inference.load(saved, tanh)
 
 
-@pytest.mark.filterwarnings("ignore::base.errors.CheckpointWarning")  # unverifiable: tested above
-def test_an_old_checkpoint_without_identity_falls_back_to_site_shapes(small, saved):
-    model, post = small
+@pytest.mark.parametrize("field", ["identity", "info_type", "training_data"])
+def test_a_pre_release_checkpoint_lacking_a_field_is_refused_naming_it(small, saved, field):
+    model, _ = small
     meta = json.loads((saved / "posterior.json").read_text())
-    del meta["identity"]
+    del meta[field]
     (saved / "posterior.json").write_text(json.dumps(meta))
-    (saved / "MANIFEST.json").unlink()
+    resign(saved)
+    with pytest.raises(CheckpointError, match=rf"posterior\.json'.*lacks the fields \['{field}'\]: it was written by "
+                                              r"a pre-release version; this version reads format 1 with the fields "):
+        inference.load(saved, model)
+
+
+def test_a_model_of_unknown_arguments_is_checked_by_its_site_shapes(small, saved):
+    model, post = small
+    assert inference.checkpoint.read_meta(saved)["identity"]["arguments"] is None  # a plain models.bnn's
     tanh = models.bnn(mlp((4,), 2, activation="tanh"))
-    tanh.arguments = {"activation": "tanh"}
     assert_same(post, inference.load(saved, tanh))  # nothing to compare but shapes
     with pytest.raises(CheckpointError, match=r"another model; site 'mlp/~/linear_0/b': saved shape \(4,\), "
                                               r"model \(5,\)"):

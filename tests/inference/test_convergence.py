@@ -12,6 +12,7 @@ import inference
 import zoo
 from inference.convergence import judge, window_trend
 from inference.run_info import FitInfo, info_from_record
+from base.errors import InputError
 
 
 def _entry():
@@ -121,10 +122,10 @@ def test_checkpoints_keep_the_judgement(short, tmp_path):
     inference.save(post, tmp_path / "ck")
     back = inference.load(tmp_path / "ck", post.model)
     assert back.info == post.info and back.info.converged is False
-    # a checkpoint written before the judgement existed: not judged, temperature 1
-    old = info_from_record("FitInfo", {"first_step_s": 1.0, "fit_s": 2.0, "traces": 1}, "svi")
-    assert old == FitInfo(1.0, 2.0, 1, temperature=1.0, converged=None, convergence=None)
-    assert old.summary() == "convergence not judged"
+    # a record without the judgement (a pre-release checkpoint's) is refused, naming the fields it lacks
+    with pytest.raises(InputError, match=r"info: expected the fields of FitInfo .* lacking \[.*'converged'"):
+        info_from_record("FitInfo", {"first_step_s": 1.0, "fit_s": 2.0, "traces": 1})
+    assert FitInfo(1.0, 2.0, 1, converged=None, convergence=None).summary() == "convergence not judged"
 
 
 def test_a_resumed_finished_fit_state_gives_the_same_judgement(entry, tmp_path):

@@ -121,11 +121,14 @@ def test_a_bias_takes_its_layers_limit_and_old_checkpoints_keep_their_own(entry)
     assert float(var.max()) == pytest.approx(1.5 ** 2, rel=1e-4)
     with pytest.raises(ValueError, match="bias_limit"):
         NormalFamily(bias_limit="kernel")
-    # a checkpoint saved without the key was fitted under the old rule and is rebuilt so
-    from inference.checkpoint import fitted_guide_config
+    # a saved config without the keys (a pre-release checkpoint's) was fitted under other rules: refused on load
+    from inference.checkpoint import check_guide_config
+    from base.errors import CheckpointError
 
-    assert fitted_guide_config({"name": "mean_field", "scale_cap": 1.5})["bias_limit"] == "own"
-    assert fitted_guide_config({"name": "k_tied", "k": 2})["scale_cap"] is None
-    saved = {"name": "mean_field", "scale_cap": 1.5, "bias_limit": "layer"}
-    assert fitted_guide_config(saved) == saved
+    with pytest.raises(CheckpointError, match=r"'ck/posterior.json'.*mean_field guide config lacks \['bias_limit'\]: "
+                                              r"it was written by a pre-release version"):
+        check_guide_config("ck", {"name": "mean_field", "scale_cap": 1.5})
+    with pytest.raises(CheckpointError, match=r"k_tied guide config lacks \['scale_cap', 'bias_limit'\]"):
+        check_guide_config("ck", {"name": "k_tied", "k": 2})
+    check_guide_config("ck", {"name": "mean_field", "scale_cap": 1.5, "bias_limit": "layer"})  # today's: accepted
     assert inference.mean_field(entry.model).config["bias_limit"] == "layer"

@@ -82,8 +82,10 @@ def test_the_final_beta_in_checkpoints_and_the_run_identity(fits, moons_entry, t
     post = fits["stepwise"]
     inference.save(post, tmp_path / "post")
     assert inference.load(tmp_path / "post", model=moons_entry.model).info.final_kl_weight == pytest.approx(0.6)
-    record = {k: v for k, v in post.info._asdict().items() if k != "final_kl_weight"}  # saved before it existed
-    assert info_from_record("FitInfo", record, "svi").final_kl_weight is None
+    assert info_from_record("FitInfo", post.info._asdict()) == post.info
+    record = {k: v for k, v in post.info._asdict().items() if k != "final_kl_weight"}  # a pre-release record
+    with pytest.raises(InputError, match=r"lacking \['final_kl_weight'\]"):
+        info_from_record("FitInfo", record)
     _fit(moons_entry, kl_schedule=stepwise_linear(0.15, every=2), checkpoint_dir=str(tmp_path / "state"))
     with pytest.raises(CheckpointError, match="kl_schedule differs"):
         _fit(moons_entry, kl_schedule=stepwise_linear(0.2, every=2), checkpoint_dir=str(tmp_path / "state"),

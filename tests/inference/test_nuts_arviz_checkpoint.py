@@ -9,6 +9,7 @@ import inference
 import zoo
 from inference import diagnostics
 from inference.run_info import FitInfo, NutsInfo
+from base.errors import CheckpointError
 
 
 def test_nuts_on_the_same_model_object(moons_entry, moons_svi, moons_nuts):
@@ -92,21 +93,23 @@ def test_checkpoints_round_trip_exactly(which, moons_svi, moons_nuts, moons_entr
         inference.load(tmp_path / "missing")
 
 
-def test_a_checkpoint_with_a_plain_dict_info_still_loads(moons_nuts, tmp_path):
-    """Checkpoints written before FitInfo / NutsInfo hold a plain dict: matching keys fill the fields, missing
-    ones are None, unknown ones are dropped."""
+def test_a_checkpoint_with_a_plain_dict_info_is_refused(moons_nuts, tmp_path):
+    """Pre-release checkpoints held the info as a plain dict without its type, or a record of other fields: refused,
+    naming the checkpoint's metadata file and what this version reads."""
+    import base.atomic_dir as atomic_dir
+
     inference.save(moons_nuts, tmp_path)
     meta_path = tmp_path / "posterior.json"
-    (tmp_path / "MANIFEST.json").unlink()  # those checkpoints predate manifests too (an edit is otherwise refused)
     meta = json.loads(meta_path.read_text())
-    del meta["info_type"]
-    meta["info"] = {"nuts_s": 1.5, "divergences": 3, "retired_counter": 7}
-    meta_path.write_text(json.dumps(meta))
-    assert inference.load(tmp_path, model=moons_nuts.model).info == NutsInfo(nuts_s=1.5, divergences=3, mean_leapfrog_steps=None,
-                                                     chain_method=None)
-    meta["info"] = {}
-    meta_path.write_text(json.dumps(meta))
-    assert inference.load(tmp_path, model=moons_nuts.model).info is None
+    for info_type, info, says in ((None, {"nuts_s": 1.5, "divergences": 3}, "info_type: expected one of"),
+                                  ("NutsInfo", {"nuts_s": 1.5, "divergences": 3, "retired_counter": 7},
+                                   r"info: expected the fields of NutsInfo .* lacking \['mean_leapfrog_steps', "
+                                   r"'chain_method'\] and with unknown fields \['retired_counter'\]")):
+        meta_path.write_text(json.dumps({**meta, "info_type": info_type, "info": info}))
+        (tmp_path / "MANIFEST.json").unlink()
+        atomic_dir._write_manifest(str(tmp_path), "posterior")  # the edit signed, as a save would have
+        with pytest.raises(CheckpointError, match=rf"posterior\.json'.*{says}.*Fit and save it again"):
+            inference.load(tmp_path, model=moons_nuts.model)
 
 
 def test_info_is_a_named_tuple_or_none(moons_nuts):

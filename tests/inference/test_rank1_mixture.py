@@ -30,6 +30,13 @@ def _init_params(guide, seed=0):
     return guide.init_params(jax.random.PRNGKey(seed), _xy()[0])
 
 
+def _kls(seeds, params, model, guide, x, y):
+    """The ELBO's KL term with key PRNGKey(s) for each of `seeds`, by one jitted function (one compile per guide,
+    not one per operation)."""
+    kl = jax.jit(lambda key: elbo_terms(key, params, model, guide, x, y, 6)[1])
+    return [float(kl(jax.random.PRNGKey(s))) for s in seeds]
+
+
 def _layer_count(m, n, per_factor):
     return m * n + K * n + per_factor * K * (m + n)  # W, per-component bias, alpha and gamma
 
@@ -59,8 +66,7 @@ def test_normal_kl_is_the_closed_form_sum_over_components_plus_l2():
     guide = rank1_mixture(model)
     params = _init_params(guide)
     x, y = _xy()
-    kl_a = float(elbo_terms(jax.random.PRNGKey(1), params, model, guide, x, y, 6)[1])
-    kl_b = float(elbo_terms(jax.random.PRNGKey(2), params, model, guide, x, y, 6)[1])
+    kl_a, kl_b = _kls((1, 2), params, model, guide, x, y)
     expected = 0.0
     for name in model.site_shapes((D,)):
         loc = np.asarray(params[f"{name}_auto_loc"], np.float64)
@@ -78,7 +84,7 @@ def test_cauchy_kl_is_a_one_sample_estimate():
     guide = rank1_mixture(model, family="cauchy")
     params = _init_params(guide)
     x, y = _xy()
-    kls = [float(elbo_terms(jax.random.PRNGKey(s), params, model, guide, x, y, 6)[1]) for s in range(3)]
+    kls = _kls(range(3), params, model, guide, x, y)
     assert len(set(kls)) == 3 and all(np.isfinite(kls))
 
 
@@ -129,7 +135,7 @@ def test_by_site_combines_rank1_families_per_layer_with_the_mixture_guides_own_t
     assert isinstance(dists["rank1_mlp/rank1_dense_1/alpha"].base_dist, RatioCauchy)
     assert isinstance(dists["rank1_mlp/rank1_dense_1/w"].base_dist, dist.Delta)  # W and biases: point estimates
     x, y = _xy()
-    kl_mixed = [float(elbo_terms(jax.random.PRNGKey(s), params, model, mixed, x, y, 6)[1]) for s in range(2)]
+    kl_mixed = _kls(range(2), params, model, mixed, x, y)
     assert all(np.isfinite(kl_mixed)) and kl_mixed[0] != kl_mixed[1]  # the Cauchy layer's KL is sampled
     post = fit(model, mixed, (np.asarray(x), np.asarray(y)), steps=20, batch_size=6, progress=False)
     draws = post.draws(8)
@@ -155,15 +161,15 @@ def test_lognormal_factors_are_positive_and_their_kl_is_the_log_space_normal_kl(
     params = _init_params(guide)
     loc = np.asarray(params["rank1_mlp/rank1_dense_0/alpha_auto_loc"])
     assert loc.std() > 0.1 and abs(loc.mean()) < 0.5
-    draws = guide.sample_posterior(jax.random.PRNGKey(0), params, sample_shape=(500,))
+    draws = jax.jit(lambda key, p: guide.sample_posterior(key, p, sample_shape=(500,)))(jax.random.PRNGKey(0), params)
     assert all(float(draws[n].min()) > 0 for n in draws if n.endswith(("alpha", "gamma")))
     assert np.median(np.asarray(draws["rank1_mlp/rank1_dense_0/alpha"]), 0) == pytest.approx(np.exp(loc), rel=0.1)
     real = SimpleNamespace(name="rank1_mlp/rank1_dense_0/alpha", shape=(K, D), is_real=True)
     with pytest.raises(ValueError, match="positive-valued prior"):  # under a Normal prior it would be a Normal
         Rank1FactorFamily("lognormal").distribution(real, {"loc": loc, "scale": np.ones((K, D))})
     x, y = _xy()
-    kls = jax.vmap(lambda key: elbo_terms(key, params, model, guide, x, y, 6)[1])(
-        jax.random.split(jax.random.PRNGKey(3), 400))
+    kls = jax.jit(jax.vmap(lambda key: elbo_terms(key, params, model, guide, x, y, 6)[1]))(
+        jax.random.split(jax.random.PRNGKey(3), 400))  # jitted: one compile, not one per operation
     expected = 0.0
     for name in model.site_shapes((D,)):
         m = np.asarray(params[f"{name}_auto_loc"], np.float64)

@@ -1,5 +1,6 @@
-"""Every architecture of the catalogue trains a few SVI steps and takes a few NUTS draws on tiny inputs,
-from the same model object (widths shrunk: compile time, not FLOPs, is the cost here)."""
+"""Every architecture of the catalogue trains a few SVI steps under its own paper's guide, on tiny inputs (widths
+shrunk: compile time, not FLOPs, is the cost here). Mean field and NUTS on every architecture, from the same model
+object: tests/zoo/test_architectures_nuts.py (a file of its own, so that the two halves can run on two workers)."""
 
 import numpy as np
 import pytest
@@ -32,41 +33,25 @@ PAPER_GUIDE = {
     "resnet18": ({}, "k_tied", {"k": 2}),                                         # k-tied
     "lstm": ({"num_components": 2}, "rank1_mixture", {"family": "normal"}),          # rank-1 LSTM
     "wide_resnet": ({"num_components": 2}, "rank1_mixture", {"family": "cauchy"}),   # rank-1 WRN
-    "moons_mlp": ({}, "mean_field", {}),                                             # Liberty or Depth
-    "deep_linear": ({}, "mean_field", {}),                                           # Liberty or Depth
 }
+# moons_mlp and deep_linear (Liberty or Depth) are trained under their paper's guide, mean field, by
+# test_architectures_nuts.py
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
-def test_architecture_under_its_papers_guide(name):
+def tiny_entry(name, **extra):
+    """The catalogue entry `name` on its tiny inputs (8 training, 4 test examples)."""
     x, kwargs = TINY[name]
-    extra, guide_name, guide_kwargs = PAPER_GUIDE[name]
     y = LABELS if name != "moons_mlp" else LABELS % 2
-    entry = zoo.get(name, data=(x[:8], y[:8], x[8:], y[8:]), **kwargs, **extra)
+    return zoo.get(name, data=(x[:8], y[:8], x[8:], y[8:]), **kwargs, **extra)
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_GUIDE))
+def test_architecture_under_its_papers_guide(name):
+    extra, guide_name, guide_kwargs = PAPER_GUIDE[name]
+    entry = tiny_entry(name, **extra)
     guide = inference.make_guide(guide_name, entry.model, **guide_kwargs)
     post = inference.fit(entry.model, guide, entry.train, steps=2, batch_size=4, progress=False)
     assert np.all(np.isfinite(post.losses))
     probs = post.predict(entry.test.x, num_samples=2)
     assert probs.shape == (2, 4, entry.train.num_classes)  # rank-1: K components averaged per draw
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-4)
-
-
-@pytest.mark.parametrize("name", sorted(TINY))
-def test_architecture_trains_and_samples(name):
-    x, kwargs = TINY[name]
-    y = LABELS if name != "moons_mlp" else LABELS % 2
-    entry = zoo.get(name, data=(x[:8], y[:8], x[8:], y[8:]), **kwargs)
-    post = inference.fit(entry.model, inference.mean_field(entry.model), entry.train, steps=3, batch_size=4,
-                         progress=False)
-    assert np.all(np.isfinite(post.losses)) and post.losses.shape == (3,)
-    probs = post.predict(entry.test.x, num_samples=2)
-    assert probs.shape == (2, 4, entry.train.num_classes)
-    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-4)
-    mcmc = inference.nuts(entry.model, entry.train, init=post, num_chains=2, num_warmup=2, draws_per_chain=2,
-                          max_tree_depth=2, progress=False)
-    assert mcmc.model is post.model
-    assert next(iter(mcmc.samples.values())).shape[:2] == (2, 2)
-    assert mcmc.predict(entry.test.x, num_samples=4).shape == (4, 4, entry.train.num_classes)
-    if entry.model.is_stateful(entry.train.feature_shape):
-        assert post.state is not None  # batch-norm statistics travel as state, not as random variables
-        assert not any("mean_ema" in site or "var_ema" in site for site in entry.model.site_shapes(x[:1]))

@@ -1,0 +1,28 @@
+"""Every architecture of the catalogue trains a few mean-field SVI steps and takes a few NUTS draws on tiny inputs,
+from the same model object (the inputs and widths of test_architectures.py, which trains each under its own
+paper's guide; two files so that the two halves can run on two workers)."""
+
+import numpy as np
+import pytest
+from test_architectures import TINY, tiny_entry
+
+import inference
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_architecture_trains_and_samples(name):
+    entry = tiny_entry(name)
+    post = inference.fit(entry.model, inference.mean_field(entry.model), entry.train, steps=3, batch_size=4,
+                         progress=False)
+    assert np.all(np.isfinite(post.losses)) and post.losses.shape == (3,)
+    probs = post.predict(entry.test.x, num_samples=2)
+    assert probs.shape == (2, 4, entry.train.num_classes)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-4)
+    mcmc = inference.nuts(entry.model, entry.train, init=post, num_chains=2, num_warmup=2, draws_per_chain=2,
+                          max_tree_depth=2, progress=False)
+    assert mcmc.model is post.model
+    assert next(iter(mcmc.samples.values())).shape[:2] == (2, 2)
+    assert mcmc.predict(entry.test.x, num_samples=4).shape == (4, 4, entry.train.num_classes)
+    if entry.model.is_stateful(entry.train.feature_shape):
+        assert post.state is not None  # batch-norm statistics travel as state, not as random variables
+        assert not any("mean_ema" in site or "var_ema" in site for site in entry.model.site_shapes(entry.train.x[:1]))
