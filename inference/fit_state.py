@@ -5,15 +5,13 @@ mid-save leaves the previous state readable) with two files besides the manifest
 
 - ``fit_state.npz``: every leaf of the `SVIState` pytree (``leaf_00000`` ...: the unconstrained guide
   parameters, the optimiser state, the model's mutable state, the stop flag), the loss of every step done
-  (``losses``, (step,) float32) and its gradient norm (``grad_norms``, (step,) float32; NaN-filled when
-  a state saved before they were kept is read), the run's PRNG key (``rng_key``) and the minibatch rows
+  (``losses``, (step,) float32) and its gradient norm (``grad_norms``, (step,) float32), the run's PRNG key (``rng_key``) and the minibatch rows
   drawn but not yet used (``order_pending``, int64 (P, batch_size)).
 - ``fit_state.json``: the format, the number of steps done, the pytree structure (``treedef``, its string)
   and every leaf's shape and dtype, the minibatch generator's state, and the run's identity (`run_identity`).
 
 Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
-warm-up, likelihood temperature (a state saved before temperatures existed counts as 1), estimator (absent:
-"standard"), particles,
+warm-up, likelihood temperature, estimator, particles,
 chunk size, a fingerprint of the optimiser's behaviour over the whole run (`optimizer_fingerprint`: every
 update of all `steps`, so another learning rate, schedule or optimiser differs), of the data and of the
 initial parameters) and the pytree structure against the run being resumed, and refuses another run naming
@@ -42,7 +40,7 @@ from inference.per_example import check_estimator
 from base.value_key import Static
 from base.errors import CheckpointError
 
-FORMAT = 1
+FORMAT = 2  # 2: the estimator in the run identity (was per_example_noise)
 STATE_JSON = "fit_state.json"
 STATE_NPZ = "fit_state.npz"
 
@@ -72,7 +70,7 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
     the `steps` updates;
     the model by its ``spec`` (name, prior, likelihood, origin) and site shapes; the guide by its ``config``;
     `kl_schedule`: a digest of the betas of a ``fit(kl_schedule=...)`` (`inference.kl_schedules.betas_digest`),
-    stored only when given, so that states saved before schedules existed still resume.
+    stored only when given (a run without a schedule has no such entry).
     """
     site_shapes = model.site_shapes(feature_shape) if hasattr(model, "site_shapes") else {}
     identity = {
@@ -211,7 +209,10 @@ def load_fit_state(path: str, identity: dict, template) -> FitState | None:
     with np.load(os.path.join(folder, STATE_NPZ)) as z:
         saved = [z[f"leaf_{i:05d}"] for i in range(len(leaves))]
         losses, rng_key, pending = z["losses"], z["rng_key"], z["order_pending"]
-        norms = z["grad_norms"] if "grad_norms" in z.files else np.full(losses.shape, np.nan, np.float32)
+        if "grad_norms" not in z.files:
+            raise CheckpointError(path, "it holds no gradient norms (a fit state of a pre-release format): fit again",
+                                  STATE_NPZ)
+        norms = z["grad_norms"]
     for i, (have, want) in enumerate(zip(saved, leaves)):
         want_dtype = np.dtype(want.dtype) if hasattr(want, "dtype") else np.asarray(want).dtype
         if have.shape != np.shape(want) or have.dtype != want_dtype:
@@ -236,8 +237,6 @@ WHAT_DIFFERS = {"optimizer": " (another optimiser, learning rate or schedule: th
 def check_identity(path: str, saved: dict, current: dict) -> None:
     """Raise CheckpointError naming the first entry where the `saved` run identity differs from `current`: the
     settings (steps, seed, batch size, ...) in name order first, then what derives from them (`DERIVED`)."""
-    # saved before temperatures / estimators existed: an untempered run with one draw per minibatch
-    saved = {"temperature": 1.0, "estimator": "standard", **saved}
     keys = set(saved) | set(current)
     for key in sorted(keys - set(DERIVED)) + [k for k in DERIVED if k in keys]:
         if saved.get(key) != current.get(key):

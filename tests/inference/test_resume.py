@@ -184,6 +184,34 @@ def test_a_damaged_fit_state_names_the_file(entry, reference, tmp_path, damage):
         _fit(entry, checkpoint_dir=state, resume=True)
 
 
+@pytest.mark.parametrize("era", ["format 1", "no gradient norms"])
+def test_a_fit_state_of_a_pre_release_format_is_refused_naming_the_format(entry, tmp_path, era):
+    """No compatibility path: a state of an earlier format (or without the gradient norms every state now holds)
+    is refused with the path, the file and what was expected, even with an intact manifest."""
+    from base import atomic_dir
+    from inference.fit_state import FORMAT
+
+    state = tmp_path / "state"
+    _fit(entry, checkpoint_dir=state)
+    if era == "format 1":
+        meta = state / "fit_state.json"
+        saved = json.loads(meta.read_text())
+        saved["format"] = 1
+        meta.write_text(json.dumps(saved))
+        match = f"fit state format 1, expected {FORMAT}"
+    else:
+        npz = state / "fit_state.npz"
+        with np.load(npz) as z:
+            arrays = {k: z[k] for k in z.files if k != "grad_norms"}
+        np.savez(npz, **arrays)
+        match = "no gradient norms"
+    (state / "MANIFEST.json").unlink()
+    atomic_dir._write_manifest(str(state), "fit state")  # signed again: only the format is old
+    with pytest.raises(CheckpointError, match=match) as info:
+        _fit(entry, checkpoint_dir=state, resume=True)
+    assert str(state) in str(info.value)
+
+
 @pytest.mark.parametrize("kw, match", [({"checkpoint_every": 10}, "checkpoint_every: expected None when no "
                                                                    "checkpoint_dir"),
                                        ({"resume": True}, "resume: expected False when no checkpoint_dir"),
