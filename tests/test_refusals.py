@@ -287,14 +287,14 @@ def test_counts_whose_arrays_cannot_fit_in_memory_are_refused(moons_tiny, moons_
 
 
 # ----- one convention: every refusal a ZooError, exit statuses by type ---------------------------------------
-NOT_ZOO_ERRORS = {"TaskError", "ImportError",  # a worker's failure as text; tensorflow-datasets not installed
+NOT_ZOO_ERRORS = {"TaskError",  # a worker's failure as text
                   "KeyboardInterrupt",  # SIGTERM in `zoo fit`, raised as Ctrl-C is (not an error)
                   "KeyError"}  # a Mapping's __getitem__ of a missing name (the protocol `get` and `in` rely on)
-PACKAGES = ("models", "inference", "evals", "zoo")
+PACKAGES = ("base", "models", "inference", "evals", "zoo")
 
 
 def package_trees():
-    """(path relative to the repository, parsed module) for every module of the four packages."""
+    """(path relative to the repository, parsed module) for every module of the five packages."""
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             yield path.relative_to(ROOT), ast.parse(path.read_text())

@@ -129,6 +129,7 @@ def error_cases():
     from base.errors import (
         FolderLockedError,
         FolderNotOwnedError,
+        MissingDependencyError,
         PathNotFoundError,
         UnwritableError,
     )
@@ -142,6 +143,7 @@ def error_cases():
             (UnwritableError("--out", "/tmp/a", "a writable folder"), EXIT_USAGE),
             (CheckpointError("/tmp/c", "truncated", file="meta.json"), EXIT_FAILURE),
             (DatasetNotPreparedError("cifar10 is not prepared\nin DIR"), EXIT_FAILURE),
+            (MissingDependencyError("load_tfds needs tensorflow-datasets: pip install 'bnn-zoo[tfds]'"), EXIT_FAILURE),
             (NonFiniteLossError("loss is NaN at step 3.", None, 3), EXIT_NON_FINITE),
             (ZooError("a run that could not complete"), EXIT_FAILURE),
             (_OwnStatus("its own status"), 5),
@@ -177,7 +179,7 @@ def test_the_cli_cases_cover_every_error_type_and_usage_errors_exit_2(capsys):
     """`error_cases` holds every ZooError subclass defined in the packages (found in their source), so a new
     error type comes with its exit status tested; argparse's usage errors exit with InputError's status."""
     bases = {}
-    for path in sorted(p for package in ("models", "inference", "evals", "zoo") for p in (ROOT / package).rglob("*.py")):
+    for path in sorted(p for package in ("base", "models", "inference", "evals", "zoo") for p in (ROOT / package).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 bases[node.name] = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
@@ -186,7 +188,7 @@ def test_the_cli_cases_cover_every_error_type_and_usage_errors_exit_2(capsys):
         more = {name for name, of in bases.items() if of & defined} - defined
         defined, grown = defined | more, bool(more)
     covered = {type(err).__name__ for err, _ in error_cases() if isinstance(err, ZooError)} - {"_OwnStatus"}
-    assert covered == defined and len(defined) == 10
+    assert covered == defined and len(defined) == 11
     assert EXIT_USAGE == InputError.exit_status == 2 and EXIT_FAILURE == ZooError.exit_status == 1
     with pytest.raises(SystemExit) as exit_:
         main(["list", "--no-such-option"])
