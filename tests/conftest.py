@@ -33,6 +33,31 @@ import inference  # noqa: E402
 import zoo  # noqa: E402
 
 
+RSS_LIMIT = 3 * 2**30  # bytes: a worker's resident memory above which compiled programs are dropped
+
+
+def _resident_bytes() -> int:
+    """This process's resident set size (Linux /proc; 0 where it cannot be read)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bounded_compile_caches():
+    """After each test file, drop JAX's in-memory compiled programs when this worker holds more than
+    `RSS_LIMIT`: the library keys compiled code by value (jit's own caches, which JAX bounds only by count), and
+    a worker that runs hundreds of distinct tiny models would otherwise keep every one. A later test that needs
+    a dropped program compiles it again (or loads it from the persistent cache)."""
+    yield
+    if _resident_bytes() > RSS_LIMIT:
+        import jax
+
+        jax.clear_caches()
+
+
 @pytest.fixture(scope="session")
 def digits_entry():
     return zoo.get("mlp", data="digits", hidden=(64, 64))
