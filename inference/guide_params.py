@@ -1,7 +1,8 @@
 """A guide's parameters read from one trace: their unconstrained initial values and their constraints.
 
 `inference.fit` initialises from `guide_params`; `inference.posterior.SVIPosterior.unconstrained_params` maps a
-loaded posterior's constrained parameters back through `guide_constraints`. Both live here, below fit and
+loaded posterior's constrained parameters back through `guide_constraints` (`param_constraints` for a feature
+shape). Both live here, below fit and
 posterior, so that neither imports the other.
 """
 
@@ -41,17 +42,27 @@ def guide_params(guide, rng_key, x, y, n_data) -> tuple[dict, dict]:
     return params, constraints
 
 
-def guide_constraints(guide, feature_shape: tuple) -> dict:
-    """{param name: constraint or None} of `guide`'s parameters for inputs of `feature_shape`, read from one
-    abstract trace (`jax.eval_shape`: nothing is compiled or computed)."""
-    x = jnp.zeros((1,) + tuple(feature_shape), jnp.float32)
-    guide.setup(x)
-    found = {}
+def param_constraints(guide, batch, n_data) -> dict:
+    """{param name: NumPyro constraint or None} of `guide`'s parameters for minibatches shaped like batch = (x, y)
+    (arrays, tracers or ``jax.ShapeDtypeStruct``), read from one abstract trace of its initialisation (nothing
+    is computed or compiled)."""
+    found: dict = {}
 
-    def trace(key):
-        params, constraints = guide_params(guide, key, x, jnp.zeros((1,), jnp.int32), 1)
-        found.update(constraints)
+    def constraints_of(key, x, y):
+        guide.setup(x)
+        params, constraints = guide_params(guide, key, x, y, n_data)
+        found.update(constraints)  # this call's own dict, returned below: no state outlives the call
         return params
 
-    jax.eval_shape(trace, jax.random.PRNGKey(0))
+    jax.eval_shape(constraints_of, jax.random.PRNGKey(0), *(_abstract(v) for v in batch))
     return found
+
+
+def _abstract(a) -> jax.ShapeDtypeStruct:
+    return a if isinstance(a, jax.ShapeDtypeStruct) else jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a))
+
+
+def guide_constraints(guide, feature_shape: tuple) -> dict:
+    """`param_constraints` for inputs of `feature_shape` (a one-example minibatch of integer labels)."""
+    batch = (jax.ShapeDtypeStruct((1,) + tuple(feature_shape), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.int32))
+    return param_constraints(guide, batch, 1)

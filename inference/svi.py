@@ -59,7 +59,7 @@ import optax
 from numpyro import handlers
 from numpyro.distributions import biject_to
 
-from inference.guide_params import guide_params
+from inference.guide_params import guide_params, param_constraints
 from inference.per_example import ESTIMATORS, check_estimator, estimator_loss
 from models.bridge import BNN, STATE_SITE
 from base.errors import InputError
@@ -117,26 +117,6 @@ def initial_params(guide, key, batch, n_data) -> dict:
     guide.setup(x)
     params_u, _ = guide_params(guide, key, x, y, n_data)
     return {k: jnp.asarray(v, dtype=jnp.result_type(v)) for k, v in params_u.items()}
-
-
-def param_constraints(guide, batch, n_data) -> dict:
-    """{param name: NumPyro constraint or None} of `guide`'s parameters for minibatches shaped like batch = (x, y)
-    (arrays, tracers or ``jax.ShapeDtypeStruct``), read from one abstract trace of its initialisation (nothing
-    is computed or compiled)."""
-    found: dict = {}
-
-    def constraints_of(key, x, y):
-        guide.setup(x)
-        params, constraints = guide_params(guide, key, x, y, n_data)
-        found.update(constraints)  # this call's own dict, returned below: no state outlives the call
-        return params
-
-    jax.eval_shape(constraints_of, jax.random.PRNGKey(0), *(_abstract(v) for v in batch))
-    return found
-
-
-def _abstract(a) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a))
 
 
 def param_shapes(guide, batch, n_data) -> dict:

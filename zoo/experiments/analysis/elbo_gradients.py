@@ -12,7 +12,7 @@ import numpy as np
 
 from inference.data_args import check_model_data
 from inference.svi import constrain as constrain_params
-from inference.guide_params import guide_constraints
+from inference.guide_params import param_constraints
 from inference.per_example import check_estimator, estimator_loss
 from inference.posterior import SVIPosterior
 from base.validation import check_positive_ints, check_seed
@@ -57,9 +57,7 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
     if unknown:
         raise InputError("names", unknown, f"names of the guide's parameters ({sorted(params_u)})")
     model, guide = posterior.model, posterior.guide
-    constraints = guide_constraints(guide, posterior.feature_shape)
-
-    fn = functools.partial(_gradients, Static(model), Static(guide), Static(constraints), estimator, n)
+    fn = functools.partial(_gradients, Static(model), Static(guide), estimator, n)
     rng = np.random.default_rng(seed)
     perm = np.stack([rng.permutation(n)[:batch_size] for _ in range(1 if same_batch else num_batches)])
     perm = np.broadcast_to(perm, (num_batches, batch_size))
@@ -68,16 +66,17 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
     return {k: np.asarray(grads[k]) for k in names}
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
-def _gradients(model: Static, guide: Static, constraints: Static, estimator: str, n: int, params_u, keys, xb, yb):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _gradients(model: Static, guide: Static, estimator: str, n: int, params_u, keys, xb, yb):
     """{name: (num_batches, *shape)} gradients of the one-particle negative ELBO (`estimator`'s, KL weight 1) at the
     unconstrained guide parameters `params_u`, one per key (num_batches, 2) and minibatch xb (num_batches, B, ...),
-    yb (num_batches, B); n: the training-set size N. Compiled once per (model, guide, constraints) value keys,
+    yb (num_batches, B); n: the training-set size N. Compiled once per (model, guide) value keys,
     estimator, N and the arrays' shapes."""
     elbo_loss = estimator_loss(estimator)
+    constraints = param_constraints(guide.obj, (xb[0], yb[0]), n)
 
     def loss(p_u, key, x1, y1):
-        return elbo_loss(flat_key(key), constrain_params(p_u, constraints.obj), model.obj, guide.obj, 1.0, 1, x1, y1,
+        return elbo_loss(flat_key(key), constrain_params(p_u, constraints), model.obj, guide.obj, 1.0, 1, x1, y1,
                          n)[0]
 
     return jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0))(params_u, keys, xb, yb)
