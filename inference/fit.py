@@ -36,6 +36,7 @@ from base.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.checkpoint import check_config
 from inference.collapse import PosteriorCollapseWarning, check_collapse
+from inference.mesh import check_mesh, put_replicated
 from inference.convergence import ConvergenceWarning, judge
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.model_identity import data_fingerprint
@@ -96,7 +97,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         kl_warmup: int = 0, kl_schedule=None, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
-        on_chunk=None, estimator: str = "standard", callbacks=()) -> Posterior:
+        on_chunk=None, estimator: str = "standard", callbacks=(), mesh=None) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -159,6 +160,17 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
       checkpoint_every: steps between saves (None: only on interruption and at the end);
       on_chunk: None or ``on_chunk(steps done, posterior so far)``, called after every finished chunk;
       callbacks: more `Callback` objects (the protocol below), run after the built-in ones;
+      mesh: None (one device) or a ``jax.sharding.Mesh`` with a "data" axis, e.g.
+        ``Mesh(np.array(jax.devices()), ("data",))``: data-parallel training (`inference.mesh`, docs/mesh.md).
+        Each minibatch is split over the "data" axis (``NamedSharding(mesh, P("data"))``, B / D rows per
+        device: `batch_size` must be a multiple of the axis's size D, else InputError), the training data,
+        parameters and optimiser state are replicated, and the compiler partitions the step and sums the
+        gradient across devices. The same seed gives the same minibatches, draws, losses and parameters as
+        one device, to float rounding (the sums split over devices); checkpoints and resume work as without
+        a mesh (a run may be resumed with another mesh or none). The mesh is part of the compiled program's
+        key: a second fit with the same mesh compiles nothing. Several hosts: call
+        ``jax.distributed.initialize(...)`` in every process, then ``fit(..., mesh=Mesh(np.array(jax.devices()),
+        ("data",)))`` with the same data, seed and settings in every process;
       resume: continue the fit saved in `checkpoint_dir` (a warning says so when there is none and the fit
         starts at step 0). The state is checked against this call (model, guide, steps, batch size, seed,
         KL warm-up, temperature, particles, chunk size, optimiser, data, init_params; a difference raises
@@ -229,12 +241,12 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
                     num_particles=num_particles, seed=seed,
                     progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks)
+                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks, mesh=mesh)
 
 
 def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_schedule, temperature, num_particles, seed,
          progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
-         estimator, callbacks) -> Posterior:
+         estimator, callbacks, mesh) -> Posterior:
     """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
     # the arguments first (a bad `steps` is named before the data are read), the default steps from the data
     check_fit_args(steps=DEFAULT_STEPS if steps is None else steps, batch_size=batch_size,
@@ -253,6 +265,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
     check_guide(model, guide, feature_shape)
     n = x.shape[0]
     batch_size = min(batch_size, n)
+    mesh = check_mesh(mesh, batch_size)
     check_fit_memory(model, feature_shape, batch_size, chunk_size, num_particles)
     probe = optimizer is not None  # the default one descends at every step
     optimizer = optimizer if optimizer is not None else default_optimizer(steps)
@@ -260,10 +273,10 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
     t0 = time.perf_counter()
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     # the first batch cut on the host: slicing device arrays compiles an op by op program per shape
-    x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
+    x_dev, y_dev = (jnp.asarray(x), jnp.asarray(y)) if mesh is None else put_replicated((x, y), mesh)
     xb, yb = jnp.asarray(x[:batch_size]), jnp.asarray(y[:batch_size])
     guide.setup(xb)
-    program = svi.Program(model, guide, optimizer, n, num_particles, estimator)
+    program = svi.Program(model, guide, optimizer, n, num_particles, estimator, mesh)
     if probe:  # before anything is compiled for the fit
         validation.check_optimizer(optimizer, steps=steps)
     traces_before = svi.TRACES["chunk"]
@@ -292,10 +305,12 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
         builtin.append(SummaryLine(getattr(model, "name", "model")))
     hooks = builtin + callbacks
     temp = np.float32(temperature)  # a host scalar: no eager conversion compiled
+    # with a mesh every argument is replicated on it (the initial or resumed state once, through the host)
+    place = (lambda tree: tree) if mesh is None else (lambda tree: put_replicated(tree, mesh))
 
     def run_chunk(state, idx, step_ids):  # the betas: host data of the chunk's steps (padding: 0)
         kl = np.where(step_ids >= 0, betas[np.clip(step_ids, 0, max(steps - 1, 0))], 0).astype(np.float32)
-        return svi.run_chunk(program, state, run.rng_key, x_dev, y_dev, idx, step_ids, kl, temp)
+        return svi.run_chunk(program, *place((state, run.rng_key)), x_dev, y_dev, *place((idx, step_ids, kl, temp)))
 
     _call(hooks, "on_start", run)
     error = None

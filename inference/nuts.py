@@ -58,6 +58,8 @@ from inference.posterior import MCMCPosterior, Posterior
 from inference.run_info import NutsInfo
 from base.value_key import Static
 from models.bridge import unconstrain
+from inference.mesh import CHAIN_AXIS, chain_mesh
+from jax.sharding import PartitionSpec as P
 from base.errors import ArgumentTypeError, InputError
 
 EXTRA_FIELDS = ("diverging", "num_steps", "accept_prob", "energy")
@@ -412,20 +414,7 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
         init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, None, None)))
         chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, None, None, None)))
     elif chain_method == "parallel":
-        # the network state is passed only when there is one: JAX 0.10.2's pmap maps the wrong leaves when a
-        # positional argument is an empty pytree (None) while the number of leaves happens to equal the number
-        # of arguments (e.g. a two-site start dict beside state=None: its "one leaf per argument" fast path)
-        extra = (None,) if stateful else ()
-        p_init = jax.pmap(_drop_none_state(init_one), in_axes=(0, 0, None, None) + extra)
-        p_chunk = jax.pmap(_drop_none_state(chunk_one), in_axes=(0, None, None, None) + extra)
-
-        def init_parallel(chain_keys, z0, x, y, state):
-            return p_init(chain_keys, z0, x, y, *([state] if stateful else []))
-
-        def chunk_parallel(hmc_state, active, x, y, state):
-            return p_chunk(hmc_state, active, x, y, *([state] if stateful else []))
-
-        init, chunk = init_parallel, chunk_parallel
+        init, chunk = jax.jit(per_device(init_one, num_chains, 2)), jax.jit(per_device(chunk_one, num_chains, 1))
     elif chain_method == "sequential":
         def init_seq(chain_keys, z0, x, y, state):
             return lax.map(lambda a: init_one(a[0], a[1], x, y, state), (chain_keys, z0))
@@ -439,13 +428,23 @@ def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, 
     return CompiledSampler(init, chunk, num_chains, chain_method, num_warmup, chunk_len)
 
 
-def _drop_none_state(fn: Callable) -> Callable:
-    """fn(a, b, x, y, state) as g(a, b, x, y[, state]): state None when not passed."""
+def per_device(fn: Callable, num_chains: int, chain_args: int) -> Callable:
+    """fn(*args) for one chain mapped over C = `num_chains` chains, one chain per device: ``jax.shard_map`` over
+    the "chains" axis of `inference.mesh.chain_mesh` (C devices). The first `chain_args` arguments and every
+    output carry a leading chain axis C split over the devices; the other arguments (data, network state, the
+    active mask) are replicated. Each device runs `fn` on its one chain unbatched, as ``jax.pmap`` did: the same
+    program per chain, so the same draws."""
+    mesh = chain_mesh(num_chains)
 
-    def without_state(a, b, x, y, *state):
-        return fn(a, b, x, y, state[0] if state else None)
+    def one_chain(*args):
+        args = [jax.tree.map(lambda v: v[0], a) for a in args[:chain_args]] + list(args[chain_args:])
+        return jax.tree.map(lambda v: v[None], fn(*args))
 
-    return without_state
+    def mapped(*args):
+        specs = (P(CHAIN_AXIS),) * chain_args + (P(),) * (len(args) - chain_args)
+        return jax.shard_map(one_chain, mesh=mesh, in_specs=specs, out_specs=P(CHAIN_AXIS), check_vma=False)(*args)
+
+    return mapped
 
 
 def run_sampler(sampler: CompiledSampler, key, init_u: dict, x, y, state, draws_per_chain: int,

@@ -65,6 +65,7 @@ from models.bridge import BNN, STATE_SITE
 from base.errors import InputError
 from base.prng import flat_key
 from base.value_key import value_key
+from inference.mesh import replicate, shard_rows
 
 __all__ = ["SVIState", "StepInfo", "SVI", "build", "init", "step", "param_constraints", "param_shapes", "constrain",
            "initial_params", "initial_mutable", "guide_param_init", "Program", "ESTIMATORS"]
@@ -211,8 +212,11 @@ def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1
 @dataclass(frozen=True, eq=False)
 class Program:
     """What a compiled fit program computes, as a static argument of ``jax.jit``: model, guide (set up for the
-    minibatch shape), optimiser, n_data, num_particles, estimator. Equal (and equally hashed) exactly when every
-    part's value key (`base.value_key.value_key`) is equal; the objects themselves are held."""
+    minibatch shape), optimiser, n_data, num_particles, estimator and mesh (None: one device; a
+    ``jax.sharding.Mesh`` with a "data" axis: each minibatch split over it, the state replicated,
+    `inference.mesh`). Equal (and equally hashed) exactly when every part's value key
+    (`base.value_key.value_key`) is equal and the meshes are equal (the same devices in the same layout, the
+    same axis names); the objects themselves are held."""
 
     model: object
     guide: object
@@ -220,16 +224,18 @@ class Program:
     n_data: int
     num_particles: int = 1
     estimator: str = "standard"
+    mesh: object = None
 
     def __post_init__(self):
         # computed once: hash and equality stay consistent even if a part changes afterwards (optax's cosine
         # schedule turns an int decay_steps into a float on its first call; a later Program keys the new value)
         object.__setattr__(self, "_key", (value_key(self.model), value_key(self.guide), value_key(self.optimizer),
-                                          int(self.n_data), int(self.num_particles), check_estimator(self.estimator)))
+                                          int(self.n_data), int(self.num_particles), check_estimator(self.estimator),
+                                          self.mesh))
 
     def key(self) -> tuple:
-        """(value keys of model, guide (set up) and optimiser, n_data, num_particles, estimator), taken when the
-        Program was made."""
+        """(value keys of model, guide (set up) and optimiser, n_data, num_particles, estimator, mesh), taken
+        when the Program was made."""
         return self._key  # type: ignore[attr-defined]
 
     def __eq__(self, other) -> bool:
@@ -273,9 +279,15 @@ def run_chunk(program: Program, state: SVIState, key, x, y, idx, steps, kl, temp
     grad_norms (C,) float32 (NaN for padding); params: the last state's parameters constrained, in the same
     program. A padding step, or any step once ``stopped`` is set, skips the computation (``lax.cond``), so one
     chunk length serves any number of steps.
+
+    With ``program.mesh`` (data parallel, `inference.mesh`): pass every argument replicated on the mesh
+    (`inference.mesh.put_replicated`); each step's minibatch ``x[rows]``, ``y[rows]`` is constrained to be split
+    over the "data" axis and the outputs to be replicated, so XLA partitions the step and reduces the gradient
+    across devices itself. The arithmetic is the one-device step's, its sums split over devices (float rounding).
     """
     TRACES["chunk"] += 1
     svi = program.svi()
+    mesh = program.mesh
     key = flat_key(key)  # the same draws, compiled faster (`base.prng`)
     betas = kl if jnp.ndim(kl) == 1 else jnp.where(
         kl > 0, jnp.minimum(1.0, (steps + 1.0) / jnp.maximum(kl, 1.0)), 1.0)
@@ -284,8 +296,8 @@ def run_chunk(program: Program, state: SVIState, key, x, y, idx, steps, kl, temp
         rows, t, beta = inputs
 
         def active(state):
-            new, info = svi.step(state, (x[rows], y[rows]), jax.random.fold_in(key, t), beta=beta,
-                                 temperature=temperature)
+            batch = (x[rows], y[rows]) if mesh is None else shard_rows((x[rows], y[rows]), mesh)
+            new, info = svi.step(state, batch, jax.random.fold_in(key, t), beta=beta, temperature=temperature)
             return new, info.loss, info.finite, info.grad_norm
 
         def skip(state):
@@ -298,7 +310,8 @@ def run_chunk(program: Program, state: SVIState, key, x, y, idx, steps, kl, temp
     rows = jnp.shape(idx)[1]
     batch = (jax.ShapeDtypeStruct((rows,) + jnp.shape(x)[1:], x.dtype), jax.ShapeDtypeStruct((rows,), y.dtype))
     constraints = param_constraints(program.guide, batch, program.n_data)
-    return state, outputs, constrain(state.params, constraints)
+    result = state, outputs, constrain(state.params, constraints)
+    return result if mesh is None else replicate(result, mesh)
 
 
 def guide_param_init(guide, key, x, y, n_data) -> tuple[dict, dict, dict]:
