@@ -1,9 +1,10 @@
 """`nuts`: NUTS on the identical model object, chains started from draws of an SVI posterior.
 
 The driver is NumPyro's public functional NUTS (``numpyro.infer.hmc.hmc(potential_fn_gen=..., algo="NUTS")``,
-the kernel `numpyro.infer.NUTS` runs) under one jitted (or pmapped) program per piece:
+the kernel `numpyro.infer.NUTS` runs) under one jitted program per piece:
 
-- ``init``: every chain's HMC state from its start value and key, chains mapped (vmap, pmap or lax.map); the
+- ``init``: every chain's HMC state from its start value and key, chains mapped (vmap, ``jax.shard_map`` over a
+  "chains" device mesh, or lax.map); the
   kernel's position is one flat vector of all the weights (`flat_potential`), not a dict of sites;
 - ``chunk``: L consecutive NUTS iterations of every chain (``lax.scan``; iterations past the end of the run
   are masked with ``lax.cond`` and leave the state untouched), returning the constrained draws and the
@@ -91,9 +92,10 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
       seed: an integer; target_accept_prob: in (0, 1); max_tree_depth: an integer >= 1 (or NumPyro's pair
         (warm-up, sampling)); as NumPyro's.
       chain_method: how the C chains run, always inside one compiled program (never a Python loop):
-        "parallel": one device per chain (``jax.pmap``; on CPU call ``numpyro.set_host_device_count(n)``
-        before JAX starts, as the `zoo` CLI does; with fewer devices than chains it warns and runs on one
-        device); "vectorized": all chains on one device, batched (``jax.vmap``; a batch's tree
+        "parallel": one device per chain (``jax.shard_map`` over a "chains" axis of C devices,
+        `inference.mesh.chain_mesh`: each device runs its chain's program, the draws NumPyro's pmapped
+        "parallel" MCMC gives; on CPU call ``numpyro.set_host_device_count(n)`` before JAX starts, as the
+        `zoo` CLI does; with fewer devices than chains it warns and runs on one device); "vectorized": all chains on one device, batched (``jax.vmap``; a batch's tree
         doubling lasts as long as its longest chain's); "sequential": one chain after the other on one
         device (``jax.lax.map``). Default: "parallel" when there are at least C > 1 devices, else
         "sequential" on a CPU (batching gains nothing there; `single_device_method`) and "vectorized" on an

@@ -23,8 +23,9 @@ monitoring.register_event_duration_secs_listener(
 # (chain_method, num_warmup, draws_per_chain, max_tree_depth, chunk length, tolerance of the draws, whether the
 # reference's position is the driver's flat vector (`flat_potential`) or NumPyro's own dict of sites)
 CASES = {
-    # NumPyro's parallel MCMC traces init and sampling inside one pmap, as the driver does: on the same flat
-    # potential, equal to the bit over 43 iterations, with a padded last chunk and the warm-up ending inside a chunk
+    # NumPyro's parallel MCMC traces init and sampling inside one pmap, as the driver does inside one shard_map
+    # (one chain per device): on the same flat potential, equal to the bit over 43 iterations, with a padded last
+    # chunk and the warm-up ending inside a chunk
     "parallel": ("parallel", 23, 20, 4, 8, 1e-6, True),
     # NumPyro's vectorized (and sequential) MCMC evaluates the initial gradient op by op outside jit, the
     # driver inside it; against a dict position the compiled arithmetic differs too: the last bits differ
@@ -121,6 +122,22 @@ def test_draws_equal_numpyros_mcmc_and_a_second_call_compiles_nothing(case, tiny
     again = inference.nuts(tiny.model, other, init=_init_posterior(tiny, 1), seed=1, **settings)
     assert COMPILES == []
     assert not np.allclose(again.samples["mlp/~/linear_0/w"], post.samples["mlp/~/linear_0/w"])
+
+
+def test_parallel_chains_on_a_device_mesh_give_the_vectorized_draws(tiny, monkeypatch):
+    """chain_method="parallel" (``jax.shard_map``, one chain per device) runs each chain's own program: the draws
+    and tree sizes of the batched ("vectorized") chains, with the settings of that case above (its sampler is
+    reused)."""
+    assert jax.local_device_count() >= 2, "tests/conftest.py forces 2 host devices before JAX starts"
+    _, num_warmup, draws, depth, chunk_len, tol, _ = CASES["vectorized"]
+    monkeypatch.setattr(nuts_module, "CHUNK_LEN", chunk_len)
+    runs = {method: inference.nuts(tiny.model, tiny.train, init=_init_posterior(tiny, 0), seed=0, num_chains=2,
+                                   num_warmup=num_warmup, draws_per_chain=draws, max_tree_depth=depth,
+                                   chain_method=method, progress=False) for method in ("vectorized", "parallel")}
+    assert runs["parallel"].info.chain_method == "parallel"
+    for k, v in runs["vectorized"].samples.items():
+        np.testing.assert_allclose(runs["parallel"].samples[k], v, rtol=tol, atol=tol, err_msg=k)
+    np.testing.assert_array_equal(runs["parallel"].sample_stats["num_steps"], runs["vectorized"].sample_stats["num_steps"])
 
 
 def test_chain_method_is_checked_and_parallel_falls_back_without_devices(tiny):
