@@ -5,7 +5,8 @@ Launches two worker processes that each call ``jax.distributed.initialize(coordi
 ``inference.fit(..., mesh=Mesh(np.array(jax.devices()), ("data",)))``: one global mesh of 2 devices, one per
 process, each minibatch split over them, the gradient summed across the processes by the compiler. Every
 process loads the same training data and runs the same call with the same seed (so it draws the same global
-minibatch rows). A third process fits the same model on one device without a mesh. The script prints the
+minibatch rows). Each worker's fit is interrupted halfway (KeyboardInterrupt from a callback, in both processes
+at the same step) after saving its state to its own checkpoint folder, then resumed from it. A third process fits the same model on one device without a mesh. The script prints the
 largest absolute differences of the losses and of every constrained guide parameter between each worker and
 the one-device fit, and exits non-zero unless they are within float tolerance (--tol, relative to the values'
 size) and the two workers agree bit for bit. Run:
@@ -34,6 +35,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+CHUNK = 25  # steps per compiled chunk (a fit is interrupted at the end of a chunk)
+
+
+class InterruptAt:
+    """A `fit` callback raising KeyboardInterrupt (as Ctrl-C would) after the chunk that reaches step `step`."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_chunk(self, run) -> None:
+        if run.done >= self.step:
+            raise KeyboardInterrupt
+
+
 def fit_here(args, out: Path, process_id: int | None, port: int | None) -> None:
     """Fit in this process and save (losses, constrained params) to `out`: with `process_id` one worker of the
     2-process mesh (coordinator at 127.0.0.1:`port`), else one device without a mesh."""
@@ -50,17 +65,30 @@ def fit_here(args, out: Path, process_id: int | None, port: int | None) -> None:
 
     import inference
     import zoo
+    from inference.fit_state import saved_step
 
     if process_id is not None:
         assert jax.process_count() == 2 and jax.device_count() == 2 and jax.local_device_count() == 1
         mesh = Mesh(np.array(jax.devices()), ("data",))
     entry = zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": 512, "noise": 0.1})
     guide = getattr(inference, args.guide)(entry.model)
+    settings = dict(steps=args.steps, batch_size=args.batch_size, chunk_size=CHUNK, seed=args.seed, progress=False,
+                    mesh=mesh)
+    resumed_from = -1
     t0 = time.perf_counter()
-    post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
-                         chunk_size=50, seed=args.seed, progress=False, mesh=mesh)
+    if process_id is None:
+        post = inference.fit(entry.model, guide, entry.train, **settings)
+    else:  # every process holds the whole (replicated) state: each saves its own copy
+        folder = out.parent / f"checkpoint{process_id}"
+        try:
+            inference.fit(entry.model, guide, entry.train, checkpoint_dir=folder, callbacks=[InterruptAt(args.steps // 2)],
+                          **settings)
+        except KeyboardInterrupt:
+            pass
+        resumed_from = saved_step(folder)
+        post = inference.fit(entry.model, guide, entry.train, checkpoint_dir=folder, resume=True, **settings)
     seconds = time.perf_counter() - t0
-    np.savez(out, losses=post.losses, seconds=seconds, **{f"param:{k}": v for k, v in post.params.items()})
+    np.savez(out, losses=post.losses, seconds=seconds, resumed_from=resumed_from, **{f"param:{k}": v for k, v in post.params.items()})
 
 
 def compare(reference: dict, other: dict, tol: float) -> tuple[dict, bool]:
@@ -70,7 +98,7 @@ def compare(reference: dict, other: dict, tol: float) -> tuple[dict, bool]:
 
     diffs, ok = {}, True
     for name in reference:
-        if name == "seconds":
+        if name in ("seconds", "resumed_from"):
             continue
         d = float(np.max(np.abs(reference[name] - other[name])))
         diffs[name] = d
@@ -111,7 +139,9 @@ def main() -> int:
             print(f"a process failed: workers exited {codes}, the one-device fit {single.returncode}")
             return 1
         fits = {name: dict(np.load(path)) for name, path in outs.items()}
-    print(f"{args.guide}, {args.steps} steps, batch {args.batch_size} ({args.batch_size // 2} rows per process), "
+    print(f"{args.guide}, {args.steps} steps (the 2-process fits resumed from their checkpoints at steps "
+          f"{int(fits['process0']['resumed_from'])}, {int(fits['process1']['resumed_from'])}), batch {args.batch_size} "
+          f"({args.batch_size // 2} rows per process), "
           f"{len([k for k in fits['one_device'] if k.startswith('param:')])} parameter arrays; fit seconds: "
           + ", ".join(f"{name} {float(fit['seconds']):.1f}" for name, fit in fits.items()))
     ok = True
@@ -123,7 +153,7 @@ def main() -> int:
               f"{float(np.max(np.abs(fits['one_device']['losses']))):.4g}), max |param difference| {params:.3g}"
               f"  {'OK' if good else 'FAIL'}")
     same, _ = compare(fits["process0"], fits["process1"], 0.0)
-    workers_equal = all(v == 0.0 for v in same.values())
+    workers_equal = all(v == 0.0 for v in same.values()) and int(fits["process0"]["resumed_from"]) > 0
     ok &= workers_equal
     print(f"process0 vs process1: max |difference| {max(same.values()):.3g}  {'OK' if workers_equal else 'FAIL'}")
     print("PASS" if ok else "FAIL")
