@@ -56,6 +56,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh
 from numpyro import handlers
 from numpyro.distributions import biject_to
 
@@ -224,7 +225,7 @@ class Program:
     n_data: int
     num_particles: int = 1
     estimator: str = "standard"
-    mesh: object = None
+    mesh: Mesh | None = None
 
     def __post_init__(self):
         # computed once: hash and equality stay consistent even if a part changes afterwards (optax's cosine
