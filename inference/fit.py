@@ -170,7 +170,9 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         a mesh (a run may be resumed with another mesh or none). The mesh is part of the compiled program's
         key: a second fit with the same mesh compiles nothing. Several hosts: call
         ``jax.distributed.initialize(...)`` in every process, then ``fit(..., mesh=Mesh(np.array(jax.devices()),
-        ("data",)))`` with the same data, seed and settings in every process;
+        ("data",)))`` with the same data, seed and settings in every process (each loads the whole training
+        set and draws the same global minibatch rows; every process returns the same Posterior; give each its
+        own `checkpoint_dir`, e.g. by ``jax.process_index()``);
       resume: continue the fit saved in `checkpoint_dir` (a warning says so when there is none and the fit
         starts at step 0). The state is checked against this call (model, guide, steps, batch size, seed,
         KL warm-up, temperature, particles, chunk size, optimiser, data, init_params; a difference raises

@@ -443,6 +443,8 @@ def per_device(fn: Callable, num_chains: int, chain_args: int) -> Callable:
         return jax.tree.map(lambda v: v[None], fn(*args))
 
     def mapped(*args):
+        # check_vma=False: NumPyro's kernel builds lax.cond branches from per-chain values and constants, whose
+        # varying-across-devices types differ (the check refuses them); every value here is per chain anyway
         specs = (P(CHAIN_AXIS),) * chain_args + (P(),) * (len(args) - chain_args)
         return jax.shard_map(one_chain, mesh=mesh, in_specs=specs, out_specs=P(CHAIN_AXIS), check_vma=False)(*args)
 

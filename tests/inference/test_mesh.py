@@ -1,16 +1,15 @@
-"""Data-parallel SVI on a device mesh (``fit(..., mesh=)``) and NUTS chains through ``jax.shard_map``.
+"""Data-parallel SVI on a device mesh (``fit(..., mesh=)``; NUTS chains on a mesh: test_nuts_driver.py).
 
 In-process on the suite's 2 host devices (tests/conftest.py forces them before JAX starts): a minibatch split
 over the "data" axis gives one device's losses and parameters to float tolerance, the compiled step really holds
 half the rows per device and an all-reduce, a 1-device mesh equals no mesh exactly, a checkpointed fit resumed on
 the mesh equals the uninterrupted one bit for bit, and a second fit with the same mesh compiles nothing."""
 
-import sys
-
 import jax
 import numpy as np
 import optax
 import pytest
+from jax import monitoring
 from jax.sharding import Mesh
 
 import inference
@@ -18,7 +17,10 @@ import zoo
 from inference import svi
 from base.errors import InputError
 
-FIT = sys.modules["inference.fit"]
+COMPILES: list = []  # every backend compile or persistent-cache read of this process (one listener per module)
+monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **kw: COMPILES.append(event) if "backend_compile" in event or "cache_retrieval" in event
+    else None)
 # tests/inference/test_resume.py's entry and settings: the one-device fit shares its compiled programs (an optax
 # optimiser is a value: another adam(1e-2) is the same key)
 KW = dict(steps=95, batch_size=32, chunk_size=10, seed=3, kl_warmup=20, progress=False, optimizer=optax.adam(1e-2))
@@ -91,11 +93,12 @@ def test_two_devices_split_each_minibatch_equal_one_device_resume_and_compile_on
     with pytest.raises(KeyboardInterrupt):
         inference.fit(entry.model, inference.mean_field(entry.model), entry.train, mesh=mesh,
                       checkpoint_dir=tmp_path / "fit", callbacks=[_Interrupt()], **KW)
+    COMPILES.clear()
     resumed = inference.fit(entry.model, inference.mean_field(entry.model), entry.train,
                             mesh=Mesh(np.array(jax.devices()[:2]), ("data",)), checkpoint_dir=tmp_path / "fit",
                             resume=True, **KW)
     _same(resumed, whole)
-    assert resumed.info.traces == 0  # the same mesh: the compiled update is reused
+    assert resumed.info.traces == 0 and COMPILES == []  # an equal mesh: the compiled programs are reused
     assert calls[-1][0].mesh == mesh and len(calls) == 10 + 5 + 5  # whole, interrupted, resumed: 10 steps a chunk
 
 
