@@ -414,7 +414,7 @@ class FitRun:
         """Continue from a saved `inference.fit_state.FitState` and its minibatch `order`."""
         self.state = resumed.state  # `initial` stays the state at step 0: whether the parameters moved is judged on it
         self.done, self.losses_before, self.norms_before = resumed.step, resumed.losses, resumed.grad_norms
-        self.rng_key, self.order = jnp.asarray(resumed.rng_key), order
+        self.rng_key, self.order = np.asarray(resumed.rng_key), order  # a host array: jnp.asarray compiles a copy
 
     def losses(self) -> np.ndarray:
         """(done,) float32 the loss of every step that updated the state, a resumed fit's earlier ones included."""

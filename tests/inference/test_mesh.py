@@ -19,7 +19,7 @@ from base.errors import InputError
 
 COMPILES: list = []  # every backend compile or persistent-cache read of this process (one listener per module)
 monitoring.register_event_duration_secs_listener(
-    lambda event, seconds, **kw: COMPILES.append(event) if "backend_compile" in event or "cache_retrieval" in event
+    lambda event, seconds, **kw: COMPILES.append(kw.get("fun_name", event)) if "backend_compile" in event or "cache_retrieval" in event
     else None)
 # tests/inference/test_resume.py's entry and settings: the one-device fit shares its compiled programs (an optax
 # optimiser is a value: another adam(1e-2) is the same key)
