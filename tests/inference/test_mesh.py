@@ -70,6 +70,9 @@ def test_bad_meshes_are_refused_naming_argument_value_and_expectation(entry):
         fit(mesh=Mesh(np.array(jax.devices()[:2]), ("batch",)))
     with pytest.raises(InputError, match=r"batch_size: expected a multiple of the mesh's \"data\" axis size 2 .*got 31"):
         fit(mesh=data_mesh(2), batch_size=31)
+    with jax.threefry_partitionable(False), pytest.raises(InputError, match=r"mesh: expected no mesh while "
+                                                                           r"jax_threefry_partitionable is off"):
+        fit(mesh=data_mesh(2))
 
 
 def test_a_one_device_mesh_equals_no_mesh_exactly(entry, one_device):
