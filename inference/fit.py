@@ -36,9 +36,9 @@ from base.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.checkpoint import check_config
 from inference.collapse import PosteriorCollapseWarning, check_collapse
-from inference.mesh import check_mesh, put_replicated
 from inference.convergence import ConvergenceWarning, judge
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
+from inference.mesh import check_mesh, put_replicated
 from inference.model_identity import data_fingerprint
 from inference.per_example import check_estimator
 from inference.posterior import ConstrainedParams, Posterior, SVIPosterior

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import PartitionSpec as P
 from numpyro.distributions import biject_to, constraints
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
@@ -60,7 +61,6 @@ from inference.run_info import NutsInfo
 from base.value_key import Static
 from models.bridge import unconstrain
 from inference.mesh import CHAIN_AXIS, chain_mesh
-from jax.sharding import PartitionSpec as P
 from base.errors import ArgumentTypeError, InputError
 
 EXTRA_FIELDS = ("diverging", "num_steps", "accept_prob", "energy")
@@ -95,8 +95,9 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         "parallel": one device per chain (``jax.shard_map`` over a "chains" axis of C devices,
         `inference.mesh.chain_mesh`: each device runs its chain's program, the draws NumPyro's pmapped
         "parallel" MCMC gives; on CPU call ``numpyro.set_host_device_count(n)`` before JAX starts, as the
-        `zoo` CLI does; with fewer devices than chains it warns and runs on one device); "vectorized": all chains on one device, batched (``jax.vmap``; a batch's tree
-        doubling lasts as long as its longest chain's); "sequential": one chain after the other on one
+        `zoo` CLI does; with fewer devices than chains it warns and runs on one device); "vectorized": all
+        chains on one device, batched (``jax.vmap``; a batch's tree doubling lasts as long as its longest
+        chain's); "sequential": one chain after the other on one
         device (``jax.lax.map``). Default: "parallel" when there are at least C > 1 devices, else
         "sequential" on a CPU (batching gains nothing there; `single_device_method`) and "vectorized" on an
         accelerator.
@@ -345,7 +346,7 @@ def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, 
     key = sampler_key(model, site_priors, x, y, state, settings)
     sampler = _SAMPLERS.get(key)
     if sampler is None:
-        sampler = build_sampler(model, site_priors, stateful=state is not None, **settings)
+        sampler = build_sampler(model, site_priors, **settings)
         _SAMPLERS[key] = sampler
         while len(_SAMPLERS) > MAX_SAMPLERS:
             _SAMPLERS.popitem(last=False)
@@ -380,14 +381,13 @@ def support_key(support) -> tuple:
     return (type(support).__name__, tuple(items))
 
 
-def build_sampler(model, site_priors: dict, *, stateful: bool, num_chains: int, chain_method: str, num_warmup: int,
+def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: str, num_warmup: int,
                   target_accept_prob: float, max_tree_depth, chunk_len: int) -> CompiledSampler:
     """Build (not yet compile) the `CompiledSampler`: NumPyro's ``hmc(potential_fn_gen=..., algo="NUTS")`` pair,
     created here once per cache entry because ``init_kernel`` sets the settings (warm-up length, tree depth,
     adaptation) as Python state that ``sample_kernel`` reads when traced; `run_sampler` always traces init
     before the first chunk. Kernel options are NumPyro NUTS's defaults (step size 1, step-size and diagonal
-    mass-matrix adaptation, regularised mass matrix, no heuristic step size). stateful: whether the network
-    state passed to the programs is not None."""
+    mass-matrix adaptation, regularised mass matrix, no heuristic step size)."""
     unravel = site_unraveller(site_priors)
     init_kernel, sample_kernel = hmc(potential_fn_gen=partial(flat_potential, model, site_priors, unravel),
                                      algo="NUTS")
