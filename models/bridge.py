@@ -146,7 +146,8 @@ class BNN:
             example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
             key = jax.ShapeDtypeStruct((2,), jnp.uint32)  # a raw PRNG key's shape: nothing is computed or compiled
             tree, state = jax.eval_shape(self.init_fn, key, example)
-            output = jax.eval_shape(self.adapter.apply, self.adapter.site_values(tree), state, example, False)[0]
+            output = jax.eval_shape(functools.partial(self.adapter.apply, is_training=False),
+                                    self.adapter.site_values(tree), state, example)[0]
             self._output_width_cache[feature_shape] = int(output.shape[-1])
         return self._output_width_cache[feature_shape]
 

@@ -7,10 +7,10 @@ The module is Equinox's usual per-example function, mapped over the batch here: 
 (predictions, NUTS) as ``eqx.nn.inference_mode(module)`` (batch norm reads its running statistics).
 
 Sites: every floating-point array of the module, named by its path ("layers/0/weight", "layers/0/bias").
-Equinox stores a Linear weight (out, in) and a Conv weight (out, in, *kernel); their sites hold them in the
-layout of Haiku and NNX, inputs first and outputs last ((in, out), (*kernel, in, out)), so that fan-in priors,
-the guides' scale caps and a bias's layer fan-in (`models.priors.fan_in`) read them alike. Other arrays keep
-Equinox's layout. State: the arrays of the ``eqx.nn.State`` {path: array}.
+Equinox stores a Linear weight (out, in), a Conv weight (out, in, *kernel) and a Conv bias (out, 1, ..., 1);
+their sites hold them in the layout of Haiku and NNX, inputs first and outputs last ((in, out), (*kernel, in,
+out), (out,)), so that fan-in priors, the guides' scale caps and a bias's layer fan-in (`models.priors.fan_in`)
+read them alike. Other arrays keep Equinox's layout. State: the arrays of the ``eqx.nn.State`` {path: array}.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.adapters import flat_named, require
+from models.adapters import flat_named, path_name, require
 from models.adapters.arrays import ArrayModuleAdapter
 
 
@@ -40,14 +40,22 @@ def _follow(tree, key_path):
 
 def site_layout(eqx, owner, name: str, ndim: int) -> tuple | None:
     """The permutation taking an Equinox array to its site's layout: (1, 0) for a Linear ``weight`` (out, in),
-    (2, ..., ndim - 1, 1, 0) for a Conv ``weight`` (out, in, *kernel); None (kept) for any other array."""
-    if name != "weight":
-        return None
-    if isinstance(owner, eqx.nn.Linear) and ndim == 2:
+    (2, ..., ndim - 1, 1, 0) for a Conv ``weight`` (out, in, *kernel), the axes dropped for a Conv ``bias``
+    (out, 1, ..., 1) (the empty tuple); None (kept) for any other array."""
+    if isinstance(owner, eqx.nn.Linear) and name == "weight" and ndim == 2:
         return (1, 0)
-    if isinstance(owner, eqx.nn.Conv):
+    if isinstance(owner, eqx.nn.Conv) and name == "weight":
         return tuple(range(2, ndim)) + (1, 0)
+    if isinstance(owner, eqx.nn.Conv) and name == "bias" and ndim > 1:
+        return ()
     return None
+
+
+def to_site(value, layout):
+    """An Equinox array in its site's layout (`site_layout`)."""
+    if layout is None:
+        return value
+    return jnp.reshape(value, value.shape[:1]) if layout == () else jnp.transpose(value, layout)
 
 
 class EquinoxAdapter(ArrayModuleAdapter):
@@ -66,16 +74,18 @@ class EquinoxAdapter(ArrayModuleAdapter):
         self._params = {}
         for (name, path, leaf) in flat_named_paths(with_paths):
             layout = site_layout(eqx, _follow(module, path[:-1]), name.rpartition("/")[2], np.ndim(leaf))
-            self._layouts[name] = layout
-            self._params[name] = leaf if layout is None else jnp.transpose(leaf, layout)
+            self._layouts[name] = (layout, np.shape(leaf))
+            self._params[name] = to_site(leaf, layout)
         self._stateful = state is not None
         self._stat_names, stat_leaves, self._stat_tree = flat_named(state if state is not None else {})
         self._state = dict(zip(self._stat_names, stat_leaves))
 
     def to_module_layout(self, name: str, value):
-        """A site's value in Equinox's own layout (the inverse of `site_layout`'s permutation)."""
-        layout = self._layouts[name]
-        return value if layout is None else jnp.transpose(value, np.argsort(layout))
+        """A site's value in Equinox's own layout (the inverse of `to_site`)."""
+        layout, shape = self._layouts[name]
+        if layout is None:
+            return value
+        return jnp.reshape(value, shape) if layout == () else jnp.transpose(value, np.argsort(layout))
 
     def apply(self, params: dict, state: dict, x, is_training: bool):
         """(output (B, out), state) of the module mapped over x (B, ...): params {site: array}, state {path: array}."""
@@ -85,7 +95,7 @@ class EquinoxAdapter(ArrayModuleAdapter):
                              self._static_train if is_training else self._static_eval)
         if not self._stateful:
             return jax.vmap(module)(x), state
-        s = jax.tree.unflatten(self._stat_tree, [state[n] for n in self._stat_names])
+        s = jax.tree.unflatten(self._stat_tree, [jnp.asarray(state[n]) for n in self._stat_names])
         output, s = jax.vmap(module, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(x, s)
         if not is_training:
             return output, state
@@ -95,6 +105,4 @@ class EquinoxAdapter(ArrayModuleAdapter):
 
 def flat_named_paths(with_paths):
     """(name, key path, leaf) of each (key path, leaf) pair."""
-    from models.adapters import path_name
-
     return [(path_name(path), path, leaf) for path, leaf in with_paths]

@@ -10,6 +10,7 @@ from its weights, so a module's own dropout belongs off (``deterministic=True``)
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 
 from models.adapters import flat_named, require
 from models.adapters.arrays import ArrayModuleAdapter
@@ -37,7 +38,7 @@ class NNXAdapter(ArrayModuleAdapter):
         """(output (B, out), state) of the module at x (B, ...): params {site: array}, state {path: array}."""
         nnx = require("flax.nnx")
         p = jax.tree.unflatten(self._param_tree, [params[n] for n in self._param_names])
-        s = jax.tree.unflatten(self._stat_tree, [state[n] for n in self._stat_names])
+        s = jax.tree.unflatten(self._stat_tree, [jnp.asarray(state[n]) for n in self._stat_names])
         module = nnx.merge(self._graph_train if is_training else self._graph_eval, p, s, self._rest)
         output = module(x)
         if not is_training or not self._stat_names:
