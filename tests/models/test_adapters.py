@@ -15,12 +15,16 @@ import pytest
 from flax import nnx
 from numpyro.infer.util import log_density
 
+import evals
 import inference
+import inference.svi
+from inference.guide_params import param_constraints
 import models
 from base.errors import ArgumentTypeError, InputError, MissingDependencyError
 from models.adapters import require
 from models.nnx_rank1 import Rank1Conv, Rank1Linear
-from models.rank1 import Rank1Conv2D, Rank1Dense
+from models.rank1 import Rank1Conv2D, Rank1Dense, rank1_likelihood, rank1_prior, tile_components
+from models.variance import log_uniform_prior
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(32, 4)).astype(np.float32)
@@ -136,13 +140,26 @@ def test_the_same_weights_give_the_same_sites_log_density_and_predictions(net, m
         np.testing.assert_allclose(model.apply(params, x), want["out"], rtol=1e-5, atol=1e-6)
 
 
-def test_the_same_seed_and_guide_give_the_same_elbo_curve(mlps):
-    curves = {library: inference.fit(model, inference.mean_field(model), (X, Y), steps=25, batch_size=16,
-                                     optimizer=optax.adam(1e-2), seed=4, progress=False).losses
-              for library, model in mlps.items()}
+def test_the_same_seed_and_guide_give_the_same_elbo_curve_nuts_draws_and_scores(mlps, fitted):
+    curves = {library: post.losses for library, post in fitted.items()}
     assert curves["haiku"][-5:].mean() < curves["haiku"][:5].mean()
+    runs = {library: inference.nuts(mlps[library], (X, Y), init=fitted[library], num_chains=1, num_warmup=4,
+                                     draws_per_chain=4, max_tree_depth=2, seed=1, progress=False)
+            for library in ("nnx", "eqx")}  # the same start (the same posterior draw), the same chain
+    scores = {library: evals.score(post, (X, Y), num_samples=4, verbose=False).iloc[0]
+              for library, post in fitted.items()}
     for library in ("nnx", "eqx"):
         np.testing.assert_allclose(curves[library], curves["haiku"], rtol=1e-5)
+        assert set(runs[library].samples) == set(mlps[library].site_shapes(X))
+        for name, value in runs[library].samples.items():
+            assert value.shape[:2] == (1, 4) and np.all(np.isfinite(value))
+            assert len(np.unique(value[0, :, ...].reshape(4, -1), axis=0)) > 1  # the chain moved
+    for name, value in runs["nnx"].samples.items():
+        eqx_name = name.replace("kernel", "weight")
+        np.testing.assert_allclose(value, runs["eqx"].samples[eqx_name], rtol=1e-4, atol=1e-5)
+        assert scores[library]["nll"] == pytest.approx(scores["haiku"]["nll"], rel=1e-4)
+        idata = inference.to_arviz(fitted[library], (X, Y), num_samples=3)
+        assert set(idata.posterior.data_vars) == {inference.arviz_name(s) for s in mlps[library].site_shapes(X)}
 
 
 class NnxBN(nnx.Module):
@@ -240,3 +257,77 @@ def test_what_the_bridge_refuses(mlps, monkeypatch):
     monkeypatch.setitem(sys.modules, "equinox", None)  # as if equinox were not installed
     with pytest.raises(MissingDependencyError, match=r"bnn-zoo\[equinox\]"):
         require("equinox")
+
+
+@pytest.fixture(scope="module")
+def fitted(mlps):
+    """{library: mean-field Posterior} of the three MLPs, same seed (shared by the ELBO, NUTS and scoring tests)."""
+    return {library: inference.fit(model, inference.mean_field(model), (X, Y), steps=25, batch_size=16,
+                                   optimizer=optax.adam(1e-2), seed=4, progress=False)
+            for library, model in mlps.items()}
+
+
+def _guides(library: str) -> dict:
+    """{guide name: (model, guide)} for every guide of `inference.GUIDES`, built on a fresh `library` MLP (a
+    rank-1 NNX MLP for the rank-1 mixture guide), with the options its site names need."""
+    p = models.unflatten_params(models.bnn(_haiku_mlp).init_values(jax.random.PRNGKey(0), X))
+    weight = NAMES[library]["w"]
+    cls = NnxMLP if library == "nnx" else EqxMLP
+    varnet = models.priors.by_pattern({f"lin0/{weight}": log_uniform_prior()}, default=models.priors.normal(1.0))
+    options = {"by_site": {"families": {f"*/{weight}": "mean_field"}, "default": "point_estimate"},
+               "zero_mean": {"variance_sites": [f"lin0/{weight}"]},
+               "variance_layers": {"variance_sites": f"lin0/{weight}"},
+               "binary_dropout": {"dropout_sites": [f"*/{weight}"]}, "k_tied": {"k": 2}}
+    out = {}
+    for name in inference.GUIDES:
+        if name == "rank1_mixture":
+            if library != "nnx":
+                continue
+            model = models.bnn(NnxRank1MLP(), rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 2))
+        else:
+            model = models.bnn(cls(p), varnet if name in ("zero_mean", "variance_layers") else PRIOR)
+        out[name] = (model, inference.make_guide(name, model, **options.get(name, {})))
+    return out
+
+
+class NnxRank1MLP(nnx.Module):
+    """4 -> 3 -> 2 of `Rank1Linear` layers over K = 2 components: (n, 4) -> (2 n, 2)."""
+
+    def __init__(self):
+        self.lin0 = Rank1Linear(4, 3, 2, rngs=nnx.Rngs(0))
+        self.lin1 = Rank1Linear(3, 2, 2, rngs=nnx.Rngs(1))
+
+    def __call__(self, x):
+        return self.lin1(jnp.tanh(self.lin0(tile_components(x, 2))))
+
+
+@pytest.mark.parametrize("library", ["nnx", "eqx"])
+def test_every_guide_trains_on_nnx_and_equinox_mlps(library):
+    """Every guide of `inference.GUIDES`: SVI steps (`inference.svi`, as `fit` runs them; all guides in one
+    compiled program) lower the ELBO from its start, and the guide's median has the model's site shapes."""
+    cases = _guides(library)
+    batch, steps = (X[:16], Y[:16]), 30
+
+    @jax.jit
+    def run(key):
+        out = {}
+        for name, (model, guide) in cases.items():
+            svi = inference.svi.build(model, guide, optax.adam(2e-2), n_data=len(X))
+            state = svi.init(key, batch)
+
+            def one(state, k, svi=svi):
+                state, info = svi.step(state, batch, k)
+                return state, info.loss
+
+            state, losses = jax.lax.scan(one, state, jax.random.split(key, steps))
+            out[name] = (losses, state.params)
+        return out
+
+    results = run(jax.random.PRNGKey(0))
+    assert set(results) == set(inference.GUIDES) - ({"rank1_mixture"} if library == "eqx" else set())
+    for name, (losses, params) in results.items():
+        model, guide = cases[name]
+        assert np.all(np.isfinite(losses)), name
+        assert losses[-8:].mean() < losses[:8].mean(), (name, losses)
+        median = guide.median(inference.svi.constrain(params, param_constraints(guide, batch, len(X))))
+        assert {k: tuple(np.shape(v)) for k, v in median.items()} == dict(model.site_shapes(X)), name
