@@ -3,6 +3,8 @@ written in Haiku, NNX and Equinox give the same sites (Equinox's weights in the 
 log-density and predictions, and with the same seed and guide the same ELBO curve; NNX ``BatchStat`` and Equinox
 ``State`` ride in the "network_state" site and checkpoints; rank-1 NNX layers compute what the Haiku ones do."""
 
+import pathlib
+import subprocess
 import sys
 
 import equinox as eqx
@@ -13,6 +15,7 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
+from jax import monitoring
 from numpyro.infer.util import log_density
 
 import evals
@@ -143,6 +146,15 @@ def test_the_same_weights_give_the_same_sites_log_density_and_predictions(net, m
 def test_the_same_seed_and_guide_give_the_same_elbo_curve_nuts_draws_and_scores(mlps, fitted):
     curves = {library: post.losses for library, post in fitted.items()}
     assert curves["haiku"][-5:].mean() < curves["haiku"][:5].mean()
+    compiles = []
+    listener = lambda event, seconds, **kw: compiles.append(event) if "backend_compile" in event or "cache_retrieval" in event else None  # noqa: E731
+    monitoring.register_event_duration_secs_listener(listener)
+    try:  # a second fit of the NNX model (another guide object, another seed) compiles nothing
+        again = inference.fit(mlps["nnx"], inference.mean_field(mlps["nnx"]), (X, Y), steps=25, batch_size=16,
+                              optimizer=optax.adam(1e-2), seed=5, progress=False)
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+    assert compiles == [] and again.info.traces == 0 and not np.allclose(again.losses, curves["nnx"])
     runs = {library: inference.nuts(mlps[library], (X, Y), init=fitted[library], num_chains=1, num_warmup=4,
                                      draws_per_chain=4, max_tree_depth=2, seed=1, progress=False)
             for library in ("nnx", "eqx")}  # the same start (the same posterior draw), the same chain
@@ -331,3 +343,13 @@ def test_every_guide_trains_on_nnx_and_equinox_mlps(library):
         assert losses[-8:].mean() < losses[:8].mean(), (name, losses)
         median = guide.median(inference.svi.constrain(params, param_constraints(guide, batch, len(X))))
         assert {k: tuple(np.shape(v)) for k, v in median.items()} == dict(model.site_shapes(X)), name
+
+
+def test_flax_nnx_and_equinox_are_imported_only_for_their_modules():
+    """Importing the packages and building a Haiku model imports neither NNX nor Equinox (Haiku itself may import
+    flax's linen when flax is installed)."""
+    code = ("import sys, models, inference, evals, zoo; models.bnn(lambda x: x).site_shapes((3,)); "
+            "print(sorted(m for m in ('flax.nnx', 'equinox') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=pathlib.Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]", out.stderr
