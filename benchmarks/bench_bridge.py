@@ -19,7 +19,6 @@ import warnings
 
 import haiku as hk
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx

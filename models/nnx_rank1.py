@@ -20,11 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from base.errors import InputError
-from models.adapters import require
+from base.errors import InputError, MissingDependencyError
 from models.rank1 import DRAW_CLIP, random_sign_init, rank1_apply
 
-nnx = require("flax.nnx")
+try:
+    from flax import nnx
+except ImportError as err:
+    raise MissingDependencyError("models.nnx_rank1 needs flax: pip install 'bnn-zoo[flax]'") from err
 
 __all__ = ["Rank1Linear", "Rank1Conv"]
 

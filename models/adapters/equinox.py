@@ -85,7 +85,7 @@ class EquinoxAdapter(ArrayModuleAdapter):
         layout, shape = self._layouts[name]
         if layout is None:
             return value
-        return jnp.reshape(value, shape) if layout == () else jnp.transpose(value, np.argsort(layout))
+        return jnp.reshape(value, shape) if layout == () else jnp.transpose(value, tuple(int(i) for i in np.argsort(layout)))
 
     def apply(self, params: dict, state: dict, x, is_training: bool):
         """(output (B, out), state) of the module mapped over x (B, ...): params {site: array}, state {path: array}."""
