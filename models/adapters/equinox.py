@@ -70,7 +70,7 @@ class EquinoxAdapter(ArrayModuleAdapter):
         self._static_eval = eqx.partition(eqx.nn.inference_mode(module, True), eqx.is_inexact_array)[1]
         with_paths, self._param_tree = jax.tree_util.tree_flatten_with_path(params)
         self._param_names = [name for name, _, _ in flat_named_paths(with_paths)]
-        self._layouts = {}
+        self._layouts: dict = {}  # {site: (site_layout's permutation or None, Equinox's shape)}
         self._params = {}
         for (name, path, leaf) in flat_named_paths(with_paths):
             layout = site_layout(eqx, _follow(module, path[:-1]), name.rpartition("/")[2], np.ndim(leaf))
@@ -85,7 +85,9 @@ class EquinoxAdapter(ArrayModuleAdapter):
         layout, shape = self._layouts[name]
         if layout is None:
             return value
-        return jnp.reshape(value, shape) if layout == () else jnp.transpose(value, tuple(int(i) for i in np.argsort(layout)))
+        if layout == ():
+            return jnp.reshape(value, shape)
+        return jnp.transpose(value, tuple(int(i) for i in np.argsort(layout)))
 
     def apply(self, params: dict, state: dict, x, is_training: bool):
         """(output (B, out), state) of the module mapped over x (B, ...): params {site: array}, state {path: array}."""
