@@ -37,7 +37,6 @@ from inference.model_identity import first_difference, model_identity
 from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
 from inference.registry import make_guide
 from inference.run_info import info_from_record, info_record
-from models.bridge import flatten_params, unflatten_params
 from base.errors import ArgumentTypeError, CheckpointError, InputError
 
 FORMAT = 1
@@ -79,7 +78,7 @@ def save(posterior: Posterior, path) -> str:
             arrays[f"{group}::{k}"] = np.asarray(v)
     if posterior.losses is not None:
         arrays["losses"] = np.asarray(posterior.losses)
-    for k, v in flatten_params(posterior.state or {}).items():
+    for k, v in posterior.model.flatten_state(posterior.state or {}).items():
         arrays[f"state::{k}"] = np.asarray(v)
     info_type, info = info_record(posterior.info)
     meta = {
@@ -146,7 +145,7 @@ def load(path, model=None) -> Posterior:
     feature_shape = tuple(meta["feature_shape"])
     _check_model(target, meta, model, feature_shape)
     groups, losses = _read_arrays(folder)
-    common = {"model": model, "feature_shape": feature_shape, "state": unflatten_params(groups["state"]) or None,
+    common = {"model": model, "feature_shape": feature_shape, "state": model.unflatten_state(groups["state"]) or None,
               "config": meta["config"], "training_data": meta.get("training_data"), "losses": losses,
               "info": _info(folder, meta)}
     if meta["kind"] == "mcmc":

@@ -63,10 +63,17 @@ def local_reparam_elbo_loss(rng_key, params, model, guide, beta, num_particles, 
                             mutable=None):
     """(loss, new mutable state): the module docstring's estimator, same signature and expectation as
     `inference.elbo.annealed_elbo_loss`; x (B, ...), y (B,) a minibatch, n_data the data set's size N; beta,
-    temperature scalars; ``num_particles`` independent estimates averaged (each its own noise). Refuses a guide
+    temperature scalars; ``num_particles`` independent estimates averaged (each its own noise). Refuses a model of
+    a Flax NNX or Equinox network (InputError: only Haiku's modules are intercepted), a guide
     with no dense Gaussian or dropout site and no Gaussian convolution kernel (InputError: nothing to
     reparameterise) and a rule whose module the network never calls as an ``hk.Linear`` (dense rules) or
     ``hk.ConvND`` (`FlipoutRule`) (InputError naming it)."""
+    library = getattr(getattr(model, "adapter", None), "library", "haiku")
+    if library != "haiku":
+        raise InputError("estimator", "local", "a model of a Haiku network (the estimator computes the outputs of "
+                         "Haiku's hk.Linear and hk.ConvND modules)",
+                         hint=f"this model's network is a {library} module: use estimator='standard' or "
+                              "'per_example'")
     rules = local_rules(guide, params)
     if not rules:
         raise InputError("estimator", "local", "a guide with a dense weight site of a Gaussian or binary "

@@ -1,26 +1,25 @@
-"""The Haiku -> NumPyro bridge: every Haiku parameter tensor becomes one NumPyro sample site.
+"""The network -> NumPyro bridge: every parameter tensor of a Haiku, Flax NNX or Equinox network becomes one
+NumPyro sample site.
 
-NumPyro dropped its Haiku bridge in 0.20.1; this is the project's own, kept thin so that the
-architectures could move to another module library without touching the guides.
+NumPyro dropped its Haiku bridge in 0.20.1; this is the project's own, kept thin: the bridge talks to a network
+only through its adapter (`models.adapters`: Haiku, NNX, Equinox), so the guides never see the library.
 
-Site names are the Haiku module path plus the parameter name, e.g. ``"mlp/~/linear_0/w"``. Shapes come
-from ``jax.eval_shape`` of the Haiku initialiser (no compile, no FLOPs).
+Site names are the parameter's path in the module: Haiku's module path plus the parameter name, e.g.
+``"mlp/~/linear_0/w"``; NNX ``"layers/0/kernel"``; Equinox ``"layers/0/weight"``. Shapes come from
+``jax.eval_shape`` of the initialiser (no compile, no FLOPs).
 
-Haiku *state* (batch-norm moving averages) is state, not a random variable: in training the model
-records it in the NumPyro ``mutable`` site ``"network_state"`` (``fit`` carries it from step to step
-and the Posterior keeps the last value); predictions and NUTS run the network in evaluation mode with a
-fixed state.
+Network *state* (batch-norm statistics: Haiku state, NNX ``BatchStat``, Equinox ``State``) is state, not a
+random variable: in training the model records it in the NumPyro ``mutable`` site ``"network_state"`` (``fit``
+carries it from step to step and the Posterior keeps the last value); predictions and NUTS run the network in
+evaluation mode with a fixed state.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from collections import OrderedDict
-from typing import Callable
 
-import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,39 +28,28 @@ from numpyro.primitives import mutable as numpyro_mutable
 from numpyro.distributions import biject_to
 
 from models import likelihoods as likelihoods_lib
+from models.adapters import adapter_for
+from models.adapters.haiku import flatten_params, unflatten_params
 from base.value_key import Identity, Static, frozen
 from models import priors as priors_lib
 from base.prng import flat_key
 from base.errors import InputError
 
+__all__ = ["BNN", "bnn", "flatten_params", "unflatten_params", "constrain", "unconstrain", "STATE_SITE"]
+
 STATE_SITE = "network_state"
 
 
-def flatten_params(tree) -> dict:
-    """Haiku params {module: {name: array}} -> {"module/name": array} (insertion order kept)."""
-    return {f"{module}/{name}": value for module, leaves in tree.items() for name, value in leaves.items()}
-
-
-def unflatten_params(flat: dict) -> dict:
-    """{"module/name": array} -> Haiku params {module: {name: array}}; other keys are ignored."""
-    tree: dict = {}
-    for site, value in flat.items():
-        module, _, name = site.rpartition("/")
-        if module and not site.startswith("likelihood/"):
-            tree.setdefault(module, {})[name] = value
-    return tree
-
-
-
 @functools.partial(jax.jit, static_argnums=0)
-def _haiku_init(model: Static, key, x):
-    """(params, state) of ``model.obj``'s Haiku initialiser at x (1, *feature_shape), the raw `key` drawn flat
+def _network_init(model: Static, key, x):
+    """(params, state) of ``model.obj``'s initialiser at x (1, *feature_shape), the raw `key` drawn flat
     (the same draws, compiled faster: `base.prng`). Compiled once per model value key (`base.value_key`):
-    another ``zoo.get`` of the same entry, data and options reuses the code; a model built by hand is its own key."""
+    another ``zoo.get`` of the same entry, data and options reuses the code; a model built by hand is its own key.
+    Only for adapters whose initialiser computes (Haiku's); NNX and Equinox modules hold their values."""
     return model.obj.init_fn(flat_key(key), x)
 
 class BNN:
-    """A Bayesian neural network: a Haiku network, a prior per weight tensor and a likelihood.
+    """A Bayesian neural network: a Haiku, Flax NNX or Equinox network, a prior per weight tensor and a likelihood.
 
     Calling it is a NumPyro model::
 
@@ -69,10 +57,13 @@ class BNN:
 
     x: (B, *feature_shape) inputs; y: (B,) labels or None (then "y" is sampled); n_data: the size of the
     full data set when (x, y) is a minibatch, so that the log-likelihood is scaled by n_data / B (the
-    unbiased minibatch ELBO). Sites: one per Haiku parameter, plus the likelihood's own (e.g. a learned noise).
+    unbiased minibatch ELBO). Sites: one per parameter tensor, plus the likelihood's own (e.g. a learned noise).
 
     Args:
-      network_fn: ``x -> output`` building Haiku modules (transformed here with ``hk.transform``).
+      network: a Haiku network function ``x -> output`` (transformed here with ``hk.transform_with_state``; it
+        may take ``is_training``), an ``nnx.Module`` instance, an ``eqx.Module`` instance or a pair
+        (``eqx.Module``, ``eqx.nn.State``) (`models.adapters` says how each is called). An NNX or Equinox
+        module's arrays are the initial values and give the shapes; the module itself is never changed.
       prior: a prior callable (see `models.priors`), chosen per site.
       likelihood: see `models.likelihoods`.
       name: a label used in reports.
@@ -86,17 +77,12 @@ class BNN:
         ``{"fingerprint": inference.model_identity.data_fingerprint(x, y)}`` for the user's own arrays.
     """
 
-    def __init__(self, network_fn: Callable, prior, likelihood, name: str = "bnn", origin: dict | None = None):
-        self.network_fn = network_fn
-        takes_flag = "is_training" in inspect.signature(network_fn).parameters
-
-        def with_flag(x, is_training=False):
-            return network_fn(x, is_training=is_training) if takes_flag else network_fn(x)
-
-        # declared: haiku types `without_apply_rng` by a TypeVar whose constraints mypy cannot resolve
-        self.transformed: hk.TransformedWithState = hk.without_apply_rng(hk.transform_with_state(with_flag))
-        # initialise in training mode: Haiku creates batch-norm state only there
-        self.init_fn = lambda rng, x: self.transformed.init(rng, x, is_training=True)
+    def __init__(self, network, prior, likelihood, name: str = "bnn", origin: dict | None = None):
+        self.adapter = adapter_for(network)
+        self.network_fn = network
+        # the Haiku transform (None for NNX and Equinox modules), for tools that intercept Haiku modules
+        self.transformed = getattr(self.adapter, "transformed", None)
+        self.init_fn = self.adapter.init
         self.prior = prior
         self.likelihood = likelihood
         self.name = name
@@ -120,7 +106,7 @@ class BNN:
         if feature_shape not in self._sites_cache:
             example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
             shapes, state = jax.eval_shape(self.init_fn, jax.random.PRNGKey(0), example)
-            sites = OrderedDict((k, tuple(v.shape)) for k, v in flatten_params(shapes).items())
+            sites = OrderedDict((k, tuple(v.shape)) for k, v in self.adapter.site_values(shapes).items())
             self._stateful[feature_shape] = bool(jax.tree.leaves(state))
             for name, (shape, _) in self.likelihood.latent_sites().items():
                 sites[name] = tuple(shape)
@@ -160,18 +146,20 @@ class BNN:
             example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
             key = jax.ShapeDtypeStruct((2,), jnp.uint32)  # a raw PRNG key's shape: nothing is computed or compiled
             tree, state = jax.eval_shape(self.init_fn, key, example)
-            output = jax.eval_shape(self.transformed.apply, tree, state, example)[0]
+            output = jax.eval_shape(functools.partial(self.adapter.apply, is_training=False),
+                                    self.adapter.site_values(tree), state, example)[0]
             self._output_width_cache[feature_shape] = int(output.shape[-1])
         return self._output_width_cache[feature_shape]
 
     def is_stateful(self, x_or_feature_shape) -> bool:
-        """Whether the network keeps Haiku state (e.g. batch-norm statistics) for these inputs."""
+        """Whether the network keeps state (e.g. batch-norm statistics) for these inputs."""
         feature_shape = _feature_shape(x_or_feature_shape)
         self.site_shapes(feature_shape)
         return self._stateful[feature_shape]
 
     def initial_state(self, x_or_feature_shape):
-        """Haiku's initial network state (a nested dict of host arrays; empty for stateless networks).
+        """The initial network state (host arrays: Haiku's nested dict, NNX's and Equinox's {path: array}; empty
+        for stateless networks).
 
         Computed once per input shape, eagerly even when first asked for inside a trace, so that the
         initialiser is never inlined into a training step or a NUTS potential.
@@ -182,24 +170,29 @@ class BNN:
         return self._state_cache[feature_shape]
 
     def init_values(self, rng_key, x_or_feature_shape) -> dict:
-        """Haiku's own initial values {site: array}; likelihood sites start at their prior median."""
-        params = flatten_params(self._run_init(rng_key, _feature_shape(x_or_feature_shape))[0])
+        """The network's own initial values {site: array} (Haiku's initialiser with `rng_key`; an NNX or Equinox
+        module's own arrays, whatever the key); likelihood sites start at their prior median."""
+        params = self.adapter.site_values(self._run_init(rng_key, _feature_shape(x_or_feature_shape))[0])
         for name, (shape, d) in self.likelihood.latent_sites().items():
             params[name] = jnp.broadcast_to(d.icdf(0.5) if hasattr(d, "icdf") else d.mean, shape)
         return params
 
     def _run_init(self, rng_key, feature_shape: tuple):
-        """(params, state) of the jitted Haiku initialiser on zeros (1, *feature_shape), with `rng_key` (None: the
-        key of seed 0). Asked inside a trace, it runs at compile time, so the initialiser is never inlined into the
-        traced program; outside one it is simply called (compile-time evaluation would run, and compile, every
-        constant of the initialiser op by op)."""
+        """(params, state) of the adapter's initialiser on zeros (1, *feature_shape), with `rng_key` (None: the
+        key of seed 0), jitted when it computes (Haiku's; an NNX or Equinox module's values are only read). Asked
+        inside a trace, it runs at compile time, so the initialiser is never inlined into the traced program;
+        outside one it is simply called (compile-time evaluation would run, and compile, every constant of the
+        initialiser op by op)."""
         example = np.zeros((1,) + feature_shape, np.float32)
         key = jax.random.PRNGKey(0) if rng_key is None else rng_key
-        if isinstance(jnp.zeros(()), jax.core.Tracer):
+        if not self.adapter.compiled_init:
+            params, state = self.adapter.init(key, example)
+        elif isinstance(jnp.zeros(()), jax.core.Tracer):
             with jax.ensure_compile_time_eval():
-                return _haiku_init(Static(self), key, example)
-        params, state = _haiku_init(Static(self), key, example)
-        if feature_shape not in self._state_cache and _is_seed_zero_key(key):
+                return _network_init(Static(self), key, example)
+        else:
+            params, state = _network_init(Static(self), key, example)
+        if feature_shape not in self._state_cache and (not self.adapter.compiled_init or _is_seed_zero_key(key)):
             # what `initial_state` returns: kept now, so that asking for it inside a trace (a fit's jitted
             # initialisation) neither compiles the initialiser a second time under compile-time evaluation (another
             # tracing context, another compiled program) nor op by op
@@ -223,10 +216,10 @@ class BNN:
     # ----- computation -----------------------------------------------------------------------
     def apply(self, params: dict, x, state=None):
         """Network output for one set of weights in evaluation mode: params {site: array},
-        x (B, ...) -> (B, out). `state`: the network state (default: Haiku's initial state)."""
+        x (B, ...) -> (B, out). `state`: the network state (default: the network's initial state)."""
         if state is None:
             state = self.initial_state(x) if self.is_stateful(x) else {}
-        return self.transformed.apply(unflatten_params(params), state, x, is_training=False)[0]
+        return self.adapter.apply(params, state, x, False)[0]
 
     def log_likelihood(self, params: dict, x, y, state=None):
         """Pointwise log p(y | x, params): (B,)."""
@@ -245,8 +238,7 @@ class BNN:
         if self.is_stateful(x) and state is None:
             # training mode: batch statistics, moving averages updated in the mutable site
             holder = numpyro_mutable(STATE_SITE, {"state": self.initial_state(x)})
-            output, holder["state"] = self.transformed.apply(unflatten_params(params), holder["state"], x,
-                                                             is_training=True)
+            output, holder["state"] = self.adapter.apply(params, holder["state"], x, True)
         else:
             output = self.apply(params, x, state)
         scale = None if n_data is None else n_data / x.shape[0]
@@ -262,6 +254,14 @@ class BNN:
         return (self.build_key, _spec_key(self.prior), _spec_key(self.likelihood), frozen(self.feature_shape))
 
     # ----- checkpoints -----------------------------------------------------------------------
+    def flatten_state(self, state) -> dict:
+        """The network state as {name: array} (what checkpoints store); `unflatten_state` is its inverse."""
+        return self.adapter.flatten_state(state)
+
+    def unflatten_state(self, flat: dict):
+        """The network state of {name: array} written by `flatten_state`."""
+        return self.adapter.unflatten_state(flat)
+
     @property
     def spec(self) -> dict:
         """JSON-able description stored in checkpoints: name, prior and likelihood specs, and `origin`."""
@@ -287,12 +287,13 @@ class BNN:
         }
 
 
-def bnn(network_fn: Callable, prior=None, likelihood=None, name: str = "bnn", origin: dict | None = None) -> BNN:
-    """Build a `BNN` NumPyro model from a Haiku network function.
+def bnn(network, prior=None, likelihood=None, name: str = "bnn", origin: dict | None = None) -> BNN:
+    """Build a `BNN` NumPyro model from a network: a Haiku network function, a Flax ``nnx.Module``, an
+    ``eqx.Module`` or an (``eqx.Module``, ``eqx.nn.State``) pair (see `BNN` and `models.adapters`).
 
     Defaults: a unit Normal prior on every tensor and a categorical likelihood; `origin` as in `BNN`.
     """
-    return BNN(network_fn, prior or priors_lib.normal(1.0), likelihood or likelihoods_lib.categorical(), name,
+    return BNN(network, prior or priors_lib.normal(1.0), likelihood or likelihoods_lib.categorical(), name,
                origin)
 
 

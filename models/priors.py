@@ -34,9 +34,13 @@ Prior = Callable[[str, tuple], dist.Distribution]
 KINDS = ("normal", "fan_in", "he_normal", "cauchy")
 """The kinds a catalogue entry's ``prior`` names (see the module docstring for what a scale means)."""
 
+BIASES = ("*/b", "*/bias", "bias")
+"""Bias sites: Haiku's ``b``, Flax NNX's and Equinox's ``bias`` (a bare layer's is named ``bias``)."""
+
 # Sites whose fan_in is 1 whatever their shape: biases (rank-1 layers' are per component, (K, out)) and
-# embedding tables (vocab, d), whose output units each read one entry of one row (a one-hot input).
-FAN_IN_ONE = ("*/b", "*/embeddings")
+# embedding tables (vocab, d), whose output units each read one entry of one row (a one-hot input): Haiku's
+# ``embeddings``, Flax NNX's ``embedding``.
+FAN_IN_ONE = BIASES + ("*/embeddings", "*/embedding", "embedding")
 
 
 def _tagged(prior: Prior, **attributes) -> Prior:
@@ -52,9 +56,11 @@ def fan_in(name: str, shape: tuple) -> int:
 
     Dense kernels (in, out): in; convolution kernels in Haiku's layout (kh, kw, c_in, c_out): kh kw c_in;
     LSTM kernels (E, 4H) and recurrent kernels (H, 4H): E and H (each is its own site; a gate sums over
-    both, E + H inputs); 1-D sites and batch-norm scales / offsets (1, ..., 1, C): 1; biases (``*/b``,
-    also rank-1 per-component biases (K, out)) and embedding tables (``*/embeddings``, (vocab, d)): 1.
-    In general prod(shape[:-1]) unless the site is one of `FAN_IN_ONE`.
+    both, E + H inputs); 1-D sites and batch-norm scales / offsets (1, ..., 1, C): 1; biases (`BIASES`: ``*/b``,
+    ``*/bias``, also rank-1 per-component biases (K, out)) and embedding tables (``*/embeddings``,
+    ``*/embedding``, (vocab, d)): 1. In general prod(shape[:-1]) unless the site is one of `FAN_IN_ONE`. Flax NNX
+    kernels have these layouts; Equinox's Linear and Conv weights are given them by the bridge
+    (`models.adapters.equinox`).
     """
     if len(shape) < 2 or any(fnmatch.fnmatchcase(name, p) for p in FAN_IN_ONE):
         return 1
@@ -64,7 +70,7 @@ def fan_in(name: str, shape: tuple) -> int:
 def layer_fan_in(name: str, shapes: dict) -> int:
     """The fan-in of the layer site `name` belongs to, given every site's shape `shapes` ({name: shape}).
 
-    A kernel's is its own (`fan_in`). A bias (``*/b``) of shape (out,) is one more weight on each output unit of
+    A kernel's is its own (`fan_in`). A bias (`BIASES`) of shape (out,) is one more weight on each output unit of
     its layer, so it takes the fan-in of its module's kernel: the site in the same module path (the name up to
     its last "/") with fan-in > 1 and the same last dimension (summed over several: an LSTM's kernel and recurrent
     kernel feed the same gates, E + H inputs). A site with no such kernel (a batch-norm scale or
@@ -72,11 +78,11 @@ def layer_fan_in(name: str, shapes: dict) -> int:
     """
     own = fan_in(name, shapes[name])
     shape = tuple(shapes[name])
-    if len(shape) != 1 or not fnmatch.fnmatchcase(name, "*/b"):
+    if len(shape) != 1 or not any(fnmatch.fnmatchcase(name, p) for p in BIASES):
         return own
-    module = name.rsplit("/", 1)[0]
+    module = name.rpartition("/")[0]
     kernels = [fan_in(other, s) for other, s in shapes.items()
-               if other != name and other.rsplit("/", 1)[0] == module and len(s) >= 2 and tuple(s)[-1] == shape[0]
+               if other != name and other.rpartition("/")[0] == module and len(s) >= 2 and tuple(s)[-1] == shape[0]
                and fan_in(other, s) > 1]
     return sum(kernels) if kernels else own
 

@@ -1,0 +1,110 @@
+"""The Equinox adapter (`models.adapters`): an ``eqx.Module`` instance, or the pair (module, ``eqx.nn.State``)
+that ``eqx.nn.make_with_state`` returns for a network with batch norm.
+
+The module is Equinox's usual per-example function, mapped over the batch here: ``module(x_i) -> out_i``, or
+``module(x_i, state) -> (out_i, state)`` with state, under ``jax.vmap(..., axis_name="batch")`` (so a
+``BatchNorm`` is built with ``axis_name="batch"``). Training mode runs the module as given; evaluation mode
+(predictions, NUTS) as ``eqx.nn.inference_mode(module)`` (batch norm reads its running statistics).
+
+Sites: every floating-point array of the module, named by its path ("layers/0/weight", "layers/0/bias").
+Equinox stores a Linear weight (out, in), a Conv weight (out, in, *kernel) and a Conv bias (out, 1, ..., 1);
+their sites hold them in the layout of Haiku and NNX, inputs first and outputs last ((in, out), (*kernel, in,
+out), (out,)), so that fan-in priors, the guides' scale caps and a bias's layer fan-in (`models.priors.fan_in`)
+read them alike. Other arrays keep Equinox's layout. State: the arrays of the ``eqx.nn.State`` {path: array}.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from models.adapters import flat_named, path_name, require
+from models.adapters.arrays import ArrayModuleAdapter
+
+
+def _follow(tree, key_path):
+    """The node of `tree` at `key_path` (attribute, index and key entries), or None where the path leaves it."""
+    node = tree
+    for entry in key_path:
+        if hasattr(entry, "name"):
+            node = getattr(node, entry.name, None)
+        elif hasattr(entry, "idx"):
+            node = node[entry.idx]
+        elif hasattr(entry, "key"):
+            node = node[entry.key]
+        else:
+            return None
+    return node
+
+
+def site_layout(eqx, owner, name: str, ndim: int) -> tuple | None:
+    """The permutation taking an Equinox array to its site's layout: (1, 0) for a Linear ``weight`` (out, in),
+    (2, ..., ndim - 1, 1, 0) for a Conv ``weight`` (out, in, *kernel), the axes dropped for a Conv ``bias``
+    (out, 1, ..., 1) (the empty tuple); None (kept) for any other array."""
+    if isinstance(owner, eqx.nn.Linear) and name == "weight" and ndim == 2:
+        return (1, 0)
+    if isinstance(owner, eqx.nn.Conv) and name == "weight":
+        return tuple(range(2, ndim)) + (1, 0)
+    if isinstance(owner, eqx.nn.Conv) and name == "bias" and ndim > 1:
+        return ()
+    return None
+
+
+def to_site(value, layout):
+    """An Equinox array in its site's layout (`site_layout`)."""
+    if layout is None:
+        return value
+    return jnp.reshape(value, value.shape[:1]) if layout == () else jnp.transpose(value, layout)
+
+
+class EquinoxAdapter(ArrayModuleAdapter):
+    """`module` (an ``eqx.Module``) with its `state` (an ``eqx.nn.State`` or None) as the bridge sees it."""
+
+    library = "equinox"
+
+    def __init__(self, module, state=None):
+        eqx = require("equinox")
+        self.module = module
+        params, self._static_train = eqx.partition(module, eqx.is_inexact_array)
+        self._static_eval = eqx.partition(eqx.nn.inference_mode(module, True), eqx.is_inexact_array)[1]
+        with_paths, self._param_tree = jax.tree_util.tree_flatten_with_path(params)
+        self._param_names = [name for name, _, _ in flat_named_paths(with_paths)]
+        self._layouts: dict = {}  # {site: (site_layout's permutation or None, Equinox's shape)}
+        self._params = {}
+        for (name, path, leaf) in flat_named_paths(with_paths):
+            layout = site_layout(eqx, _follow(module, path[:-1]), name.rpartition("/")[2], np.ndim(leaf))
+            self._layouts[name] = (layout, np.shape(leaf))
+            self._params[name] = to_site(leaf, layout)
+        self._stateful = state is not None
+        self._stat_names, stat_leaves, self._stat_tree = flat_named(state if state is not None else {})
+        self._state = dict(zip(self._stat_names, stat_leaves))
+
+    def to_module_layout(self, name: str, value):
+        """A site's value in Equinox's own layout (the inverse of `to_site`)."""
+        layout, shape = self._layouts[name]
+        if layout is None:
+            return value
+        if layout == ():
+            return jnp.reshape(value, shape)
+        return jnp.transpose(value, tuple(int(i) for i in np.argsort(layout)))
+
+    def apply(self, params: dict, state: dict, x, is_training: bool):
+        """(output (B, out), state) of the module mapped over x (B, ...): params {site: array}, state {path: array}."""
+        eqx = require("equinox")
+        leaves = [self.to_module_layout(n, params[n]) for n in self._param_names]
+        module = eqx.combine(jax.tree.unflatten(self._param_tree, leaves),
+                             self._static_train if is_training else self._static_eval)
+        if not self._stateful:
+            return jax.vmap(module)(x), state
+        s = jax.tree.unflatten(self._stat_tree, [jnp.asarray(state[n]) for n in self._stat_names])
+        output, s = jax.vmap(module, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(x, s)
+        if not is_training:
+            return output, state
+        names, new_leaves, _ = flat_named(s)
+        return output, dict(zip(names, new_leaves))
+
+
+def flat_named_paths(with_paths):
+    """(name, key path, leaf) of each (key path, leaf) pair."""
+    return [(path_name(path), path, leaf) for path, leaf in with_paths]
