@@ -103,7 +103,10 @@ def test_same_expected_loss_and_gradient_no_higher_variance(setup, label):
     se = np.hypot(example_loss.std(), local_loss.std()) / np.sqrt(KEYS)
     assert abs(example_loss.mean() - local_loss.mean()) < 4 * se  # the same expected negative ELBO
     grad_se = np.sqrt((example_grad.var(0) + local_grad.var(0)) / KEYS)
-    assert np.mean(np.abs(example_grad.mean(0) - local_grad.mean(0)) / grad_se) < 1.5  # the same expected gradient
+    # the same expected gradient: under it each z = difference / se is about N(0, 1), so the mean of the d values
+    # |z| has mean sqrt(2/pi) and sd sqrt((1 - 2/pi) / d); 4 sd above (a scalar parameter: |z| < 3.2)
+    z = np.abs(example_grad.mean(0) - local_grad.mean(0)) / grad_se
+    assert np.mean(z) < np.sqrt(2 / np.pi) + 4 * np.sqrt((1 - 2 / np.pi) / z.size)
     assert local_grad.var(0).mean() < bound * example_grad.var(0).mean()
 
 
