@@ -170,7 +170,7 @@ class FlipoutRule:
         """The layer's output for input z (B, ..., in) (`flipout_output`); `bias` is applied by `apply`."""
         del bias
         k_eps, k_in, k_out = jax.random.split(key, 3)
-        eps = jax.random.normal(k_eps, self.mean.shape).astype(z.dtype)
+        eps = paired_normals(k_eps, self.mean.shape).astype(z.dtype)
         signs_in = jax.random.rademacher(k_in, (z.shape[0], z.shape[self.channel_axis]), z.dtype)
         signs_out = jax.random.rademacher(k_out, (z.shape[0], self.mean.shape[-1]), z.dtype)
         sd = jnp.sqrt(self.variance + _TINY)

@@ -159,9 +159,10 @@ def factor_scaled_matmul(x, alpha, w):
 
         d alpha_k = rowsum(G_k o W),    dW = sum_k diag(alpha_k) G_k,
 
-    K x c_in x c_out elementwise work in place of the (K n, c_out) @ (c_out, c_in) product back to the input
-    that autodiff of the forward would compute for alpha. Where x has a tangent, that product is needed for x
-    anyway, and the derivative is the forward's own (alpha's gradient from it, elementwise in K n x c_in).
+    (the K products x_kᵀ g_k cost what the one product (x o alpha)ᵀ g for dW costs), so that alpha's gradient
+    takes K x c_in x c_out elementwise work instead of the (K n, c_out) @ (c_out, c_in) product back to the input
+    that autodiff of the forward computes. Where x has a tangent, that product is needed for x anyway, and the
+    derivative is the forward's own (alpha's gradient from it, elementwise in K n x c_in).
     """
     return _scaled_matmul(x, alpha, w)
 
