@@ -151,3 +151,21 @@ def normal_draws(keys, shapes, scales=None, *, own_hash_from: int = OWN_HASH_FRO
         for i, part in zip(shared, parts):
             out[i] = part.reshape(shapes[i])
     return out
+
+
+def paired_normals(key, shape) -> jax.Array:
+    """float32 standard normals of `shape` from threefry2x32 with BOTH output words of every counter: value i is
+    from word i of the concatenated outputs (first words of counters 0 .. m-1, then their second words, m =
+    ceil(n / 2)) of the hash of the counters (0, j), j = 0 .. m-1, under `key`, mapped as ``jax.random.normal``
+    maps its bits (`_bits_to_normal`). Half the hashes of ``jax.random.normal`` (which xors the two words of
+    one counter per value), so other numbers than it; for noise whose stream no caller pins (the local
+    reparameterisation's per-example draws). key: a threefry key, raw (2,) uint32 or typed; a key of another
+    implementation, or 64-bit floats on, gets ``jax.random.normal(key, shape)`` (float32) instead."""
+    shape = tuple(shape)
+    words = _key_words([key])
+    if words is None or jax.config.jax_enable_x64:  # type: ignore[attr-defined]
+        return jax.random.normal(key, shape, jnp.float32)
+    n = math.prod(shape)
+    counters = lax.iota(jnp.uint32, (n + 1) // 2)
+    first, second = jax_random.threefry2x32_p.bind(words[0][0], words[0][1], jnp.zeros_like(counters), counters)
+    return _bits_to_normal(jnp.concatenate([first, second])[:n]).reshape(shape)

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpyro
 from base.errors import InputError
+from base.prng import paired_normals
 
 __all__ = ["gaussian_preactivation", "k_tied_preactivation", "dropout_preactivation", "flipout_output", "GaussianRule",
            "KTiedRule", "DropoutRule", "FlipoutRule", "local_noise"]
@@ -136,8 +137,9 @@ class KTiedRule(_DenseRule):
 
 
 def _eps(key, z, mean):
-    """(B, out) standard normals (``jax.random.normal``) for input z (B, in)."""
-    return jax.random.normal(key, (z.shape[0], mean.shape[-1])).astype(z.dtype)
+    """(B, out) standard normals (`base.prng.paired_normals`: half the hashes of ``jax.random.normal``) for input
+    z (B, in)."""
+    return paired_normals(key, (z.shape[0], mean.shape[-1])).astype(z.dtype)
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ class FlipoutRule:
         """The layer's output for input z (B, ..., in) (`flipout_output`); `bias` is applied by `apply`."""
         del bias
         k_eps, k_in, k_out = jax.random.split(key, 3)
-        eps = jax.random.normal(k_eps, self.mean.shape).astype(z.dtype)
+        eps = paired_normals(k_eps, self.mean.shape).astype(z.dtype)
         signs_in = jax.random.rademacher(k_in, (z.shape[0], z.shape[self.channel_axis]), z.dtype)
         signs_out = jax.random.rademacher(k_out, (z.shape[0], self.mean.shape[-1]), z.dtype)
         sd = jnp.sqrt(self.variance + _TINY)

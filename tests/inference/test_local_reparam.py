@@ -15,6 +15,7 @@ from inference.svi import constrain as constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
 from inference.per_example import per_example_elbo_loss, estimator_loss
 from base.errors import InputError
+from base.prng import paired_normals
 from models.local_reparam import (FlipoutRule, GaussianRule, KTiedRule, dropout_preactivation, flipout_output,
                                   gaussian_preactivation, k_tied_preactivation, local_noise)
 
@@ -103,7 +104,10 @@ def test_same_expected_loss_and_gradient_no_higher_variance(setup, label):
     se = np.hypot(example_loss.std(), local_loss.std()) / np.sqrt(KEYS)
     assert abs(example_loss.mean() - local_loss.mean()) < 4 * se  # the same expected negative ELBO
     grad_se = np.sqrt((example_grad.var(0) + local_grad.var(0)) / KEYS)
-    assert np.mean(np.abs(example_grad.mean(0) - local_grad.mean(0)) / grad_se) < 1.5  # the same expected gradient
+    # the same expected gradient: under it each z = difference / se is about N(0, 1), so the mean of the d values
+    # |z| has mean sqrt(2/pi) and sd sqrt((1 - 2/pi) / d); 4 sd above (a scalar parameter: |z| < 3.2)
+    z = np.abs(example_grad.mean(0) - local_grad.mean(0)) / grad_se
+    assert np.mean(z) < np.sqrt(2 / np.pi) + 4 * np.sqrt((1 - 2 / np.pi) / z.size)
     assert local_grad.var(0).mean() < bound * example_grad.var(0).mean()
 
 
@@ -176,7 +180,7 @@ def test_local_noise_runs_a_conv_module_with_flipout():
         h = net.apply(params, None, z)
     assert seen == {"c"}
     k_eps, k_in, k_out = jax.random.split(jax.random.fold_in(key, 0), 3)
-    eps = jax.random.normal(k_eps, mean.shape)
+    eps = paired_normals(k_eps, mean.shape)  # the stream base.prng defines (tested against a NumPy threefry)
     s_in, s_out = (jax.random.rademacher(k, (2, c), jnp.float32) for k, c in ((k_in, 3), (k_out, 5)))
     for n in range(2):
         w_n = mean + jnp.sqrt(variance + 1e-12) * eps * (s_in[n][:, None] * s_out[n][None, :])

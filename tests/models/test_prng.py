@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from base.prng import FLAT_THREEFRY, flat_key, normal_draws
+from base.prng import FLAT_THREEFRY, flat_key, normal_draws, paired_normals
 
 SHAPES = [(), (7,), (5, 3), (4, 6, 10), (2, 3, 4, 5)]
 
@@ -123,3 +123,58 @@ def test_a_normal_guide_draws_numpyros_per_site_numbers_with_one_hash():
     assert list(draws) == list(entry.model.site_shapes(x))
     for name in draws:
         np.testing.assert_allclose(draws[name], expected[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
+
+
+def _threefry2x32_reference(key, x0, x1):
+    """Threefry-2x32 with 20 rounds (Salmon et al., 2011) in NumPy: key (k0, k1), counters x0, x1 uint32 arrays."""
+    m = np.uint64(0xFFFFFFFF)
+    ks = [np.uint64(key[0]), np.uint64(key[1])]
+    ks.append(ks[0] ^ ks[1] ^ np.uint64(0x1BD11BDA))
+    x = [(np.asarray(x0, np.uint64) + ks[0]) & m, (np.asarray(x1, np.uint64) + ks[1]) & m]
+    for block in range(5):
+        for r in _ROTATIONS[4 * (block % 2): 4 * (block % 2) + 4]:
+            x[0] = (x[0] + x[1]) & m
+            x[1] = ((x[1] << np.uint64(r)) | (x[1] >> np.uint64(32 - r))) & m
+            x[1] = x[1] ^ x[0]
+        x[0] = (x[0] + ks[(block + 1) % 3]) & m
+        x[1] = (x[1] + ks[(block + 2) % 3] + np.uint64(block + 1)) & m
+    return x[0].astype(np.uint32), x[1].astype(np.uint32)
+
+
+def test_threefry_reference_matches_the_published_known_answers():
+    """Random123's known-answer vectors for threefry2x32_20 (key, counter -> output)."""
+    for key, ctr, out in [((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+                          ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+                          ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0))]:
+        got = _threefry2x32_reference(key, np.array([ctr[0]]), np.array([ctr[1]]))
+        assert (int(got[0][0]), int(got[1][0])) == out
+
+
+@pytest.mark.parametrize("shape", [(7,), (6, 5)])
+def test_paired_normals_are_both_words_of_threefry_mapped_as_jax_maps_bits_to_normals(shape):
+    """Values: the first words of counters (0, 0 .. m-1), then their second words (m = ceil(n/2)), mapped to a
+    uniform in (-1, 1) by the top 23 bits and through sqrt(2) erfinv (float tolerance: erfinv's own rounding)."""
+    from scipy.special import erfinv
+
+    key = jax.random.PRNGKey(42)
+    n = int(np.prod(shape))
+    first, second = _threefry2x32_reference(np.asarray(key), np.zeros((n + 1) // 2), np.arange((n + 1) // 2))
+    bits = np.concatenate([first, second])[:n]
+    uniform = ((bits >> 9) | np.uint32(0x3F800000)).view(np.float32).astype(np.float64) - 1.0
+    lo = np.nextafter(np.float32(-1), np.float32(0))
+    expected = np.sqrt(2) * erfinv(np.maximum(lo, uniform * (1.0 - lo) + lo)).reshape(shape)
+    got = jax.jit(paired_normals, static_argnums=1)(key, shape)
+    assert got.shape == shape and got.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=2e-5, atol=2e-6)
+    np.testing.assert_array_equal(paired_normals(jax.random.key(42), shape), got)  # a typed key: the same
+
+
+def test_paired_normals_are_standard_normal_and_fall_back_for_other_generators():
+    draws = np.asarray(paired_normals(jax.random.PRNGKey(0), (200_000,)))
+    assert abs(draws.mean()) < 0.01 and abs(draws.std() - 1.0) < 0.01  # 4.5 and 3.2 standard errors
+    assert abs(np.mean(draws[:100_000] * draws[100_000:])) < 0.01  # the two words of a counter uncorrelated
+    rbg = jax.random.key(0, impl="rbg")
+    np.testing.assert_array_equal(paired_normals(rbg, (5,)), jax.random.normal(rbg, (5,)))

@@ -16,6 +16,8 @@ from models.rank1 import (
     Rank1Conv2D,
     Rank1Dense,
     random_sign_init,
+    rank1_apply,
+    rank1_dense_apply,
     rank1_likelihood,
     rank1_mlp,
     rank1_prior,
@@ -156,3 +158,27 @@ def test_log_predictive_is_the_log_of_the_component_average_and_exact_far_below_
     log_p = lik.log_predictive(extreme, {})
     assert lik.predictive(extreme, {})[0, 1] == 0.0
     np.testing.assert_allclose(log_p[:, 1], -200.0, rtol=1e-6)
+
+
+def test_dense_factor_gradients_equal_autodiff_of_the_forward_in_both_modes():
+    """`rank1_dense_apply`'s custom derivative (per-component weight gradients where the input is data) against
+    autodiff of `rank1_apply` with a plain matmul: reverse mode with and without the input's gradient, and the
+    forward-mode Hessian-vector product."""
+    keys = jax.random.split(jax.random.PRNGKey(5), 6)
+    x = tile_components(jax.random.normal(keys[0], (N, 6)), K) * 1.3
+    alpha, gamma = jax.random.normal(keys[1], (K, 6)), jax.random.normal(keys[2], (K, 5))
+    bias, w = jax.random.normal(keys[3], (K, 5)), jax.random.normal(keys[4], (6, 5))
+    target = jax.random.normal(keys[5], (K * N, 5))
+
+    def loss(apply):
+        return lambda x, alpha, gamma, w: jnp.sum(jnp.tanh(apply(x, alpha, gamma, w)) * target)
+
+    custom = loss(lambda x, a, g, w: rank1_dense_apply(x, a, g, bias, w))
+    plain = loss(lambda x, a, g, w: rank1_apply(x, a, g, bias, lambda z: z @ w))
+    for argnums in [(1, 2, 3), (0, 1, 2, 3)]:  # the input as data (no tangent), and differentiated
+        for got, want in zip(jax.grad(custom, argnums)(x, alpha, gamma, w), jax.grad(plain, argnums)(x, alpha, gamma, w)):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            assert float(jnp.max(jnp.abs(want))) > 0.1
+    hvp = [jax.jvp(jax.grad(f, 1), (x, alpha, gamma, w), (0 * x, gamma[:, :1] * alpha, 0 * gamma, w))[1]
+           for f in (custom, plain)]
+    np.testing.assert_allclose(hvp[0], hvp[1], rtol=1e-4, atol=1e-5)
