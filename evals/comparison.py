@@ -75,10 +75,11 @@ def chain_draws(posterior, num_samples: int = 1000, seed: int = 0) -> dict:
 
 
 def to_inference_data(draws: dict):
-    """``az.InferenceData`` with a posterior group from {name: (chains, draws, ...)} arrays."""
-    import arviz as az
+    """The installed ArviZ's data (``az.InferenceData`` under 0.x, ``xarray.DataTree`` under 1.x) with a posterior
+    group from {name: (chains, draws, ...)} arrays."""
+    from inference.arviz_compat import from_groups
 
-    return az.from_dict(posterior={k: np.asarray(v) for k, v in draws.items()})
+    return from_groups({"posterior": {k: np.asarray(v) for k, v in draws.items()}})
 
 
 def flat_draws(draws: dict, sites=None) -> np.ndarray:
