@@ -72,7 +72,7 @@ class LooEstimate(NamedTuple):
 def loo(data: ArvizData, pointwise: bool = False) -> LooEstimate:
     """``az.loo`` of `data` (its log_likelihood group, one variable) as a `LooEstimate` (Vehtari, Gelman and
     Gabry 2017, PSIS-LOO, eq. 10 for elpd_loo)."""
-    result = az.loo(data, pointwise=pointwise)
+    result = az.loo(data, pointwise=True)  # 0.x keeps pareto_k only with the pointwise values
     fields = ("elpd", "p", "elpd_i") if ARVIZ_1 else ("elpd_loo", "p_loo", "loo_i")
     elpd, p, elpd_i = (getattr(result, f, None) for f in fields)
     return LooEstimate(float(elpd), float(result.se), float(p), np.asarray(result.pareto_k),
