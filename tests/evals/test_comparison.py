@@ -109,6 +109,7 @@ def test_function_space_of_identical_and_of_label_swapped_posteriors(tiny_bnn):
         compare(idata, idata, data=(x, None), max_dim=0)
 
 
+@pytest.mark.smoke
 def test_plots_show_the_chosen_weights_and_predictions(tiny_bnn, correlated):
     _, post, flipped, x = tiny_bnn
     if ARVIZ_1:  # ArviZ 1.x's plots return a PlotCollection: refused, naming the function

@@ -170,13 +170,12 @@ def _sections(text: str) -> dict:
     return sections
 
 
+@pytest.mark.smoke
 def test_results_md_has_one_table_per_question_with_integers_and_no_nan(one_part, moons_tiny, moons_tiny_svi, tiny_nuts):
     """results.md: a sentence (a question) and one table per '## ' heading, counts as integers, no 'nan' cell, no
     tuple index; the cells are the table's numbers (R-hat the one `diagnostics.max_rhat` gives)."""
-    import arviz as az
-
     from evals import ood
-    from inference import diagnostics
+    from inference import arviz_compat, diagnostics
     from zoo.experiments.run import _nuts_row, _row, _write_results
     from zoo.experiments.run_report import results_markdown
 
@@ -185,7 +184,7 @@ def test_results_md_has_one_table_per_question_with_integers_and_no_nan(one_part
                   _nuts_row("two_moons", "nuts", tiny_nuts, moons_tiny, SIZES, 0, 10, 10)]
     table = pd.concat([one.table, pd.DataFrame(moons_rows).set_index(["data", "posterior"])])
     posteriors = {"mean_field": moons_tiny_svi, "nuts": tiny_nuts}
-    comparison = az.compare({"mean_field": inference.to_arviz(moons_tiny_svi, moons_tiny.train, num_samples=20),
+    comparison = arviz_compat.compare({"mean_field": inference.to_arviz(moons_tiny_svi, moons_tiny.train, num_samples=20),
                              "nuts": inference.to_arviz(tiny_nuts, moons_tiny.train)})
     test_lpd = inference.predictive_density_table(posteriors, moons_tiny.test, num_samples=20)
     text = results_markdown(table, one.ood.table, ood.summary_table(one.ood), comparison, test_lpd,

@@ -7,7 +7,7 @@ import pytest
 from inference import arviz_compat as compat
 from inference.diagnostics import ess_rhat
 
-pytestmark = pytest.mark.smoke
+pytestmark = pytest.mark.smoke  # the subset .ci/run runs on the newest stack
 
 
 def _data(shift: float, seed: int):

@@ -19,6 +19,8 @@ from inference.arviz_compat import loo as psis_loo
 from models import bnn, likelihoods, priors
 from models.networks.mlp import mlp
 
+pytestmark = pytest.mark.smoke  # the subset .ci/run runs on the newest stack
+
 NOISE, N_TRAIN, N_TEST = 0.5, 60, 2000
 
 

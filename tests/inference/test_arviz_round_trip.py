@@ -14,6 +14,8 @@ from inference.arviz_compat import group_names, loo
 from inference.site_names import arviz_names, resolve_sites
 from base.errors import InputError
 
+pytestmark = pytest.mark.smoke  # the subset .ci/run runs on the newest stack
+
 SITE = "mlp/~/linear_0/w"
 
 

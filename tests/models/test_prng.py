@@ -9,6 +9,8 @@ import pytest
 
 from base.prng import FLAT_THREEFRY, flat_key, normal_draws
 
+pytestmark = pytest.mark.smoke  # the subset .ci/run runs on the newest stack
+
 SHAPES = [(), (7,), (5, 3), (4, 6, 10), (2, 3, 4, 5)]
 
 
