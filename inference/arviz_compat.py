@@ -28,6 +28,9 @@ import pandas as pd
 
 from base.errors import MissingDependencyError
 
+arviz: Any = az
+"""The ArviZ module, untyped here: its functions take other arguments in 0.x and 1.x, and a type checker sees one."""
+
 ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
 """True under ArviZ 1.x (DataTree), False under 0.x (InferenceData)."""
 
@@ -42,8 +45,8 @@ def from_groups(groups: dict, dims: dict | None = None) -> ArvizData:
     """The installed ArviZ's object from {group: {variable: array}}; arrays of a sampled group are (chain, draw,
     *shape), observed_data's (*shape); `dims`: {variable: [dim name per axis after (chain, draw)]}."""
     if ARVIZ_1:
-        return az.from_dict(groups, dims=dims)
-    return az.from_dict(**groups, dims=dims)
+        return arviz.from_dict(groups, dims=dims)
+    return arviz.from_dict(**groups, dims=dims)
 
 
 def group_names(data: ArvizData) -> list[str]:
@@ -72,9 +75,9 @@ class LooEstimate(NamedTuple):
 def loo(data: ArvizData, pointwise: bool = False) -> LooEstimate:
     """``az.loo`` of `data` (its log_likelihood group, one variable) as a `LooEstimate` (Vehtari, Gelman and
     Gabry 2017, PSIS-LOO, eq. 10 for elpd_loo)."""
-    result = az.loo(data, pointwise=True)  # 0.x keeps pareto_k only with the pointwise values
+    result = arviz.loo(data, pointwise=True)  # 0.x keeps pareto_k only with the pointwise values
     fields = ("elpd", "p", "elpd_i") if ARVIZ_1 else ("elpd_loo", "p_loo", "loo_i")
-    elpd, p, elpd_i = (getattr(result, f, None) for f in fields)
+    elpd, p, elpd_i = (getattr(result, f) for f in fields)
     return LooEstimate(float(elpd), float(result.se), float(p), np.asarray(result.pareto_k),
                        None if elpd_i is None or not pointwise else np.asarray(elpd_i), bool(result.warning))
 
@@ -85,8 +88,8 @@ def compare(named: dict) -> pd.DataFrame:
     >= 0, the best model's elpd_loo minus this one's, and dse its standard error; weight; warning: a Pareto k
     above ArviZ's threshold."""
     if not ARVIZ_1:
-        return az.compare(named, ic="loo", method="stacking")[COMPARE_COLUMNS]
-    table = az.compare(named, method="stacking", round_to="none")
+        return arviz.compare(named, ic="loo", method="stacking")[COMPARE_COLUMNS]
+    table = arviz.compare(named, method="stacking", round_to="none")
     table = table.rename(columns={"elpd": "elpd_loo", "p": "p_loo"})
     table["elpd_diff"] = -table["elpd_diff"].astype(float)
     table["warning"] = table["diag_elpd"].fillna("").astype(str) != ""
@@ -102,14 +105,14 @@ def summary(data, var_names=None, round_to: int | str = "none") -> pd.DataFrame:
     mean, sd, hdi_3%, hdi_97% (the 94 % HDI), mcse_mean, mcse_sd, ess_bulk, ess_tail, r_hat; one row per scalar
     entry (``name[i, j]``) of the variables `var_names` (default all). mean, sd, mcse, bulk ESS and R-hat are the same numbers under both; ess_tail is not
     (ArviZ 1.x computes tail ESS differently). `round_to`: decimals, or "none" for full precision."""
-    dataset = az.convert_to_dataset(data)
+    dataset = arviz.convert_to_dataset(data)
     dataset = dataset if var_names is None else dataset[list(var_names)]
     columns = ["mean", "sd", "hdi_3%", "hdi_97%", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"]
     if ARVIZ_1:
-        table = az.summary(dataset, ci_kind="hdi", ci_prob=HDI_PROB, round_to=round_to)
+        table = arviz.summary(dataset, ci_kind="hdi", ci_prob=HDI_PROB, round_to=round_to)
         table = table.rename(columns={"hdi94_lb": "hdi_3%", "hdi94_ub": "hdi_97%"})
     else:
-        table = az.summary(dataset, hdi_prob=HDI_PROB, round_to=round_to)
+        table = arviz.summary(dataset, hdi_prob=HDI_PROB, round_to=round_to)
     return table[columns]
 
 
