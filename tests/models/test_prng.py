@@ -1,7 +1,5 @@
 """`base.prng.flat_key`: the same draws as JAX's own threefry key, bit for bit (only compile time changes)."""
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,29 +51,13 @@ def test_flat_key_types_and_leaves_other_implementations_alone():
 
 
 
-# normal_draws' shared hash equals jax.random.normal bit for bit under XLA's default optimisation level (both JAX
-# 0.10 and 0.12) and, with JAX 0.10, at the suite's level 1 too; at level 1 JAX 0.12's XLA compiles the two programs'
-# float arithmetic differently and they agree to 3 units in the last place (measured; 0 at the default level)
-LEVEL_1_ON_NEW_XLA = ("xla_backend_optimization_level=1" in os.environ.get("XLA_FLAGS", "")
-                      and tuple(int(p) for p in jax.__version__.split(".")[:2]) >= (0, 11))
-MAX_ULP = 3 if LEVEL_1_ON_NEW_XLA else 0
-
-
-def assert_same_draws(got, expected):
-    """Bit for bit, or within `MAX_ULP` (the comment above)."""
-    if MAX_ULP:
-        np.testing.assert_array_max_ulp(np.asarray(got), np.asarray(expected), maxulp=MAX_ULP)
-    else:
-        np.testing.assert_array_equal(got, expected)
-
-
 DRAW_SHAPES = [(64, 64), (64,), (10,), (3, 5, 7), (1,), (0,), (100, 4, 3)]
 
 
 @pytest.mark.parametrize("make_key, own_hash_from", [  # all draws in one hash; the large ones alone; each alone
     (jax.random.PRNGKey, 2 ** 15), (jax.random.key, 2 ** 15), (lambda s: flat_key(jax.random.PRNGKey(s)), 2 ** 15),
     (jax.random.PRNGKey, 60), (jax.random.key, 1)])
-def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_from):
+def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_from, assert_same_draws):
     """`normal_draws` hashes small draws' counters in one vector and large draws alone: the numbers of one
     jax.random.normal per draw either way."""
     def batched(key):
@@ -91,7 +73,7 @@ def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_f
             assert_same_draws(g, e)
 
 
-def test_normal_draws_with_constant_scales_equal_numpyros_scaled_draws_bit_for_bit():
+def test_normal_draws_with_constant_scales_equal_numpyros_scaled_draws_bit_for_bit(assert_same_draws):
     """With `scales`, draw i is ``jax.random.normal(k_i, s_i) * scale_i`` as XLA compiles it with a constant
     scale, for shared and own-hash draws alike."""
     shapes, scales = [(64, 64), (10,), (3, 5, 7)], [0.3, 1.7, 0.05]
