@@ -75,10 +75,16 @@ def chain_draws(posterior, num_samples: int = 1000, seed: int = 0) -> dict:
 
 
 def to_inference_data(draws: dict):
-    """``az.InferenceData`` with a posterior group from {name: (chains, draws, ...)} arrays."""
-    import arviz as az
+    """The installed ArviZ's data (``az.InferenceData`` under 0.x, ``xarray.DataTree`` under 1.x) with a posterior
+    group from {name: (chains, draws, ...)} arrays: each variable named ``inference.arviz_name(name)`` ("/" ->
+    ".", which a DataTree and netCDF need) with `name` in ``attrs["site"]`` (`chain_draws` keys by it)."""
+    from inference.arviz_compat import from_groups
+    from inference.site_names import arviz_name
 
-    return az.from_dict(posterior={k: np.asarray(v) for k, v in draws.items()})
+    data = from_groups({"posterior": {arviz_name(k): np.asarray(v) for k, v in draws.items()}})
+    for name in draws:
+        data.posterior[arviz_name(name)].attrs["site"] = name
+    return data
 
 
 def flat_draws(draws: dict, sites=None) -> np.ndarray:
@@ -214,7 +220,7 @@ def _weight_variables(draws: dict, weights: list) -> dict:
 
 def plot_weights(a, b, weights=None, *, kind: str = "forest", num: int = 6, labels=("a", "b"),
                  num_samples: int = 1000, seed: int = 0, ax=None):
-    """ArviZ plots of chosen weights of two posteriors.
+    """ArviZ plots of chosen weights of two posteriors (ArviZ 0.x's plots: MissingDependencyError under 1.x).
 
     Args:
       a, b: Posterior or InferenceData.
@@ -227,6 +233,9 @@ def plot_weights(a, b, weights=None, *, kind: str = "forest", num: int = 6, labe
     """
     import arviz as az
 
+    from inference.arviz_compat import require_plots_api
+
+    require_plots_api("evals.comparison.plot_weights")
     draws_a = chain_draws(a, num_samples, seed)
     draws_b = chain_draws(b, num_samples, seed + 1)
     weights = list(weights) if weights is not None else _pick_weights(draws_a, draws_b, num)
@@ -241,7 +250,8 @@ def plot_weights(a, b, weights=None, *, kind: str = "forest", num: int = 6, labe
 
 def plot_predictions(a, b, data, *, num_points: int = 8, labels=("a", "b"), model=None,
                      num_samples: int = 200, seed: int = 0, ax=None):
-    """Forest plot of the predicted probability of the class a predicts, at the first inputs.
+    """Forest plot of the predicted probability of the class a predicts, at the first inputs (ArviZ 0.x's
+    ``az.plot_forest``: MissingDependencyError under 1.x).
 
     Args:
       a, b: Posterior or InferenceData (then ``model`` or a Posterior on the other side is needed).
@@ -251,6 +261,9 @@ def plot_predictions(a, b, data, *, num_points: int = 8, labels=("a", "b"), mode
     """
     import arviz as az
 
+    from inference.arviz_compat import require_plots_api
+
+    require_plots_api("evals.comparison.plot_predictions")
     x = data[0] if isinstance(data, tuple) else data.x
     subset = (np.asarray(x)[:num_points], None)
     probs_a = _predictive(a, b, subset, model, num_samples, seed)[0]

@@ -1,7 +1,8 @@
-"""`to_arviz`: SVI and MCMC posteriors as ArviZ InferenceData with identical variables and dims.
+"""`to_arviz`: SVI and MCMC posteriors as ArviZ data (InferenceData under ArviZ 0.x, DataTree under 1.x;
+`inference.arviz_compat`) with identical variables and dims.
 
 Variables are named by `inference.site_names.arviz_name` (netCDF-safe: ``mlp/~/linear_0/w`` is
-``mlp.~.linear_0.w``), so ``az.to_netcdf`` / ``az.from_netcdf`` round-trip them; each keeps its Haiku site
+``mlp.~.linear_0.w``), so ``data.to_netcdf`` / ``az.from_netcdf`` round-trip them; each keeps its Haiku site
 path in ``attrs["site"]``. The log_likelihood group is built only from the data the posterior was fitted to
 (`inference.training_data`), so ``az.loo`` and ``az.compare`` estimate what they say; held-out data are
 scored by `inference.log_predictive_density`.
@@ -12,9 +13,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import arviz as az
 import numpy as np
 
+from inference.arviz_compat import ArvizData, from_groups
 from inference.data_args import as_arrays
 from inference.posterior import Posterior
 from inference.site_names import arviz_names, resolve_sites
@@ -22,8 +23,9 @@ from inference.training_data import check_training_data
 from base.errors import ArgumentTypeError, InputError
 
 def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: int = 0,
-             log_likelihood: bool | str = True, var_names=None) -> az.InferenceData:
-    """An InferenceData with groups posterior, sample_stats (MCMC), and with `data`: log_likelihood,
+             log_likelihood: bool | str = True, var_names=None) -> ArvizData:
+    """The installed ArviZ's own object (``az.InferenceData`` under ArviZ 0.x, ``xarray.DataTree`` under 1.x; so
+    ``az.loo`` / ``az.compare`` / ``az.summary`` of either ArviZ take it) with groups posterior, sample_stats (MCMC), and with `data`: log_likelihood,
     posterior_predictive and observed_data.
 
     Variables: one per site, named ``inference.arviz_name(site)`` ("/" -> ".", e.g. ``mlp.~.linear_0.w``)
@@ -74,7 +76,7 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
         groups["posterior_predictive"] = {"y": labels.reshape((chains, draws) + labels.shape[1:])}
         if y is not None:
             groups["observed_data"] = {"y": np.asarray(y)}
-    idata = az.from_dict(**groups, dims=dims)
+    idata = from_groups(groups, dims)
     for site, name in names.items():
         idata.posterior[name].attrs["site"] = site
     if ll_source is not None:

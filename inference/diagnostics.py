@@ -34,14 +34,15 @@ def predictive_draws(posterior, x, num_samples: int = 500, seed: int = 0) -> np.
 
 
 def predictive_summary(posterior, x, num_samples: int = 500, seed: int = 0):
-    """az.summary (mean, sd, HDI, ESS, R-hat) of p(y = c | x_n) for every row of x (N, *feature_shape) and class.
+    """az.summary (mean, sd, 94 % HDI, MCSE, ESS, R-hat) of p(y = c | x_n) for every row of x (N, *feature_shape)
+    and class, with the same columns under ArviZ 0.x and 1.x (`inference.arviz_compat.summary`).
 
     Returns a DataFrame with N * C rows, named ``p[n, c]``.
     """
-    import arviz as az
+    from inference.arviz_compat import summary
 
     probs = predictive_draws(posterior, x, num_samples, seed)
-    return az.summary(az.convert_to_dataset({"p": probs}), round_to=4)
+    return summary({"p": probs}, round_to=4)
 
 
 def max_rhat(posterior, x, num_samples: int = 500, seed: int = 0) -> float:

@@ -54,7 +54,7 @@ def test_the_judgement_is_fixed_by_its_subsample_and_draws(moons_svi, moons_entr
 
 
 @pytest.mark.parametrize("prior", [{"*/b": "normal", "*": "fan_in"}, "cauchy"])
-def test_prior_draws_equal_numpyros_per_site_draws_bit_for_bit(prior):
+def test_prior_draws_equal_numpyros_per_site_draws_bit_for_bit(prior, assert_same_draws):
     """`prior_draws` draws every Normal prior's eps with one threefry hash (`normal_draws`, its constant scales
     folded as XLA folds numpyro's ``loc + eps * scale``): the numbers of one ``prior.sample`` per site, here at
     scales 0.7 (biases) and 1.3 / sqrt(fan_in) (kernels); a Cauchy prior is drawn site by site."""
@@ -77,7 +77,7 @@ def test_prior_draws_equal_numpyros_per_site_draws_bit_for_bit(prior):
     assert list(got) == list(expected)
     for name in expected:
         assert got[name].shape == (5,) + tuple(priors[name].shape())
-        np.testing.assert_array_equal(got[name], expected[name])
+        assert_same_draws(got[name], expected[name])
 
 
 def test_an_improper_uniform_prior_has_no_prior_predictive(moons_svi, moons_entry):

@@ -128,6 +128,7 @@ def test_nuts_num_samples_was_renamed(moons_entry):
         inference.nuts(moons_entry.model, moons_entry.train, draws_per_chain=0)
 
 
+@pytest.mark.smoke
 def test_ess_rhat_is_arviz_bulk_ess_and_rank_rhat():
     draws = np.random.default_rng(0).normal(size=(2, 300, 3, 2))
     data = az.convert_to_dataset({"w": draws})

@@ -7,6 +7,8 @@ import pytest
 
 from base.prng import FLAT_THREEFRY, flat_key, normal_draws, paired_normals
 
+pytestmark = pytest.mark.smoke  # the subset .ci/run runs on the newest stack
+
 SHAPES = [(), (7,), (5, 3), (4, 6, 10), (2, 3, 4, 5)]
 
 
@@ -55,7 +57,7 @@ DRAW_SHAPES = [(64, 64), (64,), (10,), (3, 5, 7), (1,), (0,), (100, 4, 3)]
 @pytest.mark.parametrize("make_key, own_hash_from", [  # all draws in one hash; the large ones alone; each alone
     (jax.random.PRNGKey, 2 ** 15), (jax.random.key, 2 ** 15), (lambda s: flat_key(jax.random.PRNGKey(s)), 2 ** 15),
     (jax.random.PRNGKey, 60), (jax.random.key, 1)])
-def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_from):
+def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_from, assert_same_draws):
     """`normal_draws` hashes small draws' counters in one vector and large draws alone: the numbers of one
     jax.random.normal per draw either way."""
     def batched(key):
@@ -68,10 +70,10 @@ def test_normal_draws_equal_one_normal_per_draw_bit_for_bit(make_key, own_hash_f
         got, expected = jax.jit(batched)(make_key(seed)), jax.jit(one_by_one)(make_key(seed))
         for g, e in zip(got, expected, strict=True):
             assert g.shape == e.shape and g.dtype == e.dtype == jnp.float32
-            np.testing.assert_array_equal(g, e)
+            assert_same_draws(g, e)
 
 
-def test_normal_draws_with_constant_scales_equal_numpyros_scaled_draws_bit_for_bit():
+def test_normal_draws_with_constant_scales_equal_numpyros_scaled_draws_bit_for_bit(assert_same_draws):
     """With `scales`, draw i is ``jax.random.normal(k_i, s_i) * scale_i`` as XLA compiles it with a constant
     scale, for shared and own-hash draws alike."""
     shapes, scales = [(64, 64), (10,), (3, 5, 7)], [0.3, 1.7, 0.05]
@@ -84,7 +86,7 @@ def test_normal_draws_with_constant_scales_equal_numpyros_scaled_draws_bit_for_b
 
         for got, expected in zip(jax.jit(batched)(jax.random.PRNGKey(2)), jax.jit(one_by_one)(jax.random.PRNGKey(2)),
                                  strict=True):
-            np.testing.assert_array_equal(got, expected)
+            assert_same_draws(got, expected)
 
 
 def test_normal_draws_declines_what_it_cannot_reproduce():

@@ -53,6 +53,7 @@ def test_regression_entry_uses_a_normal_likelihood():
     assert not e.model.likelihood.classification
 
 
+@pytest.mark.smoke
 def test_cli_list_fit_score(tmp_path, capsys):
     assert main(["list"]) == 0
     assert "deep_linear" in capsys.readouterr().out

@@ -37,6 +37,7 @@ def test_an_entry_with_arguments_json_cannot_hold_names_no_origin():
     assert copied == config and copied["data_kwargs"] is not config["data_kwargs"]
 
 
+@pytest.mark.smoke
 def test_readme_quick_start_round_trip(tiny, tmp_path):
     _, post = tiny
     inference.save(post, tmp_path / "mlp")

@@ -54,6 +54,7 @@ def guide_run(guide: str) -> tuple:
 
 
 @pytest.mark.parametrize("guide", sorted(inference.GUIDES))
+@pytest.mark.smoke
 def test_zoo_fit_runs_every_registered_guide_with_its_options(guide, tmp_path, no_scores, capsys):
     entry, options, saved = guide_run(guide)
     out = tmp_path / guide

@@ -12,6 +12,7 @@ from zoo.cli import EXIT_USAGE, main
 from zoo.version import package_version, source_tree_version
 
 
+@pytest.mark.smoke
 def test_version_prints_the_package_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])

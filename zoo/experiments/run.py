@@ -257,12 +257,13 @@ class MoonsExperiment(Experiment):
     """The two-moons SVI-vs-NUTS experiment and its ArviZ outputs.
 
     Attributes:
-      comparison: ``az.compare`` of the two posteriors, one row each: PSIS-LOO of the log-likelihood of the
-        2,000 TRAINING points (``to_arviz(post, train)``), an estimate of the predictive density of new data.
+      comparison: ``az.compare`` of the two posteriors (`inference.arviz_compat.compare`: ArviZ 0.x's columns
+        under either ArviZ), one row each: PSIS-LOO of the log-likelihood of the 2,000 TRAINING points
+        (``to_arviz(post, train)``), an estimate of the predictive density of new data.
       test_lpd: `inference.predictive_density_table` of the two posteriors on the test set (lpd, its se,
         lpd per example), the held-out quantity that elpd_loo estimates, best first.
       predictive_summary: ArviZ summary of NUTS's p(y=c|x) at 20 test points (function space).
-      weight_summary: ArviZ summary of NUTS's output-layer biases.
+      weight_summary: ArviZ summary of NUTS's output-layer biases (`inference.arviz_compat.summary`).
       rhat_max_predictive: the largest R-hat of those predictive probabilities.
       divergences: NUTS's divergent transitions.
     """
@@ -488,11 +489,9 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     ``2 * sizes.draws_per_chain`` draws of each posterior.
     progress: lines at its steps; bars: progress bars of SVI and NUTS (default `progress`).
     Returns the MoonsExperiment with posteriors {"mean_field", "nuts"}."""
-    import arviz as az
-
     import inference
     import zoo
-    from inference import diagnostics
+    from inference import arviz_compat, diagnostics
 
     bars = progress if bars is None else bars
     moons = zoo.get("mlp", data="two_moons", hidden=(16, 16), data_kwargs={"n": 2000, "noise": 0.1})
@@ -516,10 +515,11 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     idata = {"mean_field": inference.to_arviz(svi, moons.train, num_samples=draws, seed=seed),
              "nuts": inference.to_arviz(mcmc, moons.train, seed=seed)}
     return MoonsExperiment(
-        table.set_index(["data", "posterior"]), posteriors, moons.test, comparison=az.compare(idata),
+        table.set_index(["data", "posterior"]), posteriors, moons.test, comparison=arviz_compat.compare(idata),
         test_lpd=inference.predictive_density_table(posteriors, moons.test, num_samples=draws, seed=seed),
         predictive_summary=diagnostics.predictive_summary(mcmc, probe),
-        weight_summary=az.summary(idata["nuts"], var_names=[inference.arviz_name("mlp/~/linear_2/b")], round_to=4),
+        weight_summary=arviz_compat.summary(idata["nuts"], var_names=[inference.arviz_name("mlp/~/linear_2/b")],
+                                            round_to=4),
         rhat_max_predictive=nuts_row["rhat_max_predictive"], divergences=mcmc.info.divergences)
 
 
