@@ -28,7 +28,8 @@ from base.errors import InputError
 from models.adapters import require
 from models.rank1 import DRAW_CLIP, conv_nhwc, random_sign_init, rank1_apply, rank1_dense_apply, rank1_kernel_init
 
-eqx = require("equinox")
+require("equinox")  # MissingDependencyError naming the extra where equinox is not installed
+import equinox as eqx  # noqa: E402
 
 __all__ = ["Rank1Linear", "Rank1Conv"]
 

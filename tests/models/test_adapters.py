@@ -299,6 +299,12 @@ def test_equinox_rank1_layers_compute_what_the_haiku_ones_do():
     with pytest.raises(InputError, match="num_components"):
         eqx_rank1.Rank1Linear(4, 5, 0, key=jax.random.PRNGKey(0))
 
+    class Unclear(eqx_rank1.Rank1Linear):
+        batched = 1  # not a bool
+
+    with pytest.raises(InputError, match=r"Unclear\.batched: expected a bool"):
+        models.bnn(Unclear(4, 5, k, key=jax.random.PRNGKey(0)), rank1_prior())
+
 
 def test_what_the_bridge_refuses(mlps, monkeypatch):
     with pytest.raises(ArgumentTypeError, match="network"):
