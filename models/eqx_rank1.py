@@ -44,9 +44,9 @@ def _factors(key, c_in: int, c_out: int, num_components: int, with_bias: bool, s
     return init(k_alpha, (num_components, c_in)), init(k_gamma, (num_components, c_out)), bias
 
 
-class Rank1Linear(eqx.Module):
-    """Dense rank-1 layer: x (K n, in_features) -> (K n, out_features), ``weight`` (in_features, out_features)
-    (the `models.rank1.Rank1Dense` of Equinox; the same derivative, `models.rank1.rank1_dense_apply`)."""
+class _Rank1Layer(eqx.Module):
+    """The fields of a batched rank-1 layer: the shared ``weight`` W, ``alpha`` (K, in), ``gamma`` (K, out),
+    ``bias`` (K, out) or None, and the clip of the factors (`models.rank1.rank1_apply`)."""
 
     batched: ClassVar[bool] = True
     weight: jax.Array
@@ -54,6 +54,11 @@ class Rank1Linear(eqx.Module):
     gamma: jax.Array
     bias: jax.Array | None
     clip: float | None = eqx.field(static=True)
+
+
+class Rank1Linear(_Rank1Layer):
+    """Dense rank-1 layer: x (K n, in_features) -> (K n, out_features), ``weight`` (in_features, out_features)
+    (the `models.rank1.Rank1Dense` of Equinox; the same derivative, `models.rank1.rank1_dense_apply`)."""
 
     def __init__(self, in_features: int, out_features: int, num_components: int, *, with_bias: bool = True,
                  sign_init: float = 0.5, clip=DRAW_CLIP, key):
@@ -67,16 +72,10 @@ class Rank1Linear(eqx.Module):
         return rank1_dense_apply(x, self.alpha, self.gamma, self.bias, self.weight, self.clip)
 
 
-class Rank1Conv(eqx.Module):
+class Rank1Conv(_Rank1Layer):
     """2-D rank-1 convolution, NHWC: x (K n, H, W, in_features) -> (K n, H', W', out_features), ``weight``
     (kh, kw, in_features, out_features), `padding` "SAME" or "VALID" (the `models.rank1.Rank1Conv2D` of Equinox)."""
 
-    batched: ClassVar[bool] = True
-    weight: jax.Array
-    alpha: jax.Array
-    gamma: jax.Array
-    bias: jax.Array | None
-    clip: float | None = eqx.field(static=True)
     strides: tuple = eqx.field(static=True)
     padding: str = eqx.field(static=True)
 
