@@ -16,12 +16,11 @@ log-uniform prior (`models.variance.log_uniform_prior`).
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from base.errors import InputError, MissingDependencyError
-from models.rank1 import DRAW_CLIP, random_sign_init, rank1_apply
+from models.rank1 import DRAW_CLIP, conv_nhwc, random_sign_init, rank1_apply, rank1_kernel_init
 
 try:
     from flax import nnx
@@ -29,15 +28,6 @@ except ImportError as err:
     raise MissingDependencyError("models.nnx_rank1 needs flax: pip install 'bnn-zoo[flax]'") from err
 
 __all__ = ["Rank1Linear", "Rank1Conv"]
-
-_TRUNCATED_SD = 0.87962566103423978
-"""The standard deviation of a standard normal truncated to [-2, 2] (Haiku's ``TruncatedNormal`` divides by it)."""
-
-
-def _kernel_init(key, shape, fan_in: int):
-    """Haiku's initialisation of a rank-1 kernel: a normal truncated to two standard deviations, sd 1 / sqrt(fan_in)."""
-    return jax.random.truncated_normal(key, -2.0, 2.0, shape) * (1.0 / np.sqrt(fan_in) / _TRUNCATED_SD)
-
 
 class _Rank1Factors(nnx.Module):
     """alpha (K, c_in) and gamma (K, c_out) by ``random_sign_init(sign_init)``, bias (K, c_out) zeros (or none)."""
@@ -64,7 +54,7 @@ class Rank1Linear(_Rank1Factors):
 
     def __init__(self, in_features: int, out_features: int, num_components: int, *, with_bias: bool = True,
                  sign_init: float = 0.5, clip=DRAW_CLIP, rngs):
-        self.kernel = nnx.Param(_kernel_init(rngs.params(), (in_features, out_features), in_features))
+        self.kernel = nnx.Param(rank1_kernel_init(rngs.params(), (in_features, out_features), in_features))
         super().__init__(in_features, out_features, num_components, with_bias, sign_init, clip, rngs)
 
     def __call__(self, x):
@@ -84,14 +74,8 @@ class Rank1Conv(_Rank1Factors):
         self.strides = (strides,) * 2 if isinstance(strides, int) else tuple(strides)
         self.padding = padding
         shape = self.kernel_size + (in_features, out_features)
-        self.kernel = nnx.Param(_kernel_init(rngs.params(), shape, int(np.prod(shape[:-1]))))
+        self.kernel = nnx.Param(rank1_kernel_init(rngs.params(), shape, int(np.prod(shape[:-1]))))
         super().__init__(in_features, out_features, num_components, with_bias, sign_init, clip, rngs)
 
     def __call__(self, x):
-        w = self.kernel[...]
-
-        def conv(z):
-            return jax.lax.conv_general_dilated(z, w, self.strides, self.padding,
-                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
-
-        return self._apply(x, conv)
+        return self._apply(x, conv_nhwc(self.kernel[...], self.strides, self.padding))

@@ -124,6 +124,25 @@ def rank1_apply(x, alpha, gamma, bias, linear_map, clip=DRAW_CLIP):
     return _rank1_output(x, alpha, gamma, bias, scaled_map, clip)
 
 
+TRUNCATED_SD = 0.87962566103423978
+"""The standard deviation of a standard normal truncated to [-2, 2] (Haiku's ``TruncatedNormal`` divides by it)."""
+
+
+def rank1_kernel_init(key, shape, fan_in: int):
+    """Haiku's initialisation of a rank-1 layer's shared weight W outside Haiku (the NNX and Equinox layers): a
+    normal truncated to two standard deviations, standard deviation 1 / sqrt(fan_in). Returns an array of `shape`."""
+    return jax.random.truncated_normal(key, -2.0, 2.0, shape) * (1.0 / np.sqrt(fan_in) / TRUNCATED_SD)
+
+
+def conv_nhwc(w, stride, padding: str):
+    """The linear map of a 2-D convolution by `w` (kh, kw, c_in, c_out): z (m, H, W, c_in) -> (m, H', W', c_out),
+    `stride` a pair, `padding` "SAME" or "VALID" (the shared operator of the rank-1 conv layers)."""
+    def conv(z):
+        return jax.lax.conv_general_dilated(z, w, stride, padding, dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    return conv
+
+
 def rank1_dense_apply(x, alpha, gamma, bias, w, clip=DRAW_CLIP):
     """`rank1_apply` for a dense layer, ``linear_map = z @ w``, with the same output, whose gradient for alpha
     needs no product back to the layer's input when the input is not differentiated (`factor_scaled_matmul`).
@@ -292,12 +311,7 @@ class Rank1Conv2D(_Rank1Factors):
         w = self._param("w", tuple(self.kernel_shape) + (c_in, self.output_channels), x.dtype, w_init)
         alpha, gamma, bias = self._factors(c_in, self.output_channels, x.dtype)
 
-        def conv(z):
-            return jax.lax.conv_general_dilated(
-                z, w, self.stride, self.padding, dimension_numbers=("NHWC", "HWIO", "NHWC")
-            )
-
-        return rank1_apply(x, alpha, gamma, bias, conv, self.clip)
+        return rank1_apply(x, alpha, gamma, bias, conv_nhwc(w, self.stride, self.padding), self.clip)
 
 
 class ComponentMixture(Distribution):

@@ -6,6 +6,13 @@ The module is Equinox's usual per-example function, mapped over the batch here: 
 ``BatchNorm`` is built with ``axis_name="batch"``). Training mode runs the module as given; evaluation mode
 (predictions, NUTS) as ``eqx.nn.inference_mode(module)`` (batch norm reads its running statistics).
 
+Batched modules: a module whose class sets ``batched: ClassVar[bool] = True`` takes the whole batch instead,
+``module(x) -> out`` ((B, ...) -> (B, out)), or ``module(x, state) -> (out, state)``, called once and not mapped:
+a layer that needs the batch, such as the rank-1 layers of `models.eqx_rank1` (their batches are tiled over the
+mixture's components, `models.rank1.tile_components`). Batch norm in a batched module works when the module maps
+its ``BatchNorm`` over the batch itself (``jax.vmap(self.bn, axis_name="batch", in_axes=(0, None),
+out_axes=(0, None))``, the ``axis_name`` the norm was built with); the adapter passes the state through.
+
 Sites: every floating-point array of the module, named by its path ("layers/0/weight", "layers/0/bias").
 Equinox stores a Linear weight (out, in), a Conv weight (out, in, *kernel) and a Conv bias (out, 1, ..., 1);
 their sites hold them in the layout of Haiku and NNX, inputs first and outputs last ((in, out), (*kernel, in,
@@ -19,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from base.errors import InputError
 from models.adapters import flat_named, path_name, require
 from models.adapters.arrays import ArrayModuleAdapter
 
@@ -58,6 +66,15 @@ def to_site(value, layout):
     return jnp.reshape(value, value.shape[:1]) if layout == () else jnp.transpose(value, layout)
 
 
+def is_batched(module) -> bool:
+    """Whether `module`'s class declares ``batched = True`` (a `ClassVar`): the adapter then calls it on the whole
+    batch (module docstring) instead of mapping it over examples."""
+    batched = getattr(type(module), "batched", False)
+    if not isinstance(batched, bool):
+        raise InputError(f"{type(module).__name__}.batched", batched, "a bool class attribute (ClassVar[bool])")
+    return batched
+
+
 class EquinoxAdapter(ArrayModuleAdapter):
     """`module` (an ``eqx.Module``) with its `state` (an ``eqx.nn.State`` or None) as the bridge sees it."""
 
@@ -77,6 +94,7 @@ class EquinoxAdapter(ArrayModuleAdapter):
             self._layouts[name] = (layout, np.shape(leaf))
             self._params[name] = to_site(leaf, layout)
         self._stateful = state is not None
+        self._batched = is_batched(module)
         self._stat_names, stat_leaves, self._stat_tree = flat_named(state if state is not None else {})
         self._state = dict(zip(self._stat_names, stat_leaves))
 
@@ -96,9 +114,11 @@ class EquinoxAdapter(ArrayModuleAdapter):
         module = eqx.combine(jax.tree.unflatten(self._param_tree, leaves),
                              self._static_train if is_training else self._static_eval)
         if not self._stateful:
-            return jax.vmap(module)(x), state
+            return (module(x) if self._batched else jax.vmap(module)(x)), state
         s = jax.tree.unflatten(self._stat_tree, [jnp.asarray(state[n]) for n in self._stat_names])
-        output, s = jax.vmap(module, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(x, s)
+        if not self._batched:
+            module = jax.vmap(module, axis_name="batch", in_axes=(0, None), out_axes=(0, None))
+        output, s = module(x, s)
         if not is_training:
             return output, state
         names, new_leaves, _ = flat_named(s)

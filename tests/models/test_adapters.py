@@ -1,11 +1,13 @@
 """The bridge on Flax NNX and Equinox modules (`models.adapters`): for the same weights, an MLP and a small CNN
 written in Haiku, NNX and Equinox give the same sites (Equinox's weights in the zoo's layout), fan-in priors,
 log-density and predictions, and with the same seed and guide the same ELBO curve; NNX ``BatchStat`` and Equinox
-``State`` ride in the "network_state" site and checkpoints; rank-1 NNX layers compute what the Haiku ones do."""
+``State`` ride in the "network_state" site and checkpoints (a batched Equinox module's too); rank-1 NNX and Equinox
+layers compute what the Haiku ones do."""
 
 import pathlib
 import subprocess
 import sys
+from typing import ClassVar
 
 import equinox as eqx
 import haiku as hk
@@ -25,6 +27,7 @@ from inference.guide_params import param_constraints
 import models
 from base.errors import ArgumentTypeError, InputError, MissingDependencyError
 from models.adapters import require
+from models import eqx_rank1
 from models.nnx_rank1 import Rank1Conv, Rank1Linear
 from models.rank1 import Rank1Conv2D, Rank1Dense, rank1_likelihood, rank1_prior, tile_components
 from models.variance import log_uniform_prior
@@ -200,6 +203,15 @@ class EqxBN(eqx.Module):
         return self.lin1(jax.nn.relu(h)), state
 
 
+class EqxBatchedBN(EqxBN):
+    """`EqxBN` taking the whole batch (``batched``): it maps its layers, and its batch norm over axis "batch"."""
+
+    batched: ClassVar[bool] = True
+
+    def __call__(self, x, state):
+        return jax.vmap(super().__call__, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(x, state)
+
+
 def _library_step(library, module, x):
     """(training output, state after it, evaluation output with that state) computed by the library itself."""
     if library == "nnx":
@@ -215,15 +227,17 @@ def _library_step(library, module, x):
     return out, state, evaluation(x, state)[0]
 
 
-@pytest.mark.parametrize("library", ["nnx", "eqx"])
+@pytest.mark.parametrize("library", ["nnx", "eqx", "eqx-batched"])
 def test_batch_statistics_ride_in_the_state_site_and_checkpoints(library, tmp_path):
-    module = NnxBN() if library == "nnx" else eqx.nn.make_with_state(EqxBN)(jax.random.PRNGKey(0))
+    eqx_cls = EqxBatchedBN if library == "eqx-batched" else EqxBN
+    module = NnxBN() if library == "nnx" else eqx.nn.make_with_state(eqx_cls)(jax.random.PRNGKey(0))
     model = models.bnn(module, models.priors.normal(1.0))
     assert model.is_stateful(X)
     params = model.init_values(None, X)
     state0 = model.initial_state(X)
     out, state1 = model.adapter.apply(params, state0, X, True)  # what the NumPyro model does in training
-    want_out, want_state, want_eval = _library_step(library, module, X)
+    reference = eqx.nn.make_with_state(EqxBN)(jax.random.PRNGKey(0)) if library == "eqx-batched" else module
+    want_out, want_state, want_eval = _library_step(library, reference, X)  # batched: what the per-example one does
     np.testing.assert_allclose(out, want_out, rtol=1e-6)
     for got, expected in zip(jax.tree.leaves(state1), jax.tree.leaves(want_state)):
         np.testing.assert_allclose(got, expected, rtol=1e-6)
@@ -261,6 +275,37 @@ def test_nnx_rank1_layers_compute_what_the_haiku_ones_do():
                                                "kernel": (3, 3, 2, 3)}
 
 
+def test_equinox_rank1_layers_compute_what_the_haiku_ones_do():
+    """The batched Equinox rank-1 layers (`models.eqx_rank1`) against Haiku's with the same parameters, their
+    sites in the zoo's layout (the adapter keeps them as stored) and the adapter calling them on the whole batch."""
+    k = 2
+    x = RNG.normal(size=(2 * 3, 4)).astype(np.float32)  # 3 examples tiled over 2 components
+    layer = eqx_rank1.Rank1Linear(4, 5, k, sign_init=-0.5, key=jax.random.PRNGKey(0))
+    layer = eqx.tree_at(lambda m: m.bias, layer, RNG.normal(size=(k, 5)).astype(np.float32))
+    params = {"w": layer.weight, "alpha": layer.alpha, "gamma": layer.gamma, "b": layer.bias}
+    haiku = hk.without_apply_rng(hk.transform(lambda z: Rank1Dense(5, k, name="r")(z)))
+    np.testing.assert_allclose(layer(x), haiku.apply({"r": params}, x), rtol=1e-6)
+    model = models.bnn(layer, rank1_prior())
+    assert dict(model.site_shapes(x)) == {"alpha": (k, 4), "bias": (k, 5), "gamma": (k, 5), "weight": (4, 5)}
+    np.testing.assert_allclose(model.apply(model.init_values(None, x), x), haiku.apply({"r": params}, x), rtol=1e-6)
+
+    images = RNG.normal(size=(2 * 3, 5, 5, 2)).astype(np.float32)
+    conv = eqx_rank1.Rank1Conv(2, 3, 3, k, strides=2, padding="VALID", sign_init=-0.5, key=jax.random.PRNGKey(1))
+    params = {"w": conv.weight, "alpha": conv.alpha, "gamma": conv.gamma, "b": conv.bias}
+    haiku = hk.without_apply_rng(hk.transform(lambda z: Rank1Conv2D(3, 3, k, stride=2, padding="VALID", name="c")(z)))
+    got = conv(images)
+    assert got.shape == (6, 2, 2, 3)
+    np.testing.assert_allclose(got, haiku.apply({"c": params}, images), rtol=1e-5, atol=1e-6)
+    with pytest.raises(InputError, match="num_components"):
+        eqx_rank1.Rank1Linear(4, 5, 0, key=jax.random.PRNGKey(0))
+
+    class Unclear(eqx_rank1.Rank1Linear):
+        batched = 1  # not a bool
+
+    with pytest.raises(InputError, match=r"Unclear\.batched: expected a bool"):
+        models.bnn(Unclear(4, 5, k, key=jax.random.PRNGKey(0)), rank1_prior())
+
+
 def test_what_the_bridge_refuses(mlps, monkeypatch):
     with pytest.raises(ArgumentTypeError, match="network"):
         models.bnn(42)
@@ -283,7 +328,7 @@ def fitted(mlps):
 
 def _guides(library: str) -> dict:
     """{guide name: (model, guide)} for every guide of `inference.GUIDES`, built on a fresh `library` MLP (a
-    rank-1 NNX MLP for the rank-1 mixture guide), with the options its site names need."""
+    rank-1 MLP of the library for the rank-1 mixture guide), with the options its site names need."""
     p = models.unflatten_params(models.bnn(_haiku_mlp).init_values(jax.random.PRNGKey(0), X))
     weight = NAMES[library]["w"]
     cls = NnxMLP if library == "nnx" else EqxMLP
@@ -295,9 +340,8 @@ def _guides(library: str) -> dict:
     out = {}
     for name in inference.GUIDES:
         if name == "rank1_mixture":
-            if library != "nnx":
-                continue
-            model = models.bnn(NnxRank1MLP(), rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 2))
+            net = NnxRank1MLP() if library == "nnx" else EqxRank1MLP(jax.random.PRNGKey(0))
+            model = models.bnn(net, rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 2))
         else:
             model = models.bnn(cls(p), varnet if name in ("zero_mean", "variance_layers") else PRIOR)
         out[name] = (model, inference.make_guide(name, model, **options.get(name, {})))
@@ -310,6 +354,22 @@ class NnxRank1MLP(nnx.Module):
     def __init__(self):
         self.lin0 = Rank1Linear(4, 3, 2, rngs=nnx.Rngs(0))
         self.lin1 = Rank1Linear(3, 2, 2, rngs=nnx.Rngs(1))
+
+    def __call__(self, x):
+        return self.lin1(jnp.tanh(self.lin0(tile_components(x, 2))))
+
+
+class EqxRank1MLP(eqx.Module):
+    """4 -> 3 -> 2 of Equinox `Rank1Linear` layers over K = 2 components, batched: (n, 4) -> (2 n, 2)."""
+
+    batched: ClassVar[bool] = True
+    lin0: eqx_rank1.Rank1Linear
+    lin1: eqx_rank1.Rank1Linear
+
+    def __init__(self, key):
+        k0, k1 = jax.random.split(key)
+        self.lin0 = eqx_rank1.Rank1Linear(4, 3, 2, key=k0)
+        self.lin1 = eqx_rank1.Rank1Linear(3, 2, 2, key=k1)
 
     def __call__(self, x):
         return self.lin1(jnp.tanh(self.lin0(tile_components(x, 2))))
@@ -338,7 +398,7 @@ def test_every_guide_trains_on_nnx_and_equinox_mlps(library):
         return out
 
     results = run(jax.random.PRNGKey(0))
-    assert set(results) == set(inference.GUIDES) - ({"rank1_mixture"} if library == "eqx" else set())
+    assert set(results) == set(inference.GUIDES)
     for name, (losses, params) in results.items():
         model, guide = cases[name]
         assert np.all(np.isfinite(losses)), name
