@@ -1,7 +1,7 @@
 """Every third-party module the code imports is declared in pyproject.toml: the packages' in ``dependencies``
 (or, imported under ``try: ... except ImportError``, in an optional extra), the tests' also in the ``test``
 extra, the benchmarks' also in ``bench``; and every declared dependency is imported (jaxlib, jax's backend,
-and h5netcdf, ArviZ's netCDF engine, excepted). Parses the source and pyproject only: imports nothing of the packages."""
+and h5netcdf / h5py, ArviZ's netCDF engine, excepted). Parses the source and pyproject only: imports nothing of the packages."""
 from __future__ import annotations
 
 import ast
@@ -16,9 +16,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("base", "models", "inference", "evals", "zoo")
 FIRST_PARTY = {*PACKAGES, "tests", "__future__"}
 CATCH_IMPORT_ERROR = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-# jaxlib: jax's compiled backend, declared to pin it with jax; h5netcdf: ArviZ's netCDF engine (to_netcdf /
-# from_netcdf), which ArviZ imports itself: neither is imported by name
-UNIMPORTED = {"jaxlib", "h5netcdf"}
+# jaxlib: jax's compiled backend, declared to pin it with jax; h5netcdf and h5py: ArviZ's netCDF engine
+# (to_netcdf / from_netcdf) and its HDF5 backend, which ArviZ imports itself: none is imported by name
+UNIMPORTED = {"jaxlib", "h5netcdf", "h5py"}
 
 
 def distribution(requirement: str) -> str:
