@@ -86,10 +86,11 @@ class EquinoxAdapter(ArrayModuleAdapter):
         params, self._static_train = eqx.partition(module, eqx.is_inexact_array)
         self._static_eval = eqx.partition(eqx.nn.inference_mode(module, True), eqx.is_inexact_array)[1]
         with_paths, self._param_tree = jax.tree_util.tree_flatten_with_path(params)
-        self._param_names = [name for name, _, _ in flat_named_paths(with_paths)]
+        named = [(path_name(path), path, leaf) for path, leaf in with_paths]
+        self._param_names = [name for name, _, _ in named]
         self._layouts: dict = {}  # {site: (site_layout's permutation or None, Equinox's shape)}
         self._params = {}
-        for (name, path, leaf) in flat_named_paths(with_paths):
+        for name, path, leaf in named:
             layout = site_layout(eqx, _follow(module, path[:-1]), name.rpartition("/")[2], np.ndim(leaf))
             self._layouts[name] = (layout, np.shape(leaf))
             self._params[name] = to_site(leaf, layout)
@@ -124,7 +125,3 @@ class EquinoxAdapter(ArrayModuleAdapter):
         names, new_leaves, _ = flat_named(s)
         return output, dict(zip(names, new_leaves))
 
-
-def flat_named_paths(with_paths):
-    """(name, key path, leaf) of each (key path, leaf) pair."""
-    return [(path_name(path), path, leaf) for path, leaf in with_paths]
