@@ -36,6 +36,27 @@ import inference  # noqa: E402
 import zoo  # noqa: E402
 
 
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"  # the project's shared data beside the repository: CI has it, a fresh clone does not
+
+
+def shared_path(*parts: str) -> Path:
+    """The file ``../shared/<parts>`` beside the repository, or skip the calling test with the reason when it is
+    absent (a newcomer's fresh clone has nothing beside it). The one way a test reaches outside the repository
+    (tests/test_paths_inside_repo.py checks that no test names another)."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{'/'.join(('../shared',) + parts)} is absent (a fresh clone has no ../shared beside it; CI "
+                    "has it)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """`shared_path`: shared_data("data", "usps5k.npz") -> the Path, or the test is skipped when it is absent."""
+    return shared_path
+
+
 RSS_LIMIT = 3 * 2**30  # bytes: a worker's resident memory above which compiled programs are dropped
 
 
