@@ -662,9 +662,12 @@ class StopAtChunkEnd:
 def cmd_nuts(args):
     import evals
     import inference
-    from inference import diagnostics
 
     check_out(args.out, args.overwrite)  # before any work
+    if args.init:
+        from zoo.checkpoints import check_posterior_folder
+
+        check_posterior_folder(args.init, "--init")
     entry = _entry(args)
     init = _init_posterior(args.init, entry) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
@@ -674,9 +677,27 @@ def cmd_nuts(args):
     evals.score(post, entry.test)
     print(f"divergences: {post.info.divergences}, NUTS {post.info.nuts_s:.1f} s")
     if args.chains > 1:
-        print(f"max R-hat of predictive probabilities (20 test points): {diagnostics.max_rhat(post, entry.test.x[:20]):.4f}")
+        print(f"max R-hat of predictive probabilities (20 test points): {_rhat_verdict(post, entry.test.x[:20])}")
     print(f"saved to {args.out}")
     return 0
+
+
+RHAT_MIN_DRAWS = 4  # split R-hat (ArviZ) halves each chain: below 4 draws per chain it is NaN
+
+
+def _rhat_verdict(post, x) -> str:
+    """The largest R-hat of `post`'s predictive probabilities at `x`, as text: the number, or why there is none
+    (fewer than `RHAT_MIN_DRAWS` draws per chain, or a NaN), never a bare "nan" that reads as a result."""
+    from inference import diagnostics
+
+    per_chain = post.num_draws // post.num_chains
+    if per_chain < RHAT_MIN_DRAWS:
+        return (f"not computed: split R-hat needs at least {RHAT_MIN_DRAWS} draws per chain, got {per_chain}; "
+                "whether the chains converged is unknown (raise --draws-per-chain)")
+    value = diagnostics.max_rhat(post, x)
+    if not math.isfinite(value):
+        return f"undefined ({value}) for these draws: whether the chains converged is unknown"
+    return f"{value:.4f}"
 
 
 def _init_posterior(path, entry):
@@ -706,6 +727,9 @@ def cmd_score(args):
     import evals
     from zoo.checkpoints import load_entry
 
+    from zoo.checkpoints import check_posterior_folder
+
+    check_posterior_folder(args.path, "path")  # the positional argument, as argparse names it
     entry, post = load_entry(args.path)  # zoo.load, keeping the rebuilt entry for its test set
     evals.score(post, entry.test, num_samples=args.samples)
     return 0
