@@ -16,6 +16,7 @@ def test_zoo_run_and_every_reproduce_job_refuse_the_users_folder_before_any_work
     def refuse(*a, **k):
         raise AssertionError("the job started before its folder was checked")
 
+    real_main_job = run.main_job
     monkeypatch.setattr(run, "main_job", refuse)
     places = every_kind_of_folder
     before = files_under(tmp_path)
@@ -25,6 +26,9 @@ def test_zoo_run_and_every_reproduce_job_refuse_the_users_folder_before_any_work
         err = capsys.readouterr().err
         assert err.startswith(f"zoo {argv[0]}: error: --out: expected a new or empty folder") and err.count("\n") == 1
     # the jobs themselves, called from Python with the settings that take hours: refused before any work
+    with pytest.raises(FolderNotOwnedError, match="^out: .*one holding the results of zoo run, got .*; it holds a fit "
+                                                  "state saved by bnn-zoo"):
+        real_main_job(str(places["state"]), size="full", workers=1, progress=False)
     for paper, (module, function, _) in sorted(REPRODUCE.items()):
         job = getattr(importlib.import_module(module), function)
         with pytest.raises(FolderNotOwnedError, match=f"^out_dir: .*one holding the results of zoo reproduce {paper}"):
