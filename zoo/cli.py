@@ -489,12 +489,11 @@ def cmd_fit(args):
         print(f"zoo fit: error: the fit finished but its posterior could not be saved: {one_line(err)}; {kept}",
               file=sys.stderr)
         return EXIT_FAILURE
+    remove_folder(state_dir, "fit state")  # the posterior holds what it was for (only a fit state is removed)
     if interrupt.signum is not None:  # it arrived after the last chunk: the posterior is saved, the scores skipped
         print(f"zoo fit: interrupted by {signal.Signals(interrupt.signum).name} after the last step: the posterior "
               f"is saved to {args.out} (not scored)", file=sys.stderr)
-        remove_folder(state_dir, "fit state")
         return 128 + interrupt.signum
-    remove_folder(state_dir, "fit state")  # the posterior holds what it was for (only a fit state is removed)
     evals.score(post, entry.test)
     print(f"ELBO: {post.info.summary()}")
     print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
@@ -725,9 +724,7 @@ def cmd_corruptions(args):
 
 def cmd_score(args):
     import evals
-    from zoo.checkpoints import load_entry
-
-    from zoo.checkpoints import check_posterior_folder
+    from zoo.checkpoints import check_posterior_folder, load_entry
 
     check_posterior_folder(args.path, "path")  # the positional argument, as argparse names it
     entry, post = load_entry(args.path)  # zoo.load, keeping the rebuilt entry for its test set
