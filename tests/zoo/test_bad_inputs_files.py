@@ -21,6 +21,7 @@ import pytest
 
 import base.atomic_dir as atomic_dir
 import inference
+import zoo
 from base.errors import FolderNotOwnedError, InputError, PathNotFoundError, UnwritableError
 from base.run_folder import RUN_MARKER, check_run_folder, claim_run_folder
 from inference.fit_state import saved_step
@@ -131,13 +132,19 @@ class _SignalInAFinaliser:
     (as JAX's garbage-collection callback does), where an exception raised by the handler is only printed
     ("Exception ignored in ...") and lost."""
 
-    def __init__(self, at: int):
-        self.at = at
+    def __init__(self, at: int | None):
+        self.at = at  # None: after the last chunk, while the fit makes its posterior
 
     def on_chunk(self, run) -> None:
         if run.done == self.at:
             dying = _Dying()
             del dying
+
+    def on_end(self, run, posterior):
+        if self.at is None:
+            dying = _Dying()
+            del dying
+        return posterior
 
 
 class _Dying:
@@ -145,16 +152,17 @@ class _Dying:
         signal.raise_signal(signal.SIGTERM)
 
 
+@pytest.mark.filterwarnings("ignore::inference.ConvergenceWarning")  # 60 steps: too few to judge
 def test_a_signal_in_a_finaliser_stops_the_fit_at_its_chunk_end(tmp_path, capsys, monkeypatch):
     """zoo fit, its fit run in chunks of 10 steps, gets a SIGTERM inside a finaliser after step 20: it saves the
     state of step 20 and exits 143. (Before, the handler's KeyboardInterrupt was lost in the finaliser and the fit
     ran to its end, exit 0.)"""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers can be set in the main thread only")
-    real_fit, lost = inference.fit, []
+    real_fit, lost, at = inference.fit, [], [20]
 
     def fit_with_a_signal(*args, callbacks=(), **kwargs):
-        return real_fit(*args, callbacks=[_SignalInAFinaliser(at=20), *callbacks], **{**kwargs, "chunk_size": 10})
+        return real_fit(*args, callbacks=[_SignalInAFinaliser(at[0]), *callbacks], **{**kwargs, "chunk_size": 10})
 
     monkeypatch.setattr(inference, "fit", fit_with_a_signal)
     monkeypatch.setattr(sys, "unraisablehook", lost.append)  # what "Exception ignored in ..." would report
@@ -164,6 +172,12 @@ def test_a_signal_in_a_finaliser_stops_the_fit_at_its_chunk_end(tmp_path, capsys
     assert f"zoo fit: interrupted by SIGTERM: the fit state after step 20 of 60 is saved in {state}" in \
         capsys.readouterr().err
     assert saved_step(str(state)) == 20 and not out.exists() and lost == []
+    # after the last chunk: the finished fit's posterior is saved, the scores are skipped, the status says so
+    at[0] = None
+    assert main(["fit", *ENTRY, "--steps", "60", "--batch-size", "16", "--out", str(out), "--resume"]) == 143
+    assert capsys.readouterr().err == (f"zoo fit: interrupted by SIGTERM after the last step: the posterior is saved "
+                                       f"to {out} (not scored)\n")
+    assert len(zoo.load(out).losses) == 60 and not state.exists()  # resumed from step 20
 
 
 def test_a_full_disk_at_the_lock_record_is_unwritable_and_releases_it(moons_tiny, tmp_path, monkeypatch):
@@ -205,8 +219,6 @@ def test_init_and_score_name_the_argument_and_what_the_folder_is(tmp_path, capsy
     assert main(["score", str(places["missing"])]) == 2
     assert capsys.readouterr().err.startswith(f"zoo score: error: path: no checkpoint at '{places['missing']}' (it "
                                               "does not exist); expected a saved posterior")
-    import zoo
-
     with pytest.raises(PathNotFoundError, match="^path: no checkpoint at"):
         zoo.load(places["missing"])
     with pytest.raises(InputError, match="^path: .*it is a fit state"):
