@@ -153,8 +153,9 @@ def classification_row(member_probs, y, log_likelihood=None) -> dict:
 
 
 def posterior_label(posterior) -> str:
-    """A short label: the guide's registry name for SVI, "nuts" for MCMC."""
+    """A short label: the guide's registry name for SVI; for draws, the name in their config ("ensemble" for
+    `inference.ensemble`), else "nuts"."""
     if getattr(posterior, "kind", None) == "mcmc":
-        return "nuts"
+        return (getattr(posterior, "config", None) or {}).get("name", "nuts")
     guide = getattr(posterior, "guide", None)
     return (getattr(guide, "config", None) or {}).get("name", type(guide).__name__ if guide else "posterior")
