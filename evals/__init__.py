@@ -9,6 +9,7 @@ from evals import gaussians, metrics, ood
 from evals.comparison import compare
 from evals.corruptions import BENCHMARK_CORRUPTIONS, CORRUPTIONS, corrupt, corrupted
 from evals.scoring import classification_row, score
+from evals.temperature import Temperature, temperature_scale
 
-__all__ = ["metrics", "ood", "compare", "gaussians", "score", "classification_row", "corrupt", "corrupted",
+__all__ = ["metrics", "ood", "compare", "gaussians", "score", "classification_row", "temperature_scale", "Temperature", "corrupt", "corrupted",
            "CORRUPTIONS", "BENCHMARK_CORRUPTIONS"]

@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
+from evals.temperature import calibrated_log_probs, label_nll, pooled_log_probs, temperature_scale
 from inference.data_args import as_arrays
 from base.validation import check_memory, check_positive_ints, check_seed, check_targets
 from base.errors import InputError
 
 
 def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str | None = None,
-          verbose: bool = True) -> pd.DataFrame:
+          verbose: bool = True, validation=None) -> pd.DataFrame:
     """Accuracy, ensemble NLL, ECE (15 bins), Brier, mean predictive entropy and mutual information
     (classification) or the RMSE of the predictive mean (regression).
 
@@ -27,6 +28,10 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
       data: an `base.data.Dataset` (as `zoo.get` entries hold), or (x, y): x (N, *feature_shape) of the
         shape the posterior's model was built for, y (N,) labels in [0, C) or regression targets.
       num_samples: posterior draws in total (a positive integer).
+      validation: None, or held-out labelled data (a `Dataset` or (x, y), never the test set) of a classifier:
+        one temperature T is fitted on it (`evals.temperature.temperature_scale`: the log of the averaged
+        predictive divided by T, Ashukha et al. 2020's calibrated log-likelihood) and the row gains
+        "calibrated_nll" and "calibrated_ece" (of softmax(log p(y | x) / T) on `data`) and "temperature" (T).
     Raises:
       InputError (a ValueError) naming the argument: missing labels, inputs of another feature shape,
       labels out of range or of another length, non-positive num_samples.
@@ -40,6 +45,8 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     check_seed(seed)
     check_score_memory(posterior, x, num_samples)
     name = name or posterior_label(posterior)
+    fitted = None if validation is None else temperature_scale(posterior, validation, num_samples=num_samples,
+                                                               seed=seed)
     if getattr(getattr(posterior, "model", None), "likelihood", None) is not None and not posterior.model.likelihood.classification:
         member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
         check_finite_predictions(np.asarray(member))
@@ -51,11 +58,23 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     else:
         member, log_lik = member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
         row = classification_row(member, y, log_lik)
+        if fitted is not None:
+            row.update(calibrated_row(member, y, fitted.temperature))
     row["draws"] = int(member.shape[0])
     table = pd.DataFrame([row], index=pd.Index([name], name="posterior"))
     if verbose:
         print(f"{data_name}:\n{table.to_string(float_format=lambda v: f'{v:.4f}')}")
     return table
+
+
+def calibrated_row(member_probs, y, temperature: float) -> dict:
+    """{calibrated_nll, calibrated_ece, temperature} of member probabilities (S, N, C) and labels (N,) after
+    temperature scaling with T = `temperature` (`evals.temperature`: the log of their average divided by T)."""
+    member_probs, y = metrics.checked(member_probs, y, member=True, arg="member_probs")
+    with np.errstate(divide="ignore"):
+        log_probs = calibrated_log_probs(pooled_log_probs(np.log(member_probs)), temperature)
+    return {"calibrated_nll": label_nll(log_probs, y),
+            "calibrated_ece": metrics.ece(np.exp(log_probs), y), "temperature": float(temperature)}
 
 
 SCORE_BYTES_PER_VALUE = 28
