@@ -1,4 +1,5 @@
-"""`score`: one row of metrics for a posterior on a data set, the same call for SVI and MCMC."""
+"""`score`: one row of metrics for a posterior on a data set, the same call for SVI and MCMC; `temperature_scale`:
+the temperature of its predictive fitted on validation data (`evals.temperature`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
-from evals.temperature import calibrated_log_probs, label_nll, pooled_log_probs, temperature_scale
-from inference.data_args import as_arrays
+from evals.temperature import Temperature, calibrated_log_probs, fit_temperature, label_nll, pooled_log_probs
+from inference.data_args import as_arrays, check_model_data
 from base.validation import check_memory, check_positive_ints, check_seed, check_targets
 from base.errors import InputError
 
@@ -65,6 +66,37 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     if verbose:
         print(f"{data_name}:\n{table.to_string(float_format=lambda v: f'{v:.4f}')}")
     return table
+
+
+def validation_log_probs(posterior, validation, *, num_samples: int, seed: int):
+    """((N, C) pooled log-probabilities, (N,) labels) of `posterior` on `validation` (a `Dataset` or (x, y) with
+    labels), checked against the posterior's model: InputError naming ``validation`` otherwise (no labels,
+    another feature shape, labels out of range, a regression model)."""
+    x, y, num_classes, _ = as_arrays(validation, arg="validation")
+    if y is None:
+        raise InputError("validation", "<(x, None)>", "validation data with labels y")
+    model = getattr(posterior, "model", None)
+    if model is not None and hasattr(model, "likelihood"):
+        if not model.likelihood.classification:
+            raise InputError("validation", "<validation data for a regression model>",
+                             "None: temperature scaling calibrates class probabilities")
+        x, y = check_model_data(model, x, y, num_classes, arg="validation")
+    probs, _ = member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
+    with np.errstate(divide="ignore"):
+        return pooled_log_probs(np.log(probs)), np.asarray(y, np.int64)
+
+
+def temperature_scale(posterior, validation, *, num_samples: int = 100, seed: int = 0) -> Temperature:
+    """Fit T on `validation` data (`evals.temperature`: T divides the log of the averaged predictive): a `Temperature` (T, the NLL at T = 1 and at T).
+
+    posterior: an `inference.Posterior` of a classifier (or anything `evals.score` takes); validation: a
+    `Dataset` or (x (N, ...), y (N,)) held out from training (never the test set); num_samples, seed: the
+    posterior draws (as `evals.score`). Raises InputError naming ``validation`` for data that do not fit.
+    """
+    log_probs, y = validation_log_probs(posterior, validation, num_samples=num_samples, seed=seed)
+    t = fit_temperature(log_probs, y)
+    before, after = (label_nll(calibrated_log_probs(log_probs, temp), y) for temp in (1.0, t))
+    return Temperature(t, before, after)
 
 
 def calibrated_row(member_probs, y, temperature: float) -> dict:

@@ -1,6 +1,7 @@
 """Temperature scaling of a posterior predictive and the calibrated NLL / ECE (Guo et al. 2017, "On calibration
 of modern neural networks"; Ashukha et al. 2020, "Pitfalls of in-domain uncertainty estimation and ensembling in
-deep learning", the "calibrated log-likelihood").
+deep learning", the "calibrated log-likelihood"): the functions on arrays; `evals.temperature_scale` and
+``evals.score(..., validation=...)`` (`evals.scoring`) apply them to a posterior.
 
 One temperature T > 0 is fitted on validation data by minimising the NLL of
 
@@ -25,7 +26,7 @@ from scipy.special import log_softmax, logsumexp
 
 from base.errors import InputError
 
-__all__ = ["Temperature", "temperature_scale", "fit_temperature", "pooled_log_probs", "calibrated_log_probs",
+__all__ = ["Temperature", "fit_temperature", "pooled_log_probs", "calibrated_log_probs",
            "label_nll", "T_MIN", "T_MAX"]
 
 T_MIN, T_MAX = 1e-3, 1e3
@@ -82,36 +83,3 @@ def fit_temperature(log_probs, y) -> float:
             break
         lo, hi = (mid, hi) if slope(np.exp(mid)) < 0 else (lo, mid)
     return float(1 / np.exp(0.5 * (lo + hi)))
-
-
-def validation_log_probs(posterior, validation, *, num_samples: int, seed: int):
-    """((N, C) pooled log-probabilities, (N,) labels) of `posterior` on `validation` (a `Dataset` or (x, y) with
-    labels), checked against the posterior's model: InputError naming ``validation`` otherwise (no labels,
-    another feature shape, labels out of range, a regression model)."""
-    from evals.scoring import member_predictions
-    from inference.data_args import as_arrays, check_model_data
-
-    x, y, num_classes, _ = as_arrays(validation, arg="validation")
-    if y is None:
-        raise InputError("validation", "<(x, None)>", "validation data with labels y")
-    model = getattr(posterior, "model", None)
-    if model is not None and hasattr(model, "likelihood"):
-        if not model.likelihood.classification:
-            raise InputError("validation", "<validation data for a regression model>",
-                             "None: temperature scaling calibrates class probabilities")
-        x, y = check_model_data(model, x, y, num_classes, arg="validation")
-    probs, log_lik = member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
-    with np.errstate(divide="ignore"):
-        return pooled_log_probs(np.log(probs)), np.asarray(y, np.int64)
-
-
-def temperature_scale(posterior, validation, *, num_samples: int = 100, seed: int = 0) -> Temperature:
-    """Fit T on `validation` data (the module docstring): a `Temperature` (T, the NLL at T = 1 and at T).
-
-    posterior: an `inference.Posterior` of a classifier (or anything `evals.score` takes); validation: a
-    `Dataset` or (x (N, ...), y (N,)) held out from training (never the test set); num_samples, seed: the
-    posterior draws (as `evals.score`). Raises InputError naming ``validation`` for data that do not fit.
-    """
-    log_probs, y = validation_log_probs(posterior, validation, num_samples=num_samples, seed=seed)
-    t = fit_temperature(log_probs, y)
-    return Temperature(t, label_nll(calibrated_log_probs(log_probs, 1.0), y), label_nll(calibrated_log_probs(log_probs, t), y))
