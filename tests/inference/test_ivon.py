@@ -61,7 +61,7 @@ def moons():
     return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
 
 
-IVON = inference.ivon(optax.cosine_decay_schedule(0.05, 100))  # one object: fits with it share their compiled update
+IVON = inference.ivon(0.05, steps=100)  # one object: fits with it share their compiled update
 SETTINGS = dict(steps=100, batch_size=32, chunk_size=10, seed=3, progress=False, optimizer=IVON)
 
 
@@ -105,7 +105,8 @@ def test_an_interrupted_ivon_fit_resumes_bit_for_bit_and_scores(moons, tmp_path)
 
 def test_bad_ivon_settings_and_guides_are_refused_by_name(moons):
     for kwargs, arg in [({"learning_rate": -1.0}, "learning_rate"), ({"hess_init": 0.0}, "hess_init"),
-                        ({"beta2": 1.5}, "beta2"), ({"ess": -3.0}, "ess"), ({"weight_decay": -1.0}, "weight_decay")]:
+                        ({"beta2": 1.5}, "beta2"), ({"ess": -3.0}, "ess"), ({"weight_decay": -1.0}, "weight_decay"),
+                        ({"steps": 0}, "steps")]:
         with pytest.raises(InputError, match=f"^{arg}:"):
             inference.ivon(**kwargs)
     with pytest.raises(InputError, match="^guide:"):
