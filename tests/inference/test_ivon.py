@@ -65,15 +65,11 @@ IVON = inference.ivon(0.05, steps=100)  # one object: fits with it share their c
 SETTINGS = dict(steps=100, batch_size=32, chunk_size=10, seed=3, progress=False, optimizer=IVON)
 
 
-class _InterruptAfter:
-    """Raises KeyboardInterrupt (as Ctrl-C would) after its `n`-th finished chunk."""
-
-    def __init__(self, n):
-        self.n, self.chunks = n, 0
+class _CtrlCAtStep50:
+    """Raises KeyboardInterrupt, as Ctrl-C would, once the fit has done 50 steps (after that chunk was checkpointed)."""
 
     def on_chunk(self, run):
-        self.chunks += 1
-        if self.chunks == self.n:
+        if run.done == 50:
             raise KeyboardInterrupt
 
 
@@ -83,7 +79,7 @@ def test_an_interrupted_ivon_fit_resumes_bit_for_bit_and_scores(moons, tmp_path)
     reference = fit()
     state = tmp_path / "state"
     with pytest.raises(KeyboardInterrupt):
-        fit(checkpoint_dir=state, checkpoint_every=30, callbacks=[_InterruptAfter(5)])
+        fit(checkpoint_dir=state, checkpoint_every=30, callbacks=[_CtrlCAtStep50()])
     assert saved_step(state) == 50
     resumed = fit(checkpoint_dir=state, resume=True)
     np.testing.assert_array_equal(resumed.losses, reference.losses)
