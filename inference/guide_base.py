@@ -46,9 +46,23 @@ class BNNGuide(AutoGuide):
         return dict(self._guide_config)
 
     def setup(self, x):
-        """Read the model's sites for inputs shaped like `x` (B, ...) if not done yet; returns self."""
+        """Read the model's sites for inputs shaped like `x` (B, ...) if not done yet; returns self.
+
+        Only x's shape is read (x may be a tracer). The table holds concrete arrays only, even when `setup` is
+        first called inside a user's ``jax.jit`` or an abstract trace: it is computed under
+        ``jax.ensure_compile_time_eval`` (the initial locations are constants of the model, never values of
+        the trace), so no tracer outlives the transformation that set the guide up (issue 45).
+        """
         if self.sites is None:
-            self.sites = site_table(self.model, x)
+            with jax.ensure_compile_time_eval():
+                sites = site_table(self.model, x)
+            traced = [name for name, site in sites.items()
+                      if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tuple(site)))]
+            if traced:  # a model whose initial values depend on the trace: keep nothing rather than leak it
+                raise InputError.worded("model", f"model: the initial values of sites {traced[:3]} depend on the "
+                                        "traced inputs; a guide caches only concrete values (set it up outside jit "
+                                        "with guide.setup(x))")
+            self.sites = sites
             self.check_sites()
         return self
 
