@@ -64,7 +64,22 @@ class BNNGuide(AutoGuide):
                                         "with guide.setup(x))")
             self.sites = sites
             self.check_sites()
+        else:
+            self.check_same_sites(x)
         return self
+
+    def check_same_sites(self, x) -> None:
+        """Refuse (InputError naming ``x``) inputs whose feature shape gives the model other site shapes than the
+        ones this guide was set up with (a batch with an extra feature column would otherwise meet a guide of the
+        old width). One cached abstract trace per new feature shape (`models.BNN.site_shapes`)."""
+        shapes = self.model.site_shapes(x)
+        other = [name for name, site in self.sites.items() if tuple(shapes.get(name, ())) != tuple(site.shape)]
+        if other:
+            name = other[0]
+            raise InputError("x", f"<inputs of feature shape {tuple(x.shape[1:])}>",
+                             "inputs of the feature shape this guide was set up with",
+                             f"site {name!r} would be {tuple(shapes.get(name, ()))}, the guide's is "
+                             f"{tuple(self.sites[name].shape)}")
 
     def __value_key__(self):
         """None: a guide is keyed by identity (`base.value_key`) unless its class declares its whole
