@@ -226,3 +226,51 @@ def test_step_scalars_valid_give_the_loss_and_invalid_are_refused_by_name(core, 
         svi.step(core["state"], batch, core["key"], model=core["model"], guide=core["guide"],
                  optimizer=optax.adam(1e-2), **values)
     assert caught.value.argument == bad, str(caught.value)
+
+
+# ----- the collapse check judges held-out rows (fit's validation_data) ------------------------------------------
+@pytest.fixture(scope="module")
+def shuffled_and_healthy():
+    """{case: Posterior} of two MAP fits of one digits MLP (64 hidden units, 600 steps) on 1,048 training rows with
+    300 held-out rows as validation_data: labels shuffled (one permutation of the whole training set), or not."""
+    import warnings
+
+    entry = zoo.get("mlp", data="digits", hidden=(64,))
+    x, y = np.asarray(entry.train.x), np.asarray(entry.train.y)
+    cut = len(x) - 300
+    out = {}
+    for case, labels in (("shuffled", np.random.default_rng(0).permutation(y)), ("healthy", y)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out[case] = inference.fit(entry.model, inference.point_estimate(entry.model), (x[:cut], labels[:cut]),
+                                      steps=600, batch_size=128, optimizer=optax.adam(1e-2), progress=False,
+                                      validation_data=(x[cut:], labels[cut:]))
+        out[case + "_warned"] = any(isinstance(w.message, inference.collapse.PosteriorCollapseWarning) for w in seen)
+    return out
+
+
+def test_a_fit_to_shuffled_labels_is_flagged_on_held_out_rows_and_a_healthy_one_is_not(shuffled_and_healthy):
+    shuffled, healthy = (shuffled_and_healthy[k].info.collapse for k in ("shuffled", "healthy"))
+    # shuffled labels: the training rows are predicted well (the old rule, on training rows alone, passed it) ...
+    assert shuffled["gain"] > 1.0 and shuffled["accuracy_posterior"] > 0.5
+    # ... the held-out rows at chance (10 classes), below the input-free predictor: collapsed, and said so
+    held = shuffled["held_out"]
+    assert held["examples"] == 256 and held["gain"] < 0 and held["accuracy_posterior"] < 0.2 and held["collapsed"]
+    assert shuffled["collapsed"] and shuffled_and_healthy["shuffled_warned"]
+    assert "256 held-out examples" in shuffled["reason"]
+    assert "POSTERIOR COLLAPSED" in shuffled_and_healthy["shuffled"].info.summary()
+    # the true labels: both judgements healthy, held-out accuracy above 0.9
+    assert not healthy["collapsed"] and not shuffled_and_healthy["healthy_warned"]
+    assert healthy["held_out"]["gain"] > 1.5 and healthy["held_out"]["accuracy_posterior"] > 0.9
+    # the held-out input-free predictor is the 300 rows' subsample's own class frequencies (an independent count)
+    y_val = np.asarray(zoo.get("mlp", data="digits", hidden=(64,)).train.y[-300:])
+    picked = y_val[np.sort(np.random.default_rng(0).choice(300, size=256, replace=False))]
+    counts = np.bincount(picked, minlength=10)
+    assert healthy["held_out"]["lpd_input_free"] == pytest.approx(np.mean(np.log(counts[picked] / 256)))
+
+
+def test_validation_data_of_another_feature_shape_is_refused_by_name(tiny):
+    with pytest.raises(InputError) as caught:
+        inference.fit(tiny.model, inference.mean_field(tiny.model), tiny.train, steps=2, batch_size=16,
+                      progress=False, validation_data=(np.zeros((5, 3), np.float32), np.zeros(5, np.int32)))
+    assert caught.value.argument.startswith("validation_data"), str(caught.value)
