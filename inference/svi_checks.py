@@ -124,23 +124,28 @@ def check_batch(model, batch, *, arg: str = "batch") -> tuple:
                          "a network's first layer adapts to any width: other columns would train another network")
     likelihood = getattr(model, "likelihood", None)
     classification = getattr(likelihood, "classification", None)
-    width = _output_width(model, tuple(x.shape[1:]))
+    def width():  # asked only where a check needs it (a concrete label range, (B, D) regression targets)
+        return _output_width(model, tuple(x.shape[1:]))
+
     if classification:
         if y.ndim != 1 or not (jnp.issubdtype(y.dtype, jnp.integer) or y.dtype == jnp.bool_):
             raise InputError(f"{arg}[1]", f"<y of shape {tuple(y.shape)}, dtype {y.dtype}>",
                              f"integer class labels of shape ({rows},) (a categorical likelihood)",
                              "y of shape (B, 1) would broadcast against the (B,) model to B x B; float labels "
                              "are never rounded: cast with y.astype(jnp.int32)")
-        if width is not None and not is_traced(y):
+        classes = None if is_traced(y) else width()
+        if classes is not None:
             labels = np.asarray(y)
-            if labels.min() < 0 or labels.max() >= width:
+            if labels.min() < 0 or labels.max() >= classes:
                 raise InputError(f"{arg}[1]", f"<labels in [{labels.min()}, {labels.max()}]>",
-                                 f"labels in [0, {width}) (the network outputs {width} logits)")
+                                 f"labels in [0, {classes}) (the network outputs {classes} logits)")
     elif classification is False:
+        outputs = width() if y.ndim == 2 else None
         if not (jnp.issubdtype(y.dtype, jnp.floating) or jnp.issubdtype(y.dtype, jnp.integer)) or y.ndim not in (1, 2) \
-                or (y.ndim == 2 and width is not None and y.shape[1] != width):
+                or (outputs is not None and y.shape[1] != outputs):
             raise InputError(f"{arg}[1]", f"<y of shape {tuple(y.shape)}, dtype {y.dtype}>",
-                             f"real regression targets of shape ({rows},) or ({rows}, {width})")
+                             f"real regression targets of shape ({rows},) or ({rows}, D), D the network's output "
+                             "width" + ("" if outputs is None else f" {outputs}"))
     return x, y
 
 
