@@ -123,10 +123,11 @@ def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: 
         # an unregularised BatchEnsemble's factors: NotImplementedError) has no draws: no prior predictive
         prior = None
     train = _judged(posterior, x, y, prior, subsample, num_samples, tol, seed)
-    held = None if held_out is None else _judged(posterior, *held_out, prior, subsample, num_samples, tol, seed)
-    collapsed = train["collapsed"] or (held is not None and held["collapsed"])
-    rows = "training" if train["collapsed"] or held is None or not held["collapsed"] else "held-out"
-    judged = train if rows == "training" else held
+    held = (None if held_out is None
+            else _judged(posterior, held_out[0], held_out[1], prior, subsample, num_samples, tol, seed))
+    rows, judged = ("held-out", held) if held is not None and held["collapsed"] and not train["collapsed"] \
+        else ("training", train)
+    collapsed = bool(judged["collapsed"])
     which = ("prior predictive" if judged["lpd_prior"] is not None and judged["lpd_prior"] >= judged["lpd_input_free"]
              else "input-free predictor")
     baseline = judged["lpd_posterior"] - judged["gain"]

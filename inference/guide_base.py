@@ -72,14 +72,14 @@ class BNNGuide(AutoGuide):
         """Refuse (InputError naming ``x``) inputs whose feature shape gives the model other site shapes than the
         ones this guide was set up with (a batch with an extra feature column would otherwise meet a guide of the
         old width). One cached abstract trace per new feature shape (`models.BNN.site_shapes`)."""
-        shapes = self.model.site_shapes(x)
-        other = [name for name, site in self.sites.items() if tuple(shapes.get(name, ())) != tuple(site.shape)]
+        shapes, sites = self.model.site_shapes(x), self.checked_sites()
+        other = [name for name, site in sites.items() if tuple(shapes.get(name, ())) != tuple(site.shape)]
         if other:
             name = other[0]
             raise InputError("x", f"<inputs of feature shape {tuple(x.shape[1:])}>",
                              "inputs of the feature shape this guide was set up with",
                              f"site {name!r} would be {tuple(shapes.get(name, ()))}, the guide's is "
-                             f"{tuple(self.sites[name].shape)}")
+                             f"{tuple(sites[name].shape)}")
 
     def __value_key__(self):
         """None: a guide is keyed by identity (`base.value_key`) unless its class declares its whole
