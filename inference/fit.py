@@ -249,7 +249,8 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
                     num_particles=num_particles, seed=seed,
                     progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks, mesh=mesh, validation_data=validation_data)
+                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks, mesh=mesh,
+                    validation_data=validation_data)
 
 
 def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_schedule, temperature, num_particles, seed,

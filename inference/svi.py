@@ -173,7 +173,8 @@ def init(key, batch, *, model, guide, optimizer, n_data, init_params=None) -> SV
 
     key: a PRNG key (the guide's random initialisers); init_params: None (the guide's initialisers) or
     unconstrained guide parameters {name: array} to start from, every parameter of the guide with its shape
-    (InputError naming the first that is missing or of another shape, or concrete with NaN / inf entries; extra entries are ignored).
+    (InputError naming the first that is missing or of another shape, or concrete with NaN / inf entries; extra
+    entries are ignored).
 
     Checked (InputError / ArgumentTypeError naming the argument, before anything is computed; `inference.svi_checks`
     says what is not checked inside jit): the optimiser's type, the key (a PRNG key), the batch's shapes and dtypes

@@ -88,9 +88,9 @@ def check_scalar(arg: str, value, *, positive: bool):
             raise InputError(arg, f"<traced array of shape {jnp.shape(value)}>", "a scalar: " + expected)
         ok = value > 0 if positive else value >= 0
         return ok & jnp.isfinite(value)
-    if isinstance(value, (bool, np.bool_, str)) or not (isinstance(value, (int, float, np.number, np.ndarray, jax.Array))
-                                                         and np.ndim(value) == 0
-                                                         and np.issubdtype(np.result_type(value), np.number)):
+    number = isinstance(value, (int, float, np.number, np.ndarray, jax.Array)) and np.ndim(value) == 0 \
+        and np.issubdtype(np.result_type(value), np.number)
+    if isinstance(value, (bool, np.bool_, str)) or not number:
         raise ArgumentTypeError(arg, value, "a real scalar: " + expected)
     v = float(value)
     if not (math.isfinite(v) and (v > 0 if positive else v >= 0)):

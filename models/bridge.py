@@ -130,8 +130,9 @@ class BNN:
             return  # real call names it
         except (TypeError, ValueError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            module = type(getattr(self.adapter, "module", None)).__name__
             raise InputError("x", f"<inputs of feature shape {feature_shape}>",
-                             f"inputs the {self.adapter.library} module {type(getattr(self.adapter, 'module', None)).__name__} can take "
+                             f"inputs the {self.adapter.library} module {module} can take "
                              "(was it built for another input width?)", f"running it on them: {first[:200]}") from err
         self._output_width_cache[feature_shape] = int(output.shape[-1])
 
