@@ -196,6 +196,10 @@ def describe(collapse: dict | None) -> str:
     if not collapse or not collapse.get("collapsed"):
         return ""
     text = f"; POSTERIOR COLLAPSED ({collapse['reason']}"
+    held = collapse.get("held_out")
+    if held and held["collapsed"] and not collapse["gain"] < collapse["tol"]:  # judged on the held-out rows
+        return text + (f"; held-out accuracy {held['accuracy_posterior']:.3f}, training accuracy "
+                       f"{collapse['accuracy_posterior']:.3f}" if held.get("accuracy_posterior") is not None else "") + ")"
     if collapse.get("accuracy_prior") is not None:
         text += (f"; training accuracy {collapse['accuracy_posterior']:.3f}, prior predictive's "
                  f"{collapse['accuracy_prior']:.3f}")

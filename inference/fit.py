@@ -756,8 +756,10 @@ class CollapseCheck:
         if collapse is not None:
             posterior.info = fit_info(posterior)._replace(collapsed=collapse["collapsed"], collapse=collapse)
             if collapse["collapsed"]:
+                what = ("it predicts held-out rows no better than a predictor that never saw the data (memorised "
+                        "training rows?)" if "held-out examples" in collapse["reason"] else "it predicts like the prior")
                 warnings.warn(PosteriorCollapseWarning(
-                    f"fit: the posterior ignores the data ({collapse['reason']}); it predicts like the prior. "
+                    f"fit: the posterior ignores the data ({collapse['reason']}); {what}. "
                     "posterior.info.collapse has the numbers", collapse), stacklevel=4)
         return posterior
 

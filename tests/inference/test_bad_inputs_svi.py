@@ -258,7 +258,8 @@ def test_a_fit_to_shuffled_labels_is_flagged_on_held_out_rows_and_a_healthy_one_
     assert held["examples"] == 256 and held["gain"] < 0 and held["accuracy_posterior"] < 0.2 and held["collapsed"]
     assert shuffled["collapsed"] and shuffled_and_healthy["shuffled_warned"]
     assert "256 held-out examples" in shuffled["reason"]
-    assert "POSTERIOR COLLAPSED" in shuffled_and_healthy["shuffled"].info.summary()
+    summary = shuffled_and_healthy["shuffled"].info.summary()
+    assert "POSTERIOR COLLAPSED" in summary and f"held-out accuracy {held['accuracy_posterior']:.3f}" in summary
     # the true labels: both judgements healthy, held-out accuracy above 0.9
     assert not healthy["collapsed"] and not shuffled_and_healthy["healthy_warned"]
     assert healthy["held_out"]["gain"] > 1.5 and healthy["held_out"]["accuracy_posterior"] > 0.9
