@@ -17,6 +17,12 @@ The rule (`check_collapse`; thresholds are its keyword arguments):
    the data") gains about 0.
 4. Classification also reports the accuracy of each predictor (the posterior predictive's mean probabilities'
    argmax; the input-free one predicts the most frequent class); it is reported, not judged.
+5. Held-out rows (issue 45), when given (`inference.fit`'s ``validation`` argument): steps 1-3 again on up to
+   ``subsample`` of them (fixed the same way; the input-free predictor their own class frequencies or Normal),
+   and the posterior has also collapsed when its held-out gain is below ``tol``. Training rows alone cannot
+   tell a posterior that memorised them: a network fitted to digits with SHUFFLED labels predicts its training
+   rows well (gain above 1 nat) and held-out rows at chance (gain below 0: tests/inference/test_bad_inputs_svi.py
+   measures both), which only the held-out rows reveal. Without held-out rows that case is not flagged.
 
 Only `models.BNN` models (whose priors can be drawn, `BNN.site_priors`) are judged; others get None.
 """
@@ -93,31 +99,58 @@ def normal_prior(d):
 
 
 def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: int = NUM_SAMPLES,
-                   tol: float = TOL, seed: int = 0) -> dict | None:
-    """The collapse judgement of `posterior` on its training data x (N, *feature_shape), y (N, ...), by the rule
-    of the module docstring.
+                   tol: float = TOL, seed: int = 0, held_out=None) -> dict | None:
+    """The collapse judgement of `posterior` on its training data x (N, *feature_shape), y (N, ...), and on
+    held-out rows ``held_out = (x_val (M, *feature_shape), y_val (M, ...))`` when given, by the rule of the
+    module docstring.
 
     Returns:
-      None when the model is not a `models.BNN`; else a JSON-able dict: collapsed (bool), reason (str),
-      examples (the subsample's size), draws (S), lpd_posterior, lpd_prior, lpd_input_free (mean log
-      predictive density per example, nats), gain (lpd_posterior minus the better of the other two), tol, and
-      for classification accuracy_posterior, accuracy_prior, accuracy_input_free (else None). A prior that
-      cannot be sampled (an improper one, e.g. log-uniform) has no prior predictive: lpd_prior and
-      accuracy_prior are None and the input-free predictor is the baseline.
+      None when the model is not a `models.BNN`; else a JSON-able dict: collapsed (bool: on the training rows or,
+      when given, on the held-out rows), reason (str), examples (the training subsample's size), draws (S),
+      lpd_posterior, lpd_prior, lpd_input_free (mean log predictive density per training example, nats), gain
+      (lpd_posterior minus the better of the other two), tol, for classification accuracy_posterior,
+      accuracy_prior, accuracy_input_free (else None), and held_out: None, or the same numbers (examples, the
+      lpd_* and accuracy_* entries, gain, collapsed) on the held-out subsample. A prior that cannot be sampled
+      (an improper one, e.g. log-uniform) has no prior predictive: lpd_prior and accuracy_prior are None and the
+      input-free predictor is the baseline.
     """
     model = posterior.model
     if not isinstance(model, BNN):
         return None
-    x, y = np.asarray(x), np.asarray(y)
-    n = x.shape[0]
-    pick = np.sort(np.random.default_rng(0).choice(n, size=min(n, int(subsample)), replace=False))
-    xs, ys = x[pick], y[pick]
     try:
         prior = prior_draws(model, posterior.feature_shape, num_samples, seed)
     except (ValueError, NotImplementedError):  # an improper prior (log-uniform: ValueError; ImproperUniform, e.g.
         # an unregularised BatchEnsemble's factors: NotImplementedError) has no draws: no prior predictive
         prior = None
-    likelihood = model.likelihood
+    train = _judged(posterior, x, y, prior, subsample, num_samples, tol, seed)
+    held = (None if held_out is None
+            else _judged(posterior, held_out[0], held_out[1], prior, subsample, num_samples, tol, seed))
+    rows, judged = ("held-out", held) if held is not None and held["collapsed"] and not train["collapsed"] \
+        else ("training", train)
+    collapsed = bool(judged["collapsed"])
+    which = ("prior predictive" if judged["lpd_prior"] is not None and judged["lpd_prior"] >= judged["lpd_input_free"]
+             else "input-free predictor")
+    baseline = judged["lpd_posterior"] - judged["gain"]
+    reason = (f"the posterior predictive explains {judged['examples']} {rows} examples no better than the {which}: "
+              f"log-likelihood {judged['lpd_posterior']:.3f} against {baseline:.3f} nats per example"
+              if collapsed else
+              f"the posterior predictive beats the {which} by {train['gain']:.3f} nats per training example"
+              + ("" if held is None else f" and by {held['gain']:.3f} per held-out example"))
+    return {"collapsed": collapsed, "reason": reason, "examples": train["examples"], "draws": int(num_samples),
+            "lpd_posterior": train["lpd_posterior"], "lpd_prior": train["lpd_prior"],
+            "lpd_input_free": train["lpd_input_free"], "gain": train["gain"], "tol": float(tol),
+            "accuracy_posterior": train["accuracy_posterior"], "accuracy_prior": train["accuracy_prior"],
+            "accuracy_input_free": train["accuracy_input_free"], "held_out": held}
+
+
+def _judged(posterior, x, y, prior, subsample: int, num_samples: int, tol: float, seed: int) -> dict:
+    """Steps 1-3 of the rule on rows x (N, ...), y (N, ...): {examples, lpd_posterior, lpd_prior, lpd_input_free,
+    gain, collapsed, accuracy_posterior, accuracy_prior, accuracy_input_free}; prior: the prior draws or None."""
+    x, y = np.asarray(x), np.asarray(y)
+    n = x.shape[0]
+    pick = np.sort(np.random.default_rng(0).choice(n, size=min(n, int(subsample)), replace=False))
+    xs, ys = x[pick], y[pick]
+    likelihood = posterior.model.likelihood
     classification = bool(getattr(likelihood, "classification", False)) and hasattr(likelihood, "log_predictive")
     post_acc: float | None  # the accuracies: None for a regression likelihood
     prior_acc: float | None
@@ -137,16 +170,9 @@ def check_collapse(posterior, x, y, *, subsample: int = SUBSAMPLE, num_samples: 
         post_acc = prior_acc = free_acc = None
     baseline = free_lpd if prior_lpd is None else max(prior_lpd, free_lpd)
     gain = post_lpd - baseline
-    collapsed = bool(gain < tol)
-    which = "prior predictive" if prior_lpd is not None and prior_lpd >= free_lpd else "input-free predictor"
-    reason = (f"the posterior predictive explains {len(pick)} training examples no better than the {which}: "
-              f"log-likelihood {post_lpd:.3f} against {baseline:.3f} nats per example"
-              if collapsed else
-              f"the posterior predictive beats the {which} by {gain:.3f} nats per training example")
-    return {"collapsed": collapsed, "reason": reason, "examples": int(len(pick)), "draws": int(num_samples),
-            "lpd_posterior": post_lpd, "lpd_prior": prior_lpd, "lpd_input_free": free_lpd, "gain": float(gain),
-            "tol": float(tol), "accuracy_posterior": post_acc, "accuracy_prior": prior_acc,
-            "accuracy_input_free": free_acc}
+    return {"collapsed": bool(gain < tol), "examples": int(len(pick)), "lpd_posterior": post_lpd,
+            "lpd_prior": prior_lpd, "lpd_input_free": free_lpd, "gain": float(gain), "accuracy_posterior": post_acc,
+            "accuracy_prior": prior_acc, "accuracy_input_free": free_acc}
 
 
 def _class_scores(log_probs: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -170,6 +196,10 @@ def describe(collapse: dict | None) -> str:
     if not collapse or not collapse.get("collapsed"):
         return ""
     text = f"; POSTERIOR COLLAPSED ({collapse['reason']}"
+    held = collapse.get("held_out")
+    if held and held["collapsed"] and not collapse["gain"] < collapse["tol"]:  # judged on the held-out rows
+        return text + (f"; held-out accuracy {held['accuracy_posterior']:.3f}, training accuracy "
+                       f"{collapse['accuracy_posterior']:.3f}" if held.get("accuracy_posterior") is not None else "") + ")"
     if collapse.get("accuracy_prior") is not None:
         text += (f"; training accuracy {collapse['accuracy_posterior']:.3f}, prior predictive's "
                  f"{collapse['accuracy_prior']:.3f}")

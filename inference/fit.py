@@ -97,7 +97,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         kl_warmup: int = 0, kl_schedule=None, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
-        on_chunk=None, estimator: str = "standard", callbacks=(), mesh=None) -> Posterior:
+        on_chunk=None, estimator: str = "standard", callbacks=(), mesh=None, validation_data=None) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -160,6 +160,9 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
       checkpoint_every: steps between saves (None: only on interruption and at the end);
       on_chunk: None or ``on_chunk(steps done, posterior so far)``, called after every finished chunk;
       callbacks: more `Callback` objects (the protocol below), run after the built-in ones;
+      validation_data: None, or held-out data (a `Dataset` or (x_val (M, *feature_shape), y_val (M,)), checked against the
+        model as `data` is, InputError naming ``validation_data``) that the collapse check also judges (below); never
+        trained on. Only the collapse check reads them (nothing is tuned on them);
       mesh: None (one device) or a ``jax.sharding.Mesh`` with a "data" axis, e.g.
         ``Mesh(np.array(jax.devices()), ("data",))``: data-parallel training (`inference.mesh`, docs/mesh.md).
         Each minibatch is split over the "data" axis (``NamedSharding(mesh, P("data"))``, B / D rows per
@@ -223,8 +226,11 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     subsample of 256 training examples (32 draws) against the prior predictive and an input-free predictor;
     a posterior whose log predictive density is less than 0.05 nats per example above the better of them
     ignores the data: ``info.collapsed`` is True, ``info.collapse`` holds the numbers, the summary line says
-    "POSTERIOR COLLAPSED" and a `PosteriorCollapseWarning` is issued. Not judged (None) for models that are
-    not a `models.BNN`.
+    "POSTERIOR COLLAPSED" and a `PosteriorCollapseWarning` is issued. With `validation_data`, up to 256 of its rows are
+    judged the same way and a posterior that predicts them no better than the prior / an input-free predictor
+    has collapsed too (``info.collapse["held_out"]`` has those numbers): training rows alone miss a network
+    that memorised them (digits with shuffled labels: held-out accuracy at chance, training rows well
+    predicted). Not judged (None) for models that are not a `models.BNN`.
 
     Returns:
       SVIPosterior with constrained guide params, their unconstrained values (``unconstrained``),
@@ -243,12 +249,13 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
                     num_particles=num_particles, seed=seed,
                     progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks, mesh=mesh)
+                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks, mesh=mesh,
+                    validation_data=validation_data)
 
 
 def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_schedule, temperature, num_particles, seed,
          progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
-         estimator, callbacks, mesh) -> Posterior:
+         estimator, callbacks, mesh, validation_data) -> Posterior:
     """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
     # the arguments first (a bad `steps` is named before the data are read), the default steps from the data
     check_fit_args(steps=DEFAULT_STEPS if steps is None else steps, batch_size=batch_size,
@@ -264,6 +271,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
         steps = default_steps(x.shape[0], batch_size)
     betas = kl_betas(kl_warmup, kl_schedule, steps)
     feature_shape = tuple(np.shape(x)[1:])
+    held_out = check_validation_data(model, validation_data, feature_shape)
     check_guide(model, guide, feature_shape)
     n = x.shape[0]
     batch_size = min(batch_size, n)
@@ -302,7 +310,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
         builtin.append(ProgressBar(getattr(model, "name", "model")))
     if on_chunk is not None:
         builtin.append(ChunkHook(on_chunk))
-    builtin += [ConvergenceCheck(), NonFiniteStop(), CollapseCheck()]
+    builtin += [ConvergenceCheck(), NonFiniteStop(), CollapseCheck(held_out)]
     if progress:
         builtin.append(SummaryLine(getattr(model, "name", "model")))
     hooks = builtin + callbacks
@@ -724,17 +732,34 @@ class NonFiniteStop:
         return posterior
 
 
+def check_validation_data(model, validation_data, feature_shape: tuple):
+    """`fit`'s ``validation_data``: None, or (x_val float32 (M, *feature_shape), y_val (M,)) of a `Dataset` or an (x, y)
+    pair, checked against `model` and the training data's feature shape (InputError naming ``validation_data``)."""
+    if validation_data is None:
+        return None
+    x, y, num_classes, _ = data_args.as_arrays(validation_data, arg="validation_data")
+    if y is None:
+        raise InputError("validation_data", "<(x, None)>", "held-out data with labels y")
+    return data_args.check_model_data(model, x, y, num_classes, arg="validation_data", feature_shape=feature_shape)
+
+
 class CollapseCheck:
-    """`inference.collapse.check_collapse` on the training data: sets ``info.collapsed`` and ``info.collapse``;
-    a `PosteriorCollapseWarning` when the posterior ignores the data."""
+    """`inference.collapse.check_collapse` on the training data and, when given, the held-out rows (x_val, y_val):
+    sets ``info.collapsed`` and ``info.collapse``; a `PosteriorCollapseWarning` when the posterior ignores the
+    data."""
+
+    def __init__(self, held_out=None):
+        self.held_out = held_out
 
     def on_end(self, run: FitRun, posterior: Posterior) -> Posterior:
-        collapse = check_collapse(posterior, run.x, run.y)
+        collapse = check_collapse(posterior, run.x, run.y, held_out=self.held_out)
         if collapse is not None:
             posterior.info = fit_info(posterior)._replace(collapsed=collapse["collapsed"], collapse=collapse)
             if collapse["collapsed"]:
+                what = ("it predicts held-out rows no better than a predictor that never saw the data (memorised "
+                        "training rows?)" if "held-out examples" in collapse["reason"] else "it predicts like the prior")
                 warnings.warn(PosteriorCollapseWarning(
-                    f"fit: the posterior ignores the data ({collapse['reason']}); it predicts like the prior. "
+                    f"fit: the posterior ignores the data ({collapse['reason']}); {what}. "
                     "posterior.info.collapse has the numbers", collapse), stacklevel=4)
         return posterior
 

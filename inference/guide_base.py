@@ -46,11 +46,40 @@ class BNNGuide(AutoGuide):
         return dict(self._guide_config)
 
     def setup(self, x):
-        """Read the model's sites for inputs shaped like `x` (B, ...) if not done yet; returns self."""
+        """Read the model's sites for inputs shaped like `x` (B, ...) if not done yet; returns self.
+
+        Only x's shape is read (x may be a tracer). The table holds concrete arrays only, even when `setup` is
+        first called inside a user's ``jax.jit`` or an abstract trace: it is computed under
+        ``jax.ensure_compile_time_eval`` (the initial locations are constants of the model, never values of
+        the trace), so no tracer outlives the transformation that set the guide up (issue 45).
+        """
         if self.sites is None:
-            self.sites = site_table(self.model, x)
+            with jax.ensure_compile_time_eval():
+                sites = site_table(self.model, x)
+            traced = [name for name, site in sites.items()
+                      if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tuple(site)))]
+            if traced:  # a model whose initial values depend on the trace: keep nothing rather than leak it
+                raise InputError.worded("model", f"model: the initial values of sites {traced[:3]} depend on the "
+                                        "traced inputs; a guide caches only concrete values (set it up outside jit "
+                                        "with guide.setup(x))")
+            self.sites = sites
             self.check_sites()
+        else:
+            self.check_same_sites(x)
         return self
+
+    def check_same_sites(self, x) -> None:
+        """Refuse (InputError naming ``x``) inputs whose feature shape gives the model other site shapes than the
+        ones this guide was set up with (a batch with an extra feature column would otherwise meet a guide of the
+        old width). One cached abstract trace per new feature shape (`models.BNN.site_shapes`)."""
+        shapes, sites = self.model.site_shapes(x), self.checked_sites()
+        other = [name for name, site in sites.items() if tuple(shapes.get(name, ())) != tuple(site.shape)]
+        if other:
+            name = other[0]
+            raise InputError("x", f"<inputs of feature shape {tuple(x.shape[1:])}>",
+                             "inputs of the feature shape this guide was set up with",
+                             f"site {name!r} would be {tuple(shapes.get(name, ()))}, the guide's is "
+                             f"{tuple(sites[name].shape)}")
 
     def __value_key__(self):
         """None: a guide is keyed by identity (`base.value_key`) unless its class declares its whole

@@ -46,6 +46,12 @@ def param_constraints(guide, batch, n_data) -> dict:
     """{param name: NumPyro constraint or None} of `guide`'s parameters for minibatches shaped like batch = (x, y)
     (arrays, tracers or ``jax.ShapeDtypeStruct``), read from one abstract trace of its initialisation (nothing
     is computed or compiled)."""
+    return param_structure(guide, batch, n_data)[1]
+
+
+def param_structure(guide, batch, n_data) -> tuple[dict, dict]:
+    """({param name: jax.ShapeDtypeStruct}, {param name: NumPyro constraint or None}) of `guide`'s unconstrained
+    parameters for minibatches shaped like batch = (x, y), from one abstract trace of its initialisation."""
     found: dict = {}
 
     def constraints_of(key, x, y):
@@ -54,8 +60,8 @@ def param_constraints(guide, batch, n_data) -> dict:
         found.update(constraints)  # this call's own dict, returned below: no state outlives the call
         return params
 
-    jax.eval_shape(constraints_of, jax.random.PRNGKey(0), *(_abstract(v) for v in batch))
-    return found
+    shapes = jax.eval_shape(constraints_of, jax.random.PRNGKey(0), *(_abstract(v) for v in batch))
+    return shapes, found
 
 
 def _abstract(a) -> jax.ShapeDtypeStruct:

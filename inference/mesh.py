@@ -31,7 +31,8 @@ CHAIN_AXIS = "chains"
 def check_mesh(mesh, batch_size: int) -> Mesh | None:
     """`fit`'s ``mesh``: None, or a ``jax.sharding.Mesh`` with a `DATA_AXIS` ("data") axis whose size divides
     the minibatch size `batch_size` (B rows split into equal parts). Raises ArgumentTypeError for a non-Mesh,
-    InputError for a mesh without a "data" axis or a B the axis's size does not divide, and InputError when
+    InputError for a mesh without a "data" axis, one holding a device twice, or a B the axis's size does not
+    divide, and InputError when
     JAX's threefry is not partitionable (the draws would then depend on the sharding)."""
     if mesh is None:
         return None
@@ -41,6 +42,12 @@ def check_mesh(mesh, batch_size: int) -> Mesh | None:
     if DATA_AXIS not in mesh.axis_names:
         raise InputError("mesh", f"<a Mesh with axes {tuple(mesh.axis_names)}>", 'a Mesh with a "data" axis '
                          "(the axis minibatches are split over)")
+    devices = list(mesh.devices.flat)
+    repeated = sorted({str(d) for d in devices if devices.count(d) > 1})
+    if repeated:
+        raise InputError("mesh", f"<a Mesh of {len(devices)} devices holding {repeated[:3]} more than once>",
+                         "a Mesh of distinct devices (each device appears once)",
+                         hint="build it from distinct devices, e.g. Mesh(np.array(jax.devices()[:2]), (\"data\",))")
     size = int(mesh.shape[DATA_AXIS])
     if batch_size % size:
         raise InputError("batch_size", batch_size, f'a multiple of the mesh\'s "data" axis size {size} (each '

@@ -60,7 +60,9 @@ from jax.sharding import Mesh
 from numpyro import handlers
 from numpyro.distributions import biject_to
 
-from inference.guide_params import guide_params, param_constraints
+from inference.guide_params import guide_params, param_constraints, param_structure
+from inference.svi_checks import (check_batch, check_finite_params, check_key, check_n_data, check_num_particles,
+                                  check_optimizer_type, check_scalar, check_state)
 from inference.per_example import ESTIMATORS, check_estimator, estimator_loss
 from models.bridge import BNN, STATE_SITE
 from base.errors import InputError
@@ -104,9 +106,14 @@ class SVI(NamedTuple):
 def build(model, guide, optimizer, *, n_data: int, num_particles: int = 1, estimator: str = "standard") -> SVI:
     """The `SVI` pair of `init` and `step` with the model, guide (an `inference` guide), optimiser (an optax
     GradientTransformation, or an object with its own ``build_svi(model, guide, n_data=, num_particles=,
-    estimator=)`` returning the pair, as `inference.ivon`'s), n_data (N, the data set's size), num_particles and estimator (one of `ESTIMATORS`,
-    InputError otherwise) bound; pure functions, jit them (the module docstring's example)."""
+    estimator=)`` returning the pair, as `inference.ivon`'s), n_data (N, the data set's size), num_particles and
+    estimator (one of `ESTIMATORS`, InputError otherwise) bound; pure functions, jit them (the module docstring's
+    example). n_data (an integer >= 1), num_particles (an integer >= 1) and the optimiser's type are checked here
+    (InputError / ArgumentTypeError naming them); `init` and `step` check the rest (`inference.svi_checks`)."""
     check_estimator(estimator)
+    check_n_data(n_data)
+    check_num_particles(num_particles)
+    check_optimizer_type(optimizer)
     if callable(getattr(optimizer, "build_svi", None)):  # an algorithm of its own over the guide (`inference.ivon`)
         return optimizer.build_svi(model, guide, n_data=n_data, num_particles=num_particles, estimator=estimator)
     fixed = dict(model=model, guide=guide, optimizer=optimizer, n_data=n_data)
@@ -149,7 +156,7 @@ def initial_mutable(model, guide, key, batch, n_data) -> dict:
 def check_init_params(init_params, shapes: dict) -> dict:
     """{name: array} the entries of `init_params` (unconstrained guide parameters) that the guide has, checked
     against `shapes` ({name: ShapeDtypeStruct}, `param_shapes`): InputError naming the missing parameters or the
-    first one of another shape. Extra entries are ignored."""
+    first one of another shape, or one with NaN / inf entries (when concrete). Extra entries are ignored."""
     missing = sorted(set(shapes) - set(init_params))
     if missing:
         raise InputError.worded("init_params", f"init_params: missing guide parameters {missing[:5]}"
@@ -159,7 +166,9 @@ def check_init_params(init_params, shapes: dict) -> dict:
             raise InputError.worded(f"init_params[{name!r}]",
                                     f"init_params[{name!r}]: expected shape {tuple(want.shape)}, got "
                                     f"{tuple(np.shape(init_params[name]))}")
-    return {k: init_params[k] for k in shapes}
+    start = {k: init_params[k] for k in shapes}
+    check_finite_params(start)
+    return start
 
 
 def init(key, batch, *, model, guide, optimizer, n_data, init_params=None) -> SVIState:
@@ -167,8 +176,20 @@ def init(key, batch, *, model, guide, optimizer, n_data, init_params=None) -> SV
 
     key: a PRNG key (the guide's random initialisers); init_params: None (the guide's initialisers) or
     unconstrained guide parameters {name: array} to start from, every parameter of the guide with its shape
-    (InputError naming the first that is missing or of another shape; extra entries are ignored).
+    (InputError naming the first that is missing or of another shape, or concrete with NaN / inf entries; extra
+    entries are ignored).
+
+    Checked (InputError / ArgumentTypeError naming the argument, before anything is computed; `inference.svi_checks`
+    says what is not checked inside jit): the optimiser's type, the key (a PRNG key), the batch's shapes and dtypes
+    against the model (x of the model's feature shape, B >= 1 rows in x and y, labels of the likelihood's shape and
+    dtype; concrete labels within the network's classes) and n_data (an integer >= B).
     """
+    check_optimizer_type(optimizer)
+    check_key(key)
+    x, _ = check_batch(model, batch)
+    check_n_data(n_data, x.shape[0])
+    if isinstance(init_params, dict):
+        check_finite_params(init_params)  # before anything is computed
     params_u = initial_params(guide, key, batch, n_data)
     if init_params is not None:
         start = check_init_params(init_params, {k: jax.ShapeDtypeStruct(jnp.shape(v), v.dtype)
@@ -188,10 +209,24 @@ def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1
     A step whose loss or gradient is not finite leaves the parameters, the optimiser state and the mutable
     state unchanged and sets ``stopped``; `step` does not read ``stopped`` (a runner decides what to do next:
     `inference.fit` stops).
+
+    Checked at trace time or on the host, costing nothing per compiled step (InputError / ArgumentTypeError naming
+    the argument): what `init` checks, num_particles (an integer >= 1), a Python / concrete beta >= 0 and
+    temperature > 0, and the state (an SVIState whose parameters are this guide's, by name and shape: a state made
+    by another guide is refused). Not checked inside jit (values of the trace, `inference.svi_checks`): a traced
+    beta < 0 or temperature <= 0 marks the step not finite (no update, ``stopped`` set); out-of-range traced labels
+    give an infinite loss (not finite, no update); NaN / inf in x or y.
     """
+    check_optimizer_type(optimizer)
+    check_num_particles(num_particles)
+    check_key(key)
+    x, y = check_batch(model, batch)
+    check_n_data(n_data, x.shape[0])
+    valid = check_scalar("temperature", temperature, positive=True)
+    valid = valid & check_scalar("beta", beta, positive=False)
     loss_of = estimator_loss(estimator)
-    constraints = param_constraints(guide, batch, n_data)
-    x, y = batch
+    shapes, constraints = param_structure(guide, batch, n_data)
+    check_state(state, shapes, SVIState)
 
     def loss_fn(params_u, mutable):
         return loss_of(key, constrain(params_u, constraints), model, guide, beta, num_particles, x, y, n_data,
@@ -200,6 +235,8 @@ def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1
     (loss, mutable), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, state.mutable)
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    if valid is not True:  # a traced beta or temperature: one that is out of range stops, as a non-finite step
+        finite = finite & valid
 
     def update(_):
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)

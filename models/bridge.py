@@ -33,7 +33,7 @@ from models.adapters.haiku import flatten_params, unflatten_params
 from base.value_key import Identity, Static, frozen
 from models import priors as priors_lib
 from base.prng import flat_key
-from base.errors import InputError
+from base.errors import InputError, ZooError
 
 __all__ = ["BNN", "bnn", "flatten_params", "unflatten_params", "constrain", "unconstrain", "STATE_SITE"]
 
@@ -106,12 +106,35 @@ class BNN:
         if feature_shape not in self._sites_cache:
             example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
             shapes, state = jax.eval_shape(self.init_fn, jax.random.PRNGKey(0), example)
+            if not self.adapter.compiled_init:
+                self._check_module_inputs(feature_shape, shapes, state)
             sites = OrderedDict((k, tuple(v.shape)) for k, v in self.adapter.site_values(shapes).items())
             self._stateful[feature_shape] = bool(jax.tree.leaves(state))
             for name, (shape, _) in self.likelihood.latent_sites().items():
                 sites[name] = tuple(shape)
             self._sites_cache[feature_shape] = sites
         return self._sites_cache[feature_shape]
+
+    def _check_module_inputs(self, feature_shape: tuple, shapes, state) -> None:
+        """An NNX or Equinox module holds its weights, so its sites do not follow the inputs: run it abstractly
+        (``jax.eval_shape``, nothing compiled) on inputs of `feature_shape` and refuse, naming ``x``, inputs it
+        cannot take (a module built for another input width), as `check_feature_shape` refuses them for a
+        catalogue entry. Records the output width (`output_width` then traces nothing). A module that refuses the
+        one-row probe itself (a package error, e.g. a rank-1 layer wanting a batch tiled over its components) is
+        left to its real call."""
+        example = jax.ShapeDtypeStruct((1,) + feature_shape, jnp.float32)
+        try:
+            output = jax.eval_shape(functools.partial(self.adapter.apply, is_training=False),
+                                    self.adapter.site_values(shapes), state, example)[0]
+        except ZooError:  # the module's own refusal of a one-row probe (rank-1 layers want K-tiled batches): the
+            return  # real call names it
+        except (TypeError, ValueError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            module = type(getattr(self.adapter, "module", None)).__name__
+            raise InputError("x", f"<inputs of feature shape {feature_shape}>",
+                             f"inputs the {self.adapter.library} module {module} can take "
+                             "(was it built for another input width?)", f"running it on them: {first[:200]}") from err
+        self._output_width_cache[feature_shape] = int(output.shape[-1])
 
     def site_priors(self, x_or_feature_shape) -> "OrderedDict[str, numpyro.distributions.Distribution]":
         """{site name: prior distribution with event dims} in model order."""

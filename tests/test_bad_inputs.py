@@ -391,13 +391,21 @@ def test_argument_type_errors_are_type_errors_too():
         Dataset(np.array([["a"]]), [0], 2)
 
 
-def test_counts(capsys):
+ISSUE_45_FILES = ("test_bad_inputs_svi.py", "test_bad_inputs_modules.py")
+"""Issue 45's cases (the SVI core, Flax NNX / Equinox modules, the collapse check): one test each, in
+tests/inference/ and tests/models/."""
+
+
+def test_counts(capsys, request):
     """How many distinct bad inputs this file tried and how many were handled (raised the package's error
-    naming the argument), for the issue's note. Runs last: the hypothesis tests above fill `SEEN`."""
+    naming the argument), for the issue's note, and how many of issue 45's tests (`ISSUE_45_FILES`) this session
+    collected. Runs last: the hypothesis tests above fill `SEEN`."""
     bad, good = len(SEEN["bad"]), len(SEEN["good"])
+    issue45 = [item for item in request.session.items if item.path.name in ISSUE_45_FILES]
     with capsys.disabled():
         print(f"\nbad inputs tried: {len(BAD_INPUTS)} explicit + {bad} distinct hypothesis examples, all handled "
-              f"(each test above asserts it); valid hypothesis examples checked for the right numbers: {good}")
+              f"(each test above asserts it); valid hypothesis examples checked for the right numbers: {good}; "
+              f"issue 45 (SVI core, modules, collapse check): {len(issue45)} tests collected in {ISSUE_45_FILES}")
     assert len(BAD_INPUTS) >= 80
 
 

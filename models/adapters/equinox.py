@@ -18,6 +18,14 @@ Equinox stores a Linear weight (out, in), a Conv weight (out, in, *kernel) and a
 their sites hold them in the layout of Haiku and NNX, inputs first and outputs last ((in, out), (*kernel, in,
 out), (out,)), so that fan-in priors, the guides' scale caps and a bias's layer fan-in (`models.priors.fan_in`)
 read them alike. Other arrays keep Equinox's layout. State: the arrays of the ``eqx.nn.State`` {path: array}.
+One array held at two places (a layer shared by two attributes: Equinox's pytree lists its arrays once per place)
+is ONE site, named by its first path, and every place reads it (NNX's graph does the same).
+
+Refused at construction (InputError naming ``network``, before anything is traced; issue 45): an active
+``eqx.nn.Dropout`` (p > 0 and not ``inference=True``: the adapter passes no key, so it would fail or be ignored;
+MC dropout is the ``binary_dropout`` guide), a stateful layer (``BatchNorm``: an ``eqx.nn.StateIndex``) without its
+``eqx.nn.State`` (pass the pair ``eqx.nn.make_with_state(Net)(...)`` returns), a module with no floating-point
+array, a ``__call__`` with required arguments besides x (and the state).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import numpy as np
 
 from base.errors import InputError
 from models.adapters import flat_named, path_name, require
-from models.adapters.arrays import ArrayModuleAdapter
+from models.adapters.arrays import ArrayModuleAdapter, check_call, check_parameters
 
 
 def _follow(tree, key_path):
@@ -75,6 +83,25 @@ def is_batched(module) -> bool:
     return batched
 
 
+def check_layers(eqx, module, state) -> None:
+    """Refuse (InputError naming ``network``) an active Dropout, or a stateful layer when `state` is None (module
+    docstring); the message names the layer's path."""
+    kinds = (eqx.nn.Dropout, eqx.nn.StateIndex)
+    nodes = jax.tree_util.tree_flatten_with_path(module, is_leaf=lambda n: isinstance(n, kinds))[0]
+    name = type(module).__name__
+    for path, node in nodes:
+        where = path_name(path) or "(the module itself)"
+        if isinstance(node, eqx.nn.Dropout) and node.p > 0 and not node.inference:
+            raise InputError("network", f"<{name} with an active eqx.nn.Dropout {where!r} (p={node.p})>",
+                             "a module without active dropout (p=0 or inference=True)",
+                             "the bridge passes no dropout key; a zoo model's randomness is its weights' posterior: "
+                             "for MC dropout use the binary_dropout guide")
+        if isinstance(node, eqx.nn.StateIndex) and state is None:
+            raise InputError("network", f"<{name} with a stateful layer at {where!r} and no eqx.nn.State>",
+                             "the pair (module, state) that eqx.nn.make_with_state(Net)(...) returns",
+                             "a BatchNorm keeps its statistics in an eqx.nn.State")
+
+
 class EquinoxAdapter(ArrayModuleAdapter):
     """`module` (an ``eqx.Module``) with its `state` (an ``eqx.nn.State`` or None) as the bridge sees it."""
 
@@ -82,20 +109,27 @@ class EquinoxAdapter(ArrayModuleAdapter):
 
     def __init__(self, module, state=None):
         eqx = require("equinox")
+        check_layers(eqx, module, state)
+        self._batched = is_batched(module)
+        check_call(module, ("x", "state") if state is not None else ("x",), "equinox")
         self.module = module
         params, self._static_train = eqx.partition(module, eqx.is_inexact_array)
         self._static_eval = eqx.partition(eqx.nn.inference_mode(module, True), eqx.is_inexact_array)[1]
         with_paths, self._param_tree = jax.tree_util.tree_flatten_with_path(params)
-        named = [(path_name(path), path, leaf) for path, leaf in with_paths]
-        self._param_names = [name for name, _, _ in named]
+        first: dict = {}  # {id of an array: the site of its first place} (a shared layer's arrays: one site)
+        self._param_names = []  # the site each leaf reads, in the tree's order
         self._layouts: dict = {}  # {site: (site_layout's permutation or None, Equinox's shape)}
         self._params = {}
-        for name, path, leaf in named:
+        for path, leaf in with_paths:
+            name = first.setdefault(id(leaf), path_name(path))
+            self._param_names.append(name)
+            if name in self._params:
+                continue
             layout = site_layout(eqx, _follow(module, path[:-1]), name.rpartition("/")[2], np.ndim(leaf))
             self._layouts[name] = (layout, np.shape(leaf))
             self._params[name] = to_site(leaf, layout)
+        check_parameters(module, self._params, "floating-point array")
         self._stateful = state is not None
-        self._batched = is_batched(module)
         self._stat_names, stat_leaves, self._stat_tree = flat_named(state if state is not None else {})
         self._state = dict(zip(self._stat_names, stat_leaves))
 
