@@ -212,13 +212,19 @@ class Posterior(abc.ABC):
         # `fn` (a static argument compared by its value key, `base.value_key`) and the shapes, never on this
         # Posterior's contents; it is shared by every Posterior of an equal model
         reducer = None
+        fn, state = self._network(fn)
         for start, chunk, n, total in self._draw_chunks(num_samples, seed, chunk_size, draws):
-            values = np.asarray(_apply_draws(Static(fn), chunk, self.state, *args))[:n]
+            values = np.asarray(_apply_draws(Static(fn), chunk, state, *args))[:n]
             if reducer is None:  # the output's shape and dtype are the first chunk's
                 reducer = reductions[reduce](total, values)
             reducer.add(start, values)
             del values  # the chunk's buffer goes before the next one is computed
         return reducer.result()
+
+    def _network(self, fn):
+        """(fn, state): the per-draw function to run for the model's method `fn` and the state it is given: the
+        model's own and the network state here (`inference.LaplacePosterior` swaps in its linearised network)."""
+        return fn, self.state
 
     def _check_chunk_memory(self, chunk_size: int) -> None:
         """Raise InputError when a chunk of `chunk_size` draws made on demand would not fit (`SVIPosterior`);

@@ -1,0 +1,148 @@
+"""`inference.laplace` against known answers: Bayesian linear regression (a network linear in its weights, Normal
+likelihood with known noise, Normal prior), where the Laplace posterior, its GLM predictive and the evidence are
+exact; a small MLP against a brute-force dense GGN built from ``jax.jacfwd`` (the independent implementation:
+J^T (diag(p) - p p^T) J written out, no factorisation); KFAC exact for one example."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize
+
+import inference
+from inference.laplace_kfac import kfac_blocks
+from models import bnn, likelihoods, priors
+from models.networks.mlp import mlp
+
+PRIOR_SD, NOISE = 1.0, 0.5
+W, B = "mlp/~/linear_0/w", "mlp/~/linear_0/b"
+
+
+def point_posterior(model, feature_shape, values):
+    """A point-estimate Posterior at `values` {site: array} (the exact MAP, set by hand)."""
+    guide = inference.point_estimate(model)
+    guide.setup(np.zeros((1,) + feature_shape, np.float32))
+    return inference.SVIPosterior(model=model, guide=guide, feature_shape=feature_shape,
+                                  params={f"{k}_auto_loc": np.asarray(v, np.float32) for k, v in values.items()})
+
+
+def dense_covariance(block, delta):
+    """(GGN_block + delta I)^-1 of a dense or diag block."""
+    lam = block.arrays["eigvals"]
+    if block.kind == "diag":
+        return np.diag(1 / (lam + delta))
+    v = block.arrays["eigvecs"]
+    return v @ np.diag(1 / (lam + delta)) @ v.T
+
+
+def exact_log_evidence(delta, phi, y):
+    """log N(y; 0, sigma^2 I + Phi Phi^T / delta): the exact evidence of Bayesian linear regression."""
+    cov = NOISE**2 * np.eye(len(y)) + phi @ phi.T / delta
+    _, logdet = np.linalg.slogdet(cov)
+    return -0.5 * (y @ np.linalg.solve(cov, y) + logdet + len(y) * np.log(2 * np.pi))
+
+
+@pytest.fixture(scope="module")
+def blr():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5]) + 0.3 + NOISE * rng.normal(size=40)).astype(np.float32)
+    phi = np.c_[np.ones(40), x].astype(np.float64)  # the model's site order: b, then w
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr")
+    return x, y, phi, model
+
+
+def test_blr_laplace_posterior_predictive_and_evidence_are_exact(blr):
+    x, y, phi, model = blr
+    assert list(model.site_shapes((3,))) == [B, W]
+    # the evidence optimum delta0 (scipy on the exact evidence), and the MAP under that prior
+    res = optimize.minimize_scalar(lambda t: -exact_log_evidence(np.exp(t), phi, y.astype(np.float64)),
+                                   bounds=(-8, 8), method="bounded", options={"xatol": 1e-10})
+    delta0 = float(np.exp(res.x))
+    precision = delta0 * np.eye(4) + phi.T @ phi / NOISE**2
+    cov = np.linalg.inv(precision)
+    mean = cov @ phi.T @ y / NOISE**2
+    point = point_posterior(model, (3,), {B: mean[:1], W: mean[1:, None]})
+    for structure in ("last_layer", "full", "diag"):
+        post = inference.laplace(model, point, (x, y), structure=structure, prior_precision=delta0)
+        (block,) = post.blocks
+        assert block.sites == (B, W)
+        want = np.diag(np.diag(precision)) if structure == "diag" else precision
+        np.testing.assert_allclose(dense_covariance(block, delta0), np.linalg.inv(want), rtol=2e-5, atol=1e-9)
+    # the Laplace evidence's optimum (prior precision by marginal likelihood) is the exact evidence's: at the
+    # MAP of delta0 both evidences have the same derivative in delta, zero at delta0
+    opt = inference.laplace(model, point, (x, y), structure="last_layer")
+    assert opt.config["laplace"]["prior_precision_source"] == "marginal likelihood"
+    np.testing.assert_allclose(opt.prior_precision, delta0, rtol=1e-3)
+    # ... and its value equals the exact log evidence there (Laplace is exact for a Gaussian posterior)
+    np.testing.assert_allclose(opt.config["laplace"]["log_evidence"], exact_log_evidence(delta0, phi, y), rtol=1e-4)
+    # GLM predictive: the linearised network is the network (linear in its weights) at any weights ...
+    draws = opt.draws(4000, seed=1)
+    theta = np.c_[draws[B], draws[W][..., 0]]
+    np.testing.assert_allclose(opt.predict(x[:5], draws=draws), theta @ phi[:5].T, rtol=1e-4, atol=1e-4)
+    # ... and the draws have the exact posterior mean and covariance (to Monte-Carlo error, S = 4000)
+    sd = np.sqrt(np.diag(cov))
+    assert np.all(np.abs(theta.mean(0) - mean) < 4 * sd / np.sqrt(4000))
+    np.testing.assert_allclose(np.cov(theta.T), cov, atol=4 * np.sqrt(2 / 4000) * sd.max() ** 2)
+    # so the predictive variance is phi Sigma phi^T (to the same error)
+    var = np.einsum("ni,ij,nj->n", phi[:5], cov, phi[:5])
+    np.testing.assert_allclose(opt.predict(x[:5], num_samples=4000, seed=2).var(0), var, rtol=0.15)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A 3-4-3 tanh MLP with a categorical likelihood, 20 examples, random weights as theta*."""
+    rng = np.random.default_rng(1)
+    model = bnn(mlp((4,), 3, activation="tanh"), priors.normal(1.0), likelihoods.categorical(), name="small")
+    center = {k: np.asarray(v) * 2 for k, v in model.init_values(jax.random.PRNGKey(3), (3,)).items()}
+    x = rng.normal(size=(20, 3)).astype(np.float32)
+    y = rng.integers(0, 3, size=20).astype(np.int32)
+    return model, center, x, y
+
+
+def brute_force_ggn(model, center, names, x):
+    """sum_n J_n^T (diag(p_n) - p_n p_n^T) J_n from ``jax.jacfwd`` of the flattened sites `names`, float64."""
+    theta, unravel = jax.flatten_util.ravel_pytree({k: jnp.asarray(center[k]) for k in names})
+    out = np.asarray(model.apply(center, x), np.float64)
+    p = np.exp(out - out.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    total = 0
+    for n in range(len(x)):
+        jac = np.asarray(jax.jacfwd(lambda t: model.apply({**center, **unravel(t)}, x[n:n + 1])[0])(theta),
+                         np.float64)
+        total = total + jac.T @ (np.diag(p[n]) - np.outer(p[n], p[n])) @ jac
+    return total
+
+
+def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
+    model, center, x, y = small
+    names = list(model.site_shapes((3,)))  # model order: every site
+    exact = brute_force_ggn(model, center, names, x)
+    point = point_posterior(model, (3,), center)
+    full = inference.laplace(model, point, (x, y), structure="full", prior_precision=2.0)
+    diag = inference.laplace(model, point, (x, y), structure="diag", prior_precision=2.0)
+    np.testing.assert_allclose(dense_covariance(full.blocks[0], 2.0), np.linalg.inv(exact + 2 * np.eye(len(exact))),
+                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(diag.blocks[0].arrays["eigvals"], np.diag(exact), rtol=1e-4, atol=1e-7)
+    # GLM predictive = f(x, theta*) + J (theta - theta*) with the explicit Jacobian, for the same draws
+    draws = full.draws(3, seed=0)
+    theta_star, unravel = jax.flatten_util.ravel_pytree({k: jnp.asarray(center[k]) for k in names})
+    for s in range(3):
+        theta = jax.flatten_util.ravel_pytree({k: jnp.asarray(draws[k][s]) for k in names})[0]
+        jac = jax.jacfwd(lambda t: model.apply(unravel(t), x[:4]))(theta_star)  # (4, 3, P)
+        logits = model.apply(center, x[:4]) + jnp.einsum("nkp,p->nk", jac, theta - theta_star)
+        np.testing.assert_allclose(full.predict(x[:4], draws={k: v[s:s + 1] for k, v in draws.items()})[0],
+                                   jax.nn.softmax(logits), rtol=1e-4, atol=1e-6)
+    # KFAC is exact for one example: A (x) G equals the brute-force weight blocks
+    one = x[:1]
+    exact_one = brute_force_ggn(model, center, names, one)
+    sizes = {k: int(np.size(center[k])) for k in names}
+    offsets = dict(zip(names, np.cumsum([0] + [sizes[k] for k in names])[:-1]))
+    blocks = kfac_blocks(model, center, names, one, None)
+    kfac = [b for b in blocks if b.kind == "kfac"]
+    assert sorted(b.sites[0] for b in kfac) == sorted(k for k in names if k.endswith("/w"))
+    for b in kfac:
+        a = b.arrays["vec_a"] @ np.diag(b.arrays["eig_a"]) @ b.arrays["vec_a"].T
+        g = b.arrays["vec_g"] @ np.diag(b.arrays["eig_g"]) @ b.arrays["vec_g"].T
+        o, n = offsets[b.sites[0]], sizes[b.sites[0]]
+        np.testing.assert_allclose(np.kron(a, g), exact_one[o:o + n, o:o + n], rtol=1e-4, atol=1e-7)
