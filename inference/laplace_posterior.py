@@ -146,7 +146,8 @@ class LaplacePosterior(Posterior):
 
     # ----- checkpoints ------------------------------------------------------------------------------
     def checkpoint_arrays(self) -> dict:
-        """{name: array} `inference.save` writes: ``mean::site`` and ``curvature::i::name`` (block i's arrays)."""
+        """{name: array} `inference.save` writes: ``mean::site`` (theta*) and ``curvature::i::name`` (block i's
+        arrays)."""
         out = {f"mean::{k}": np.asarray(v) for k, v in self.mean.items()}
         for i, block in enumerate(self.blocks):
             out.update({f"curvature::{i}::{k}": np.asarray(v) for k, v in block.arrays.items()})

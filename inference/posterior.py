@@ -138,6 +138,17 @@ class Posterior(abc.ABC):
         """{name: array}: the SVI guide parameters in the unconstrained space `inference.fit` optimises (an
         MCMC posterior raises InputError)."""
 
+    # ----- checkpoints -------------------------------------------------------------------------
+    def checkpoint_arrays(self) -> dict:
+        """{name: array} `inference.save` writes beyond guide params, samples, losses and state ({} here; a
+        `inference.LaplacePosterior` adds its theta* and curvature)."""
+        return {}
+
+    def checkpoint_record(self) -> dict | None:
+        """The JSON-able record `inference.save` writes as the checkpoint's ``guide`` field: the guide's config
+        (what rebuilds it), or None without a guide."""
+        return getattr(self.guide, "config", None) if self.guide is not None else None
+
     # ----- draws ------------------------------------------------------------------------------
     @property
     def site_names(self) -> list:

@@ -146,3 +146,34 @@ def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
         g = b.arrays["vec_g"] @ np.diag(b.arrays["eig_g"]) @ b.arrays["vec_g"].T
         o, n = offsets[b.sites[0]], sizes[b.sites[0]]
         np.testing.assert_allclose(np.kron(a, g), exact_one[o:o + n, o:o + n], rtol=1e-4, atol=1e-7)
+
+
+def test_save_load_round_trip_is_exact_and_arviz_and_score_take_it(small, tmp_path):
+    import evals
+
+    model, center, x, y = small
+    point = point_posterior(model, (3,), center)
+    post = inference.laplace(model, point, (x, y), structure="kfac")
+    assert [b.kind for b in post.blocks] == ["kfac", "kfac", "diag"]
+    inference.save(post, tmp_path / "lap")
+    back = inference.load(tmp_path / "lap", model)
+    assert isinstance(back, inference.LaplacePosterior) and back.kind == "laplace"
+    assert (back.structure, back.predictive, back.prior_precision) == (post.structure, post.predictive,
+                                                                         post.prior_precision)
+    assert back.config == post.config and back.training_data == post.training_data
+    for k in post.mean:
+        np.testing.assert_array_equal(back.mean[k], post.mean[k])
+    for a, b in zip(post.blocks, back.blocks):
+        assert (a.kind, a.sites, a.perm, a.split) == (b.kind, b.sites, b.perm, b.split)
+        for name in a.arrays:
+            np.testing.assert_array_equal(a.arrays[name], b.arrays[name])
+    np.testing.assert_array_equal(back.predict(x, num_samples=7, seed=3), post.predict(x, num_samples=7, seed=3))
+    # to_arviz: one variable per weight site, draws around theta*
+    idata = inference.to_arviz(post, (x, y), num_samples=20)
+    assert sorted(idata.posterior[inference.arviz_name(k)].attrs["site"] for k in center) == sorted(center)
+    assert idata.posterior[inference.arviz_name(W)].shape == (1, 20, 3, 4)
+    # evals.score: its NLL is -mean log (mean over draws of p(y | x, theta_s)) of the GLM predictive's draws
+    table = evals.score(post, (x, y), num_samples=30, verbose=False)
+    probs = post.predict(x, num_samples=30, seed=0)
+    nll = -np.mean(np.log(probs.mean(0)[np.arange(len(y)), y]))
+    np.testing.assert_allclose(table["nll"].iloc[0], nll, rtol=1e-4)
