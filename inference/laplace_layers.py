@@ -5,7 +5,7 @@ which the network uses its weights (which sites form the last layer), without kn
 The network ``x -> model.apply(params, x, state)`` is traced once with ``jax.make_jaxpr``; an interpreter walks
 its equations, following each weight site's value through dtype conversions and inlined ``jit`` calls. A layer is
 a ``dot_general`` (without batch dimensions) or a ``conv_general_dilated`` (one feature group) with exactly one
-weight-site operand. Run again (`tapped_apply`), the interpreter returns each layer's activation operand and adds a
+weight-site operand (the site's value itself, or its axes transposed: Equinox's layout). Run again (`tapped_apply`), the interpreter returns each layer's activation operand and adds a
 perturbation eps_l to its output, so that d output / d eps_l is the layer's output gradient g.
 """
 
@@ -49,28 +49,44 @@ class _Context:
 
 
 def _layer_of(eqn, tags, invals) -> Layer | None:
-    """The `Layer` of equation `eqn` when it is one (module docstring), else None."""
+    """The `Layer` of equation `eqn` when it is one (module docstring), else None. `tags`: per operand None or
+    (site, axes): the operand is the site's value with its axes permuted (operand axis i = site axis axes[i])."""
     name = eqn.primitive.name
     if name == "dot_general":
         (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
         if lb or rb or (tags[0] is None) == (tags[1] is None):
             return None
         w = 0 if tags[0] is not None else 1
+        site, axes = tags[w]
         wc, qc = (lc, rc) if w == 0 else (rc, lc)
         wfree = [i for i in range(np.ndim(invals[w])) if i not in wc]
         qfree = [i for i in range(np.ndim(invals[1 - w])) if i not in qc]
-        perm = tuple(int(i) for i in wc) + tuple(wfree)
-        return Layer(tags[w], "dense", perm, len(wc), (w, tuple(qc), tuple(qfree), len(wfree)))
+        perm = tuple(axes[i] for i in tuple(wc) + tuple(wfree))
+        return Layer(site, "dense", perm, len(wc), (w, tuple(qc), tuple(qfree), len(wfree)))
     if name == "conv_general_dilated" and tags[1] is not None and tags[0] is None:
         p = eqn.params
         if p["feature_group_count"] != 1 or p["batch_group_count"] != 1:
             return None
+        site, axes = tags[1]
         lhs_spec, rhs_spec, out_spec = p["dimension_numbers"]
-        perm = (rhs_spec[1],) + tuple(rhs_spec[2:]) + (rhs_spec[0],)
+        perm = tuple(axes[i] for i in (rhs_spec[1],) + tuple(rhs_spec[2:]) + (rhs_spec[0],))
         filter_shape = tuple(np.shape(invals[1])[i] for i in rhs_spec[2:])
         layout = (filter_shape, p["window_strides"], p["padding"], p["lhs_dilation"], p["rhs_dilation"],
                   p["dimension_numbers"])
-        return Layer(tags[1], "conv", tuple(int(i) for i in perm), 1 + len(filter_shape), layout)
+        return Layer(site, "conv", perm, 1 + len(filter_shape), layout)
+    return None
+
+
+def _out_tag(name: str, params: dict, tag):
+    """The tag of an equation's output whose first operand carries `tag` (see `_layer_of`): kept by a dtype
+    conversion or copy, its axes permuted by a transpose, lost by any other operation."""
+    if tag is None:
+        return None
+    if name in ALIASES:
+        return tag
+    if name == "transpose":
+        site, axes = tag
+        return site, tuple(axes[i] for i in params["permutation"])
     return None
 
 
@@ -103,9 +119,9 @@ def _evaluate(jaxpr, consts, args, arg_tags, ctx: _Context):
             else:
                 result = eqn.primitive.bind(*invals, **bind_params)
             outs = list(result) if eqn.primitive.multiple_results else [result]
-            outtags = [intags[0] if name in ALIASES else None] * len(outs)
+            outtags = [_out_tag(name, eqn.params, intags[0])] + [None] * (len(outs) - 1)
             if ctx.order is not None:
-                ctx.order.extend(t for t in intags if t is not None)
+                ctx.order.extend(t[0] for t in intags if t is not None)
             layer = _layer_of(eqn, intags, invals)
             if layer is not None:
                 index = len(ctx.activations) if ctx.activations is not None else len(ctx.layers or [])
@@ -135,7 +151,8 @@ def _run(model, center: dict, names, x, state, ctx: _Context):
     weights = {k: center[k] for k in names}
     closed = jax.make_jaxpr(fn)(weights, x)
     leaves = jax.tree_util.tree_leaves(weights)  # sorted-key order: `names`
-    out, _ = _evaluate(closed.jaxpr, closed.consts, leaves + [x], list(names) + [None], ctx)
+    tags = [(k, tuple(range(np.ndim(center[k])))) for k in names]
+    out, _ = _evaluate(closed.jaxpr, closed.consts, leaves + [x], tags + [None], ctx)
     return out[0]
 
 

@@ -1,15 +1,20 @@
 """`inference.laplace` against known answers: Bayesian linear regression (a network linear in its weights, Normal
 likelihood with known noise, Normal prior), where the Laplace posterior, its GLM predictive and the evidence are
 exact; a small MLP against a brute-force dense GGN built from ``jax.jacfwd`` (the independent implementation:
-J^T (diag(p) - p p^T) J written out, no factorisation); KFAC exact for one example."""
+J^T (diag(p) - p p^T) J written out, no factorisation); KFAC exact for one example (dense and convolution);
+the same CNN in Haiku, Flax NNX and Equinox giving the same Laplace posterior."""
 
+import equinox as eqx
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 from scipy import optimize
 
 import inference
+import models
 from inference.laplace_kfac import kfac_blocks
 from models import bnn, likelihoods, priors
 from models.networks.mlp import mlp
@@ -177,3 +182,81 @@ def test_save_load_round_trip_is_exact_and_arviz_and_score_take_it(small, tmp_pa
     probs = post.predict(x, num_samples=30, seed=0)
     nll = -np.mean(np.log(probs.mean(0)[np.arange(len(y)), y]))
     np.testing.assert_allclose(table["nll"].iloc[0], nll, rtol=1e-4)
+
+
+def _haiku_cnn(x):
+    h = jax.nn.relu(hk.Conv2D(2, 3, padding="VALID", name="conv")(x))  # NHWC images (3, 3, 2), HWIO kernel
+    return hk.Linear(3, name="out")(h.reshape(h.shape[0], -1))
+
+
+class NnxCNN(nnx.Module):
+    def __init__(self, p):
+        self.conv = nnx.Conv(2, 2, (3, 3), padding="VALID", kernel_init=lambda *_: p["conv"]["w"],
+                             bias_init=lambda *_: p["conv"]["b"], rngs=nnx.Rngs(0))
+        self.out = nnx.Linear(2, 3, kernel_init=lambda *_: p["out"]["w"], bias_init=lambda *_: p["out"]["b"],
+                              rngs=nnx.Rngs(0))
+
+    def __call__(self, x):
+        h = jax.nn.relu(self.conv(x))
+        return self.out(h.reshape(h.shape[0], -1))
+
+
+class EqxCNN(eqx.Module):
+    conv: eqx.nn.Conv2d
+    out: eqx.nn.Linear
+
+    def __init__(self, p):
+        k0, k1 = jax.random.split(jax.random.PRNGKey(1))
+        # Equinox: OIHW kernel, (out, 1, 1) bias, CHW images (one example), Linear (out, in)
+        self.conv = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Conv2d(2, 2, 3, key=k0),
+                                (jnp.transpose(p["conv"]["w"], (3, 2, 0, 1)), p["conv"]["b"].reshape(2, 1, 1)))
+        self.out = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Linear(2, 3, key=k1),
+                               (p["out"]["w"].T, p["out"]["b"]))
+
+    def __call__(self, x):
+        return self.out(jax.nn.relu(self.conv(jnp.transpose(x, (2, 0, 1)))).reshape(-1))
+
+
+def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_convolution_at_one_position():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(6, 3, 3, 2)).astype(np.float32)
+    y = rng.integers(0, 3, size=6).astype(np.int32)
+    haiku = bnn(_haiku_cnn, priors.normal(1.0), likelihoods.categorical(), name="cnn")
+    values = {k: np.asarray(v) * 3 for k, v in haiku.init_values(jax.random.PRNGKey(0), x).items()}
+    p = models.unflatten_params(values)
+    nets = {"haiku": haiku, "nnx": bnn(NnxCNN(p), priors.normal(1.0), likelihoods.categorical(), name="cnn"),
+            "eqx": bnn(EqxCNN(p), priors.normal(1.0), likelihoods.categorical(), name="cnn")}
+    names = {"haiku": {"w": "w", "b": "b"}, "nnx": {"w": "kernel", "b": "bias"}, "eqx": {"w": "weight", "b": "bias"}}
+    noise = {k: 0.1 * rng.normal(size=(2,) + v.shape).astype(np.float32) for k, v in values.items()}
+    results = {}
+    for lib, model in nets.items():
+        site = {k: f"{k.rpartition('/')[0]}/{names[lib][k.rpartition('/')[2]]}" for k in values}
+        center = {site[k]: v for k, v in values.items()}  # the zoo's layout in every library
+        assert sorted(model.site_shapes((3, 3, 2))) == sorted(center)
+        point = point_posterior(model, (3, 3, 2), center)
+        kfac = inference.laplace(model, point, (x, y), structure="kfac")
+        last = inference.laplace(model, point, (x, y), structure="last_layer", prior_precision=1.0)
+        assert sorted(last.covered_sites) == sorted(site[k] for k in ("out/w", "out/b"))
+        draws = {site[k]: values[k][None] + noise[k] for k in values}
+        results[lib] = (kfac, [b.eigvals() for b in kfac.blocks], kfac.predict(x, draws=draws),
+                        last.blocks[0].eigvals())
+        # one example at one position: KFAC's A (x) G is the brute-force GGN block of the convolution kernel
+        order = list(model.site_shapes((3, 3, 2)))
+        exact = brute_force_ggn(model, center, order, x[:1])
+        (conv,) = [b for b in kfac_blocks(model, center, order, x[:1], None) if b.sites == (site["conv/w"],)]
+        a = conv.arrays["vec_a"] @ np.diag(conv.arrays["eig_a"]) @ conv.arrays["vec_a"].T
+        g = conv.arrays["vec_g"] @ np.diag(conv.arrays["eig_g"]) @ conv.arrays["vec_g"].T
+        o = sum(int(np.size(center[k])) for k in order[:order.index(site["conv/w"])])
+        n = int(np.size(center[site["conv/w"]]))
+        # the block is over the kernel's entries in (inputs..., outputs...) order: the site's axes permuted by perm
+        idx = np.arange(n).reshape(np.shape(center[site["conv/w"]])).transpose(conv.perm).ravel() + o
+        np.testing.assert_allclose(np.kron(a, g), exact[np.ix_(idx, idx)], rtol=1e-4, atol=1e-6)
+    ref = results["haiku"]
+    assert [b.kind for b in ref[0].blocks] == ["kfac", "kfac", "diag"]
+    for lib in ("nnx", "eqx"):
+        post, eig, probs, last_eig = results[lib]
+        np.testing.assert_allclose(post.prior_precision, ref[0].prior_precision, rtol=1e-4)
+        for e, r in zip(eig, ref[1]):
+            np.testing.assert_allclose(np.sort(e), np.sort(r), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(probs, ref[2], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(np.sort(last_eig), np.sort(ref[3]), rtol=1e-4, atol=1e-6)
