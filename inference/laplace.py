@@ -14,9 +14,9 @@ import numpy as np
 from base.errors import ArgumentTypeError, InputError
 from base.validation import check_choice
 from inference.data_args import labelled_arrays
-from inference.laplace_blocks import dense_block, diag_block
+from inference.laplace_blocks import dense_block, diag_blocks
 from inference.laplace_curvature import check_likelihood, ggn
-from inference.laplace_evidence import log_evidence, optimise_prior_precision
+from inference.laplace_evidence import block_evidence, optimise_prior_precision
 from inference.laplace_kfac import kfac_blocks
 from inference.laplace_layers import find_layers
 from inference.laplace_posterior import PREDICTIVES, LaplacePosterior
@@ -25,13 +25,15 @@ from inference.posterior import Posterior
 from models.bridge import BNN
 
 STRUCTURES = ("last_layer", "kfac", "diag", "full")
+PRIOR_STRUCTURES = ("layer", "scalar")
 FULL_LIMIT = 10_000
 """The most parameters a dense GGN block ("full", "last_layer") may cover: its P x P float64 matrix (800 MB at
 the limit) and its eigendecomposition (about a minute on 2 cores) grow as P^2 and P^3."""
 
 
 def laplace(model, point_posterior, data, *, structure: str = "last_layer", predictive: str = "glm",
-            prior_precision: float | None = None, sites=None, chunk_size: int | None = None) -> LaplacePosterior:
+            prior_precision: float | None = None, prior_structure: str = "layer", sites=None,
+            chunk_size: int | None = None) -> LaplacePosterior:
     """The Laplace posterior of `model` around the point estimate of `point_posterior` (Daxberger et al. 2021,
     "Laplace Redux"; Immer et al. 2021): N(theta*, (GGN + delta I)^-1) over the covered weights, every other
     site held at theta*.
@@ -51,18 +53,24 @@ def laplace(model, point_posterior, data, *, structure: str = "last_layer", pred
         "full": the full GGN over every weight site (P <= `FULL_LIMIT`, InputError naming P otherwise).
       predictive: "glm" (the linearised network f(x, theta*) + J(x)(theta - theta*), Immer et al. 2021: the
         default) or "mc" (the network itself at each weight draw; it underfits, kept for comparison).
-      prior_precision: delta > 0 of the prior N(0, delta^-1 I) on the covered weights, or None (default): the
-        delta that maximises the Laplace evidence (`inference.laplace_evidence`; a grid and then Brent on this
-        1-D function, exact for the eigenvalues held). The point estimate itself was fitted with the model's own
-        prior (e.g. Normal(0, s): precision 1/s^2) and is not refitted: as in Laplace Redux, delta is fitted post
-        hoc and enters only the curvature (the posterior's spread), so the optimised delta can differ from 1/s^2.
+      prior_precision: delta > 0 of the prior N(0, delta^-1 I) on every covered weight, or None (default): chosen
+        by the Laplace evidence (`inference.laplace_evidence`; a grid and then Brent on a 1-D function, exact for
+        the eigenvalues held), as `prior_structure` says. The point estimate itself was fitted with the model's
+        own prior (e.g. Normal(0, s): precision 1/s^2) and is not refitted: as in Laplace Redux, delta is fitted
+        post hoc and enters only the curvature (the posterior's spread), so it can differ from 1/s^2.
+      prior_structure: with ``prior_precision=None``, "layer" (default): one delta_b per curvature block (a KFAC
+        layer's weight, a diag block's site, a dense block), each maximising its own block's evidence terms (the
+        evidence splits by block); or "scalar": one delta for all. Per layer is the default by a rule, not a
+        tuning: one isotropic delta fits ||theta*||^2 of all layers at once, and layers of fan-in 784 and 400 hold
+        weights of very different sizes (He-scaled), so a scalar leaves the wide layers' unconstrained directions
+        far too wide.
       sites: the site names to cover instead of the structure's own choice (any structure but "kfac" covers
         exactly these).
       chunk_size: examples per compiled curvature chunk (default: as many as fit in 128 MiB of gradients).
 
     Returns:
-      A `LaplacePosterior`; its ``config["laplace"]`` records structure, predictive, prior precision and how it
-      was chosen, the log evidence, the covered parameter count and the seconds the curvature took.
+      A `LaplacePosterior`; its ``config["laplace"]`` records structure, predictive, the prior precisions (one per
+      block) and how they were chosen, the log evidence, the covered parameter count and the seconds the curvature took.
     Raises:
       InputError naming the argument: a model that is not a BNN or not the posterior's, an unknown structure or
       predictive, a likelihood without a known GGN, a dense block above `FULL_LIMIT`, a bad prior precision.
@@ -77,6 +85,7 @@ def laplace(model, point_posterior, data, *, structure: str = "last_layer", pred
                          "a posterior of the very `model` passed")
     check_choice("structure", structure, STRUCTURES)
     check_choice("predictive", predictive, PREDICTIVES)
+    check_choice("prior_structure", prior_structure, PRIOR_STRUCTURES)
     check_likelihood(model.likelihood)
     if prior_precision is not None and not (isinstance(prior_precision, (int, float, np.floating))
                                             and np.isfinite(prior_precision) and prior_precision > 0):
@@ -97,25 +106,28 @@ def laplace(model, point_posterior, data, *, structure: str = "last_layer", pred
     if structure == "kfac":
         blocks = kfac_blocks(model, center, covered, x, state, chunk_size)
     elif structure == "diag":
-        blocks = [diag_block(covered, ggn(model, center, covered, x, state, "diag", chunk_size))]
+        blocks = diag_blocks(covered, ggn(model, center, covered, x, state, "diag", chunk_size), shapes)
     else:
         blocks = [dense_block(covered, ggn(model, center, covered, x, state, "dense", chunk_size))]
     log_lik = float(np.sum(point_posterior.log_likelihood(x, y, draws={k: v[None] for k, v in center.items()})))
-    sq_norm = float(sum(np.sum(np.square(center[k], dtype=np.float64)) for k in covered))
-    eigvals = np.concatenate([b.eigvals() for b in blocks])
-    if prior_precision is None:
-        delta, evidence = optimise_prior_precision(log_lik, sq_norm, eigvals)
-        source = "marginal likelihood"
+    sq_norms = [float(sum(np.sum(np.square(center[k], dtype=np.float64)) for k in b.sites)) for b in blocks]
+    eigvals = [b.eigvals() for b in blocks]
+    if prior_precision is not None:
+        deltas, source = [float(prior_precision)] * len(blocks), "given"
+    elif prior_structure == "scalar":
+        deltas = [optimise_prior_precision(sum(sq_norms), np.concatenate(eigvals))] * len(blocks)
+        source = "marginal likelihood, one for all blocks"
     else:
-        delta, source = float(prior_precision), "given"
-        evidence = float(log_evidence(delta, log_lik, sq_norm, eigvals))
-    record = {"structure": structure, "predictive": predictive, "prior_precision": delta,
+        deltas = [optimise_prior_precision(n, e) for n, e in zip(sq_norms, eigvals)]
+        source = "marginal likelihood, one per block"
+    evidence = block_evidence(deltas, log_lik, sq_norms, eigvals)
+    record = {"structure": structure, "predictive": predictive, "prior_precision": deltas,
               "prior_precision_source": source, "log_evidence": evidence, "log_likelihood": log_lik,
               "num_covered": int(size), "seconds": time.perf_counter() - start}
     return LaplacePosterior(model=model, feature_shape=feature_shape, state=state,
                             config={**point_posterior.config, "laplace": record}, info=point_posterior.info,
                             losses=point_posterior.losses, training_data=data_fingerprint(x, y), mean=center,
-                            blocks=blocks, structure=structure, predictive=predictive, prior_precision=delta)
+                            blocks=blocks, structure=structure, predictive=predictive, prior_precision=deltas)
 
 
 def last_layer_sites(model, center: dict, weights: list, x, state) -> list:

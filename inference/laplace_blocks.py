@@ -88,9 +88,12 @@ def dense_block(sites, matrix: np.ndarray) -> Block:
     return Block("dense", tuple(sites), {"eigvals": lam, "eigvecs": vec})
 
 
-def diag_block(sites, diagonal: np.ndarray) -> Block:
-    """A ``"diag"`` block of the GGN's diagonal (P,) over `sites`."""
-    return Block("diag", tuple(sites), {"eigvals": np.asarray(diagonal, np.float64)})
+def diag_blocks(sites, diagonal: np.ndarray, shapes: dict) -> list:
+    """One ``"diag"`` block per site of `sites` (each its own prior precision) from the GGN's diagonal (P,) over
+    them all, in order; shapes: {site: shape}."""
+    diagonal = np.asarray(diagonal, np.float64)
+    ends = np.cumsum([math.prod(shapes[k]) for k in sites])
+    return [Block("diag", (k,), {"eigvals": part}) for k, part in zip(sites, np.split(diagonal, ends[:-1]))]
 
 
 def kfac_block(site: str, a: np.ndarray, g: np.ndarray, perm, split: int) -> Block:

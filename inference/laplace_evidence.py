@@ -7,7 +7,9 @@ evidence (Daxberger et al. 2021, "Laplace Redux", eq. 5; Immer et al. 2021, sec.
     log p(D | delta) ~= log p(D | theta*) + log N(theta*; 0, delta^-1 I) + P/2 log(2 pi) - 1/2 log|H + delta I|
                       = log p(D | theta*) - delta/2 ||theta*||^2 + P/2 log(delta) - 1/2 sum_i log(lambda_i + delta)
 
-(the two P/2 log 2 pi terms cancel). theta* is held fixed (the post-hoc choice of Laplace Redux: the network is
+(the two P/2 log 2 pi terms cancel). With a block-diagonal GGN and a prior precision delta_b per block (per layer:
+Immer et al. 2021 and Laplace Redux's "layerwise" prior precision) the log-determinant and the norm split by block,
+so each delta_b maximises its own block's terms. theta* is held fixed (the post-hoc choice of Laplace Redux: the network is
 not refitted for each delta), so the evidence is a cheap function of one scalar once the eigenvalues are known.
 """
 
@@ -32,19 +34,26 @@ def log_evidence(prior_precision, log_lik: float, sq_norm: float, eigvals: np.nd
     return out.reshape(delta.shape)
 
 
-def optimise_prior_precision(log_lik: float, sq_norm: float, eigvals: np.ndarray) -> tuple[float, float]:
-    """(delta, log evidence at delta): the prior precision that maximises `log_evidence`.
+def optimise_prior_precision(sq_norm: float, eigvals: np.ndarray) -> float:
+    """The prior precision delta that maximises `log_evidence` for ||theta*||^2 = `sq_norm` and the GGN eigenvalues
+    `eigvals` (log p(D | theta*) does not depend on delta).
 
     A grid first (`GRID`: the evidence is a cheap 1-D function once the eigenvalues are known, and a grid cannot
     be led astray by a bad start or step size), then bounded Brent on log delta between the grid neighbours of
     the best grid point, so the result is the maximiser to about 1e-8 relative, not a grid value. A maximum at the
     grid's end returns that end."""
-    values = log_evidence(GRID, log_lik, sq_norm, eigvals)
+    values = log_evidence(GRID, 0.0, sq_norm, eigvals)
     best = int(np.nanargmax(values))
     if best in (0, len(GRID) - 1):
-        return float(GRID[best]), float(values[best])
+        return float(GRID[best])
     lo, hi = np.log(GRID[best - 1]), np.log(GRID[best + 1])
-    res = optimize.minimize_scalar(lambda t: -float(log_evidence(np.exp(t), log_lik, sq_norm, eigvals)),
+    res = optimize.minimize_scalar(lambda t: -float(log_evidence(np.exp(t), 0.0, sq_norm, eigvals)),
                                    bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
-    delta = float(np.exp(res.x))
-    return delta, float(log_evidence(delta, log_lik, sq_norm, eigvals))
+    return float(np.exp(res.x))
+
+
+def block_evidence(prior_precisions, log_lik: float, sq_norms, eigvals) -> float:
+    """The Laplace log evidence with prior precision delta_b on block b (block-diagonal GGN and prior):
+    log p(D | theta*) + sum_b [`log_evidence` of block b without the likelihood term]; `sq_norms`, `eigvals`:
+    per block."""
+    return log_lik + sum(float(log_evidence(d, 0.0, s, e)) for d, s, e in zip(prior_precisions, sq_norms, eigvals))

@@ -25,15 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from base.value_key import Static
-from inference.laplace_blocks import diag_block, kfac_block
+from inference.laplace_blocks import diag_blocks, kfac_block
 from inference.laplace_curvature import CHUNK_BYTES, ggn, output_hessian_factor
 from inference.laplace_layers import find_layers, input_rows, output_rows, tapped_apply
 
 
 def kfac_blocks(model, center: dict, names, x, state, chunk_size: int | None = None) -> list:
     """The KFAC blocks of the sites `names` over x (N, *feature_shape) at `center` (module docstring): one
-    ``"kfac"`` block per dense / convolution weight used by one layer, and one ``"diag"`` block for the other
-    sites. Summed over chunks of `chunk_size` examples (default: the per-example outputs of every layer and the
+    ``"kfac"`` block per dense / convolution weight used by one layer, and one ``"diag"`` block per other site. Summed over chunks of `chunk_size` examples (default: the per-example outputs of every layer and the
     factor gradients under `CHUNK_BYTES`)."""
     names = list(names)
     layers, _, outputs = find_layers(model, center, names, x[:1], state)
@@ -64,7 +63,8 @@ def kfac_blocks(model, center: dict, names, x, state, chunk_size: int | None = N
     done = {layers[i].site for i in kept}
     rest = [k for k in names if k not in done]
     if rest:
-        blocks.append(diag_block(rest, ggn(model, center, rest, x, state, "diag")))
+        shapes = {k: np.shape(center[k]) for k in rest}
+        blocks.extend(diag_blocks(rest, ggn(model, center, rest, x, state, "diag", chunk_size), shapes))
     return blocks
 
 

@@ -55,7 +55,8 @@ class LaplacePosterior(Posterior):
       blocks: the curvature blocks (`inference.laplace_blocks.Block`) over the covered sites.
       structure: "last_layer", "kfac", "diag" or "full" (what built the blocks; see `inference.laplace`).
       predictive: "glm" (the linearised network, default) or "mc" (the network itself) on weight draws.
-      prior_precision: delta > 0 of the isotropic prior N(0, delta^-1 I) on the covered weights.
+      prior_precision: [delta_b > 0 per block]: the prior N(0, delta_b^-1 I) on block b's weights (one value
+        repeated when a single precision was chosen); `prior_precisions` gives them by site.
     ``guide``, ``params``, ``samples`` and ``sample_stats`` are None (it has neither guide parameters nor stored
     draws).
     """
@@ -64,7 +65,7 @@ class LaplacePosterior(Posterior):
     blocks: list
     structure: str
     predictive: str = "glm"
-    prior_precision: float
+    prior_precision: list
     guide = None
     params = None
     samples = None
@@ -75,8 +76,11 @@ class LaplacePosterior(Posterior):
         super().__post_init__()
         if self.predictive not in PREDICTIVES:
             raise InputError("predictive", self.predictive, f"one of {list(PREDICTIVES)}")
-        if not (np.isfinite(self.prior_precision) and self.prior_precision > 0):
-            raise InputError("prior_precision", self.prior_precision, "a finite number > 0")
+        self.prior_precision = [float(d) for d in np.ravel(self.prior_precision)]
+        if len(self.prior_precision) != len(self.blocks) or not all(np.isfinite(d) and d > 0
+                                                                   for d in self.prior_precision):
+            raise InputError("prior_precision", self.prior_precision,
+                             f"one finite number > 0 per curvature block ({len(self.blocks)})")
         self.mean = {k: np.asarray(v) for k, v in self.mean.items()}
 
     @property
@@ -108,6 +112,11 @@ class LaplacePosterior(Posterior):
         """{site: array}: theta* (the Gaussian's mean and median)."""
         return dict(self.mean)
 
+    @property
+    def prior_precisions(self) -> dict:
+        """{site: delta}: the prior precision of each covered site (the sites of one block share theirs)."""
+        return {site: d for block, d in zip(self.blocks, self.prior_precision) for site in block.sites}
+
     def eigvals(self) -> np.ndarray:
         """(P,) the GGN's eigenvalues over the covered parameters (block by block), float64."""
         return np.concatenate([b.eigvals() for b in self.blocks]) if self.blocks else np.zeros(0)
@@ -125,7 +134,7 @@ class LaplacePosterior(Posterior):
         key = jax.random.PRNGKey(seed)
         out = {k: np.broadcast_to(np.asarray(v, np.float32), (num,) + np.shape(v)) for k, v in self.mean.items()}
         for i, block in enumerate(self.blocks):
-            for site, dev in block.deviations(jax.random.fold_in(key, i), num, self.prior_precision, shapes).items():
+            for site, dev in block.deviations(jax.random.fold_in(key, i), num, self.prior_precision[i], shapes).items():
                 out[site] = np.asarray(jnp.asarray(self.mean[site], jnp.float32) + dev)
         return {k: out[k] for k in self.site_names}
 
@@ -156,7 +165,7 @@ class LaplacePosterior(Posterior):
     def checkpoint_record(self) -> dict:
         """The JSON-able settings `inference.save` writes in place of a guide config (`from_checkpoint` reads it)."""
         return {"name": "laplace", "structure": self.structure, "predictive": self.predictive,
-                "prior_precision": float(self.prior_precision), "blocks": [b.record() for b in self.blocks]}
+                "prior_precision": list(self.prior_precision), "blocks": [b.record() for b in self.blocks]}
 
     @classmethod
     def from_checkpoint(cls, record: dict, groups: dict, **common) -> "LaplacePosterior":
@@ -166,4 +175,4 @@ class LaplacePosterior(Posterior):
         blocks = [Block.from_record(r, {k: curvature[f"{i}::{k}"] for k in r["arrays"]})
                   for i, r in enumerate(record["blocks"])]
         return cls(mean=groups["mean"], blocks=blocks, structure=record["structure"],
-                   predictive=record["predictive"], prior_precision=float(record["prior_precision"]), **common)
+                   predictive=record["predictive"], prior_precision=list(record["prior_precision"]), **common)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from scipy import optimize
+from scipy import linalg, optimize
 
 import inference
 import models
@@ -31,13 +31,14 @@ def point_posterior(model, feature_shape, values):
                                   params={f"{k}_auto_loc": np.asarray(v, np.float32) for k, v in values.items()})
 
 
-def dense_covariance(block, delta):
-    """(GGN_block + delta I)^-1 of a dense or diag block."""
-    lam = block.arrays["eigvals"]
-    if block.kind == "diag":
-        return np.diag(1 / (lam + delta))
-    v = block.arrays["eigvecs"]
-    return v @ np.diag(1 / (lam + delta)) @ v.T
+def dense_covariance(post):
+    """The posterior covariance of dense and diag blocks, block-diagonal: (GGN_b + delta_b I)^-1 per block."""
+    parts = []
+    for block, delta in zip(post.blocks, post.prior_precision):
+        lam = block.arrays["eigvals"]
+        v = block.arrays["eigvecs"] if block.kind == "dense" else np.eye(len(lam))
+        parts.append(v @ np.diag(1 / (lam + delta)) @ v.T)
+    return linalg.block_diag(*parts)
 
 
 def exact_log_evidence(delta, phi, y):
@@ -70,15 +71,14 @@ def test_blr_laplace_posterior_predictive_and_evidence_are_exact(blr):
     point = point_posterior(model, (3,), {B: mean[:1], W: mean[1:, None]})
     for structure in ("last_layer", "full", "diag"):
         post = inference.laplace(model, point, (x, y), structure=structure, prior_precision=delta0)
-        (block,) = post.blocks
-        assert block.sites == (B, W)
+        assert post.covered_sites == [B, W] and len(post.blocks) == (2 if structure == "diag" else 1)
         want = np.diag(np.diag(precision)) if structure == "diag" else precision
-        np.testing.assert_allclose(dense_covariance(block, delta0), np.linalg.inv(want), rtol=2e-5, atol=1e-9)
+        np.testing.assert_allclose(dense_covariance(post), np.linalg.inv(want), rtol=2e-5, atol=1e-9)
     # the Laplace evidence's optimum (prior precision by marginal likelihood) is the exact evidence's: at the
     # MAP of delta0 both evidences have the same derivative in delta, zero at delta0
     opt = inference.laplace(model, point, (x, y), structure="last_layer")
-    assert opt.config["laplace"]["prior_precision_source"] == "marginal likelihood"
-    np.testing.assert_allclose(opt.prior_precision, delta0, rtol=1e-3)
+    assert opt.config["laplace"]["prior_precision_source"] == "marginal likelihood, one per block"
+    np.testing.assert_allclose(opt.prior_precision, [delta0], rtol=1e-3)
     # ... and its value equals the exact log evidence there (Laplace is exact for a Gaussian posterior)
     np.testing.assert_allclose(opt.config["laplace"]["log_evidence"], exact_log_evidence(delta0, phi, y), rtol=1e-4)
     # GLM predictive: the linearised network is the network (linear in its weights) at any weights ...
@@ -126,9 +126,10 @@ def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
     point = point_posterior(model, (3,), center)
     full = inference.laplace(model, point, (x, y), structure="full", prior_precision=2.0)
     diag = inference.laplace(model, point, (x, y), structure="diag", prior_precision=2.0)
-    np.testing.assert_allclose(dense_covariance(full.blocks[0], 2.0), np.linalg.inv(exact + 2 * np.eye(len(exact))),
+    np.testing.assert_allclose(dense_covariance(full), np.linalg.inv(exact + 2 * np.eye(len(exact))),
                                rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(diag.blocks[0].arrays["eigvals"], np.diag(exact), rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(np.concatenate([b.arrays["eigvals"] for b in diag.blocks]), np.diag(exact),
+                               rtol=1e-4, atol=1e-7)
     # GLM predictive = f(x, theta*) + J (theta - theta*) with the explicit Jacobian, for the same draws
     draws = full.draws(3, seed=0)
     theta_star, unravel = jax.flatten_util.ravel_pytree({k: jnp.asarray(center[k]) for k in names})
@@ -159,7 +160,7 @@ def test_save_load_round_trip_is_exact_and_arviz_and_score_take_it(small, tmp_pa
     model, center, x, y = small
     point = point_posterior(model, (3,), center)
     post = inference.laplace(model, point, (x, y), structure="kfac")
-    assert [b.kind for b in post.blocks] == ["kfac", "kfac", "diag"]
+    assert [b.kind for b in post.blocks] == ["kfac", "kfac", "diag", "diag"]
     inference.save(post, tmp_path / "lap")
     back = inference.load(tmp_path / "lap", model)
     assert isinstance(back, inference.LaplacePosterior) and back.kind == "laplace"
@@ -252,7 +253,7 @@ def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_con
         idx = np.arange(n).reshape(np.shape(center[site["conv/w"]])).transpose(conv.perm).ravel() + o
         np.testing.assert_allclose(np.kron(a, g), exact[np.ix_(idx, idx)], rtol=1e-4, atol=1e-6)
     ref = results["haiku"]
-    assert [b.kind for b in ref[0].blocks] == ["kfac", "kfac", "diag"]
+    assert [b.kind for b in ref[0].blocks] == ["kfac", "kfac", "diag", "diag"]
     for lib in ("nnx", "eqx"):
         post, eig, probs, last_eig = results[lib]
         np.testing.assert_allclose(post.prior_precision, ref[0].prior_precision, rtol=1e-4)
