@@ -111,12 +111,9 @@ def brute_force_ggn(model, center, names, x):
     out = np.asarray(model.apply(center, x), np.float64)
     p = np.exp(out - out.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
-    total = 0
-    for n in range(len(x)):
-        jac = np.asarray(jax.jacfwd(lambda t: model.apply({**center, **unravel(t)}, x[n:n + 1])[0])(theta),
-                         np.float64)
-        total = total + jac.T @ (np.diag(p[n]) - np.outer(p[n], p[n])) @ jac
-    return total
+    jac = jax.vmap(jax.jacfwd(lambda t, xn: model.apply({**center, **unravel(t)}, xn[None])[0]), (None, 0))
+    jacs = np.asarray(jax.jit(jac)(theta, x), np.float64)  # (N, K, P)
+    return sum(j.T @ (np.diag(q) - np.outer(q, q)) @ j for j, q in zip(jacs, p))
 
 
 def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
@@ -139,6 +136,12 @@ def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
         logits = model.apply(center, x[:4]) + jnp.einsum("nkp,p->nk", jac, theta - theta_star)
         np.testing.assert_allclose(full.predict(x[:4], draws={k: v[s:s + 1] for k, v in draws.items()})[0],
                                    jax.nn.softmax(logits), rtol=1e-4, atol=1e-6)
+    # the "mc" predictive runs the network itself at each draw
+    mc = inference.laplace(model, point, (x, y), structure="full", predictive="mc", prior_precision=2.0)
+    one_draw = {k: v[:1] for k, v in draws.items()}
+    np.testing.assert_allclose(mc.predict(x[:4], draws=one_draw)[0],
+                               jax.nn.softmax(model.apply({k: v[0] for k, v in one_draw.items()}, x[:4])),
+                               rtol=1e-5, atol=1e-7)
     # KFAC is exact for one example: A (x) G equals the brute-force weight blocks
     one = x[:1]
     exact_one = brute_force_ggn(model, center, names, one)
@@ -261,3 +264,43 @@ def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_con
             np.testing.assert_allclose(np.sort(e), np.sort(r), rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(probs, ref[2], rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(np.sort(last_eig), np.sort(ref[3]), rtol=1e-4, atol=1e-6)
+
+
+def test_bad_arguments_are_refused_naming_them(small):
+    model, center, x, y = small
+    point = point_posterior(model, (3,), center)
+    cases = [({"structure": "kfc"}, "structure"), ({"predictive": "probit"}, "predictive"),
+             ({"prior_precision": -1.0}, "prior_precision"), ({"prior_structure": "site"}, "prior_structure"),
+             ({"sites": ["nope/w"]}, "sites")]
+    for kwargs, argument in cases:
+        with pytest.raises(inference.InputError) as err:
+            inference.laplace(model, point, (x, y), **kwargs)
+        assert err.value.argument == argument
+    other = bnn(mlp((4,), 3, activation="tanh"), priors.normal(1.0), likelihoods.categorical(), name="other")
+    with pytest.raises(inference.InputError, match="point_posterior"):
+        inference.laplace(other, point, (x, y))
+    wide = bnn(mlp((200,), 3), priors.normal(1.0), likelihoods.categorical(), name="wide")
+    values = wide.init_values(jax.random.PRNGKey(0), (50,))
+    with pytest.raises(inference.InputError, match="at most 10000 parameters .these sites hold 10803"):
+        inference.laplace(wide, point_posterior(wide, (50,), values), (np.zeros((2, 50), np.float32), y[:2]),
+                          structure="full")
+
+
+def test_prior_precision_by_validation_maximises_the_validation_density(small):
+    import dataclasses
+
+    model, center, x, y = small
+    point = point_posterior(model, (3,), center)
+    post = inference.laplace(model, point, (x[:12], y[:12]), structure="diag", validation=(x[12:], y[12:]))
+    delta = post.prior_precision[0]
+    assert post.prior_precision == [delta] * len(post.blocks)
+    assert post.config["laplace"]["prior_precision_source"].startswith("validation")
+
+    def density(d):
+        candidate = dataclasses.replace(post, prior_precision=[d] * len(post.blocks))
+        return np.mean(candidate.log_likelihood(x[12:], y[12:], num_samples=30, seed=0, reduce="log_mean_exp"))
+
+    evidence = inference.laplace(model, point, (x[:12], y[:12]), structure="diag")
+    best = density(delta)
+    for other in (delta * 10**0.25, delta / 10**0.25, *evidence.prior_precision):
+        assert best >= density(other) - 1e-6
