@@ -69,10 +69,10 @@ def kfac_blocks(model, center: dict, names, x, state, chunk_size: int | None = N
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _chunk_factors(model: Static, names: tuple, layers: tuple, center, x, weight, state):
+def _chunk_factors(static: Static, names: tuple, layers: tuple, center, x, weight, state):
     """([sum_r a a^T], [sum_{r,k} g g^T], [positions R per example]) per layer of one chunk x (B, ...); rows of
     padding (`weight` 0) contribute nothing. R is static (a Python int)."""
-    model = model.obj
+    model = static.obj
     _, _, outputs = find_layers(model, center, names, x, state)
     eps = [jnp.zeros(s.shape, s.dtype) for s in outputs]
     out, pullback, acts = jax.vjp(lambda e: tapped_apply(model, center, names, x, state, e), eps, has_aux=True)
