@@ -193,32 +193,23 @@ def _haiku_cnn(x):
     return hk.Linear(3, name="out")(h.reshape(h.shape[0], -1))
 
 
-class NnxCNN(nnx.Module):
-    def __init__(self, p):
-        self.conv = nnx.Conv(2, 2, (3, 3), padding="VALID", kernel_init=lambda *_: p["conv"]["w"],
-                             bias_init=lambda *_: p["conv"]["b"], rngs=nnx.Rngs(0))
-        self.out = nnx.Linear(2, 3, kernel_init=lambda *_: p["out"]["w"], bias_init=lambda *_: p["out"]["b"],
-                              rngs=nnx.Rngs(0))
-
-    def __call__(self, x):
-        h = jax.nn.relu(self.conv(x))
-        return self.out(h.reshape(h.shape[0], -1))
+def _nnx_cnn(p):
+    """The same CNN as an ``nnx.Sequential`` (sites layers/0/..., layers/3/...) with the weights of `p`."""
+    conv = nnx.Conv(2, 2, (3, 3), padding="VALID", kernel_init=lambda *_: p["conv"]["w"],
+                    bias_init=lambda *_: p["conv"]["b"], rngs=nnx.Rngs(0))
+    out = nnx.Linear(2, 3, kernel_init=lambda *_: p["out"]["w"], bias_init=lambda *_: p["out"]["b"], rngs=nnx.Rngs(0))
+    return nnx.Sequential(conv, jax.nn.relu, lambda h: h.reshape(h.shape[0], -1), out)
 
 
-class EqxCNN(eqx.Module):
-    conv: eqx.nn.Conv2d
-    out: eqx.nn.Linear
-
-    def __init__(self, p):
-        k0, k1 = jax.random.split(jax.random.PRNGKey(1))
-        # Equinox: OIHW kernel, (out, 1, 1) bias, CHW images (one example), Linear (out, in)
-        self.conv = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Conv2d(2, 2, 3, key=k0),
-                                (jnp.transpose(p["conv"]["w"], (3, 2, 0, 1)), p["conv"]["b"].reshape(2, 1, 1)))
-        self.out = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Linear(2, 3, key=k1),
-                               (p["out"]["w"].T, p["out"]["b"]))
-
-    def __call__(self, x):
-        return self.out(jax.nn.relu(self.conv(jnp.transpose(x, (2, 0, 1)))).reshape(-1))
+def _eqx_cnn(p):
+    """The same CNN as an ``eqx.nn.Sequential`` of one example (sites layers/1/..., layers/4/...): Equinox holds an
+    OIHW kernel, an (out, 1, 1) bias, CHW images and (out, in) Linear weights."""
+    k0, k1 = jax.random.split(jax.random.PRNGKey(1))
+    conv = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Conv2d(2, 2, 3, key=k0),
+                       (jnp.transpose(p["conv"]["w"], (3, 2, 0, 1)), p["conv"]["b"].reshape(2, 1, 1)))
+    out = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Linear(2, 3, key=k1), (p["out"]["w"].T, p["out"]["b"]))
+    return eqx.nn.Sequential([eqx.nn.Lambda(lambda x: jnp.transpose(x, (2, 0, 1))), conv,
+                              eqx.nn.Lambda(jax.nn.relu), eqx.nn.Lambda(jnp.ravel), out])
 
 
 def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_convolution_at_one_position():
@@ -228,13 +219,15 @@ def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_con
     haiku = bnn(_haiku_cnn, priors.normal(1.0), likelihoods.categorical(), name="cnn")
     values = {k: np.asarray(v) * 3 for k, v in haiku.init_values(jax.random.PRNGKey(0), x).items()}
     p = models.unflatten_params(values)
-    nets = {"haiku": haiku, "nnx": bnn(NnxCNN(p), priors.normal(1.0), likelihoods.categorical(), name="cnn"),
-            "eqx": bnn(EqxCNN(p), priors.normal(1.0), likelihoods.categorical(), name="cnn")}
-    names = {"haiku": {"w": "w", "b": "b"}, "nnx": {"w": "kernel", "b": "bias"}, "eqx": {"w": "weight", "b": "bias"}}
+    nets = {"haiku": haiku, "nnx": bnn(_nnx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn"),
+            "eqx": bnn(_eqx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn")}
+    names = {"haiku": {"w": "w", "b": "b", "conv": "conv", "out": "out"},
+             "nnx": {"w": "kernel", "b": "bias", "conv": "layers/0", "out": "layers/3"},
+             "eqx": {"w": "weight", "b": "bias", "conv": "layers/1", "out": "layers/4"}}
     noise = {k: 0.1 * rng.normal(size=(2,) + v.shape).astype(np.float32) for k, v in values.items()}
     results = {}
     for lib, model in nets.items():
-        site = {k: f"{k.rpartition('/')[0]}/{names[lib][k.rpartition('/')[2]]}" for k in values}
+        site = {k: f"{names[lib][k.rpartition('/')[0]]}/{names[lib][k.rpartition('/')[2]]}" for k in values}
         center = {site[k]: v for k, v in values.items()}  # the zoo's layout in every library
         assert sorted(model.site_shapes((3, 3, 2))) == sorted(center)
         point = point_posterior(model, (3, 3, 2), center)
@@ -286,21 +279,22 @@ def test_bad_arguments_are_refused_naming_them(small):
                           structure="full")
 
 
-def test_prior_precision_by_validation_maximises_the_validation_density(small):
+def test_prior_precision_by_validation_maximises_the_validation_density(blr):
     import dataclasses
 
-    model, center, x, y = small
-    point = point_posterior(model, (3,), center)
-    post = inference.laplace(model, point, (x[:12], y[:12]), structure="diag", validation=(x[12:], y[12:]))
+    x, y, phi, model = blr
+    precision = np.eye(4) + phi[:3].T @ phi[:3] / NOISE**2  # the MAP of 3 points (4 weights) under the prior
+    mean = np.linalg.solve(precision, phi[:3].T @ y[:3] / NOISE**2)
+    point = point_posterior(model, (3,), {B: mean[:1], W: mean[1:, None]})
+    post = inference.laplace(model, point, (x[:3], y[:3]), structure="full", validation=(x[30:], y[30:]))
     delta = post.prior_precision[0]
-    assert post.prior_precision == [delta] * len(post.blocks)
+    assert post.prior_precision == [delta] * len(post.blocks) and 1e-4 < delta < 1e6
     assert post.config["laplace"]["prior_precision_source"].startswith("validation")
 
     def density(d):
         candidate = dataclasses.replace(post, prior_precision=[d] * len(post.blocks))
-        return np.mean(candidate.log_likelihood(x[12:], y[12:], num_samples=30, seed=0, reduce="log_mean_exp"))
+        return np.mean(candidate.log_likelihood(x[30:], y[30:], num_samples=30, seed=0, reduce="log_mean_exp"))
 
-    evidence = inference.laplace(model, point, (x[:12], y[:12]), structure="diag")
     best = density(delta)
-    for other in (delta * 10**0.25, delta / 10**0.25, *evidence.prior_precision):
+    for other in (delta * 10**0.25, delta / 10**0.25, *(10.0**t for t in range(-4, 7))):
         assert best >= density(other) - 1e-6
