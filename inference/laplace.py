@@ -17,6 +17,7 @@ from base.validation import check_choice
 from inference.data_args import labelled_arrays
 from inference.laplace_blocks import dense_block, diag_blocks
 from inference.laplace_curvature import check_likelihood, ggn
+from inference.laplace_dense_layer import dense_layer_ggn
 from inference.laplace_evidence import block_evidence, optimise_prior_precision
 from inference.laplace_kfac import kfac_blocks
 from inference.laplace_layers import find_layers
@@ -116,7 +117,10 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
     elif structure == "diag":
         blocks = diag_blocks(covered, ggn(model, center, covered, x, state, "diag", chunk_size), shapes)
     else:
-        blocks = [dense_block(covered, ggn(model, center, covered, x, state, "dense", chunk_size))]
+        matrix = dense_layer_ggn(model, center, covered, x, state)  # one dense layer: by its own factors
+        if matrix is None:
+            matrix = ggn(model, center, covered, x, state, "dense", chunk_size)
+        blocks = [dense_block(covered, matrix)]
     log_lik = float(np.sum(point_posterior.log_likelihood(x, y, draws={k: v[None] for k, v in center.items()})))
     sq_norms = [float(sum(np.sum(np.square(center[k], dtype=np.float64)) for k in b.sites)) for b in blocks]
     eigvals = [b.eigvals() for b in blocks]
