@@ -15,11 +15,11 @@ import numpy as np
 from base.errors import ArgumentTypeError, InputError
 from base.validation import check_choice
 from inference.data_args import labelled_arrays
-from inference.laplace_blocks import dense_block, diag_blocks
+from inference.laplace_blocks import dense_block
 from inference.laplace_curvature import check_likelihood, ggn
 from inference.laplace_dense_layer import dense_layer_ggn
 from inference.laplace_evidence import block_evidence, optimise_prior_precision
-from inference.laplace_kfac import kfac_blocks
+from inference.laplace_kfac import diag_layer_blocks, kfac_blocks
 from inference.laplace_layers import find_layers
 from inference.laplace_posterior import PREDICTIVES, LaplacePosterior
 from inference.model_identity import data_fingerprint
@@ -115,7 +115,7 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
     if structure == "kfac":
         blocks = kfac_blocks(model, center, covered, x, state, chunk_size)
     elif structure == "diag":
-        blocks = diag_blocks(covered, ggn(model, center, covered, x, state, "diag", chunk_size), shapes)
+        blocks = diag_layer_blocks(model, center, covered, x, state, chunk_size)
     else:
         matrix = dense_layer_ggn(model, center, covered, x, state)  # one dense layer: by its own factors
         if matrix is None:
