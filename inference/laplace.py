@@ -46,12 +46,14 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
         data)``; theta* is its ``median()`` (for a point estimate, its location) and its network state is kept.
       data: the training data, a `base.data.Dataset` or (x (N, *feature_shape), y (N,)): the GGN sums over it.
       structure: which GGN blocks are kept (P: the covered parameters):
-        "last_layer": the full GGN over the sites of the network's last layer (its weights and bias, the sites of
-          the last module in the model's order; P <= `FULL_LIMIT`);
+        "last_layer": the full GGN over the sites of the network's last layer (its weights and bias: the sites of
+          the module whose weight the traced network uses last, `last_layer_sites`; P <= `FULL_LIMIT`; a dense
+          layer's GGN comes from its own per-example factors, `inference.laplace_dense_layer`);
         "kfac": one Kronecker-factored block A (x) G per dense or convolution weight (A = E[a a^T] of the layer's
           inputs, G = sum of g g^T of its output gradients, with the exact output-Hessian factor M, so no labels
           are sampled; `inference.laplace_kfac`), every other site (biases) in an exact diagonal block;
-        "diag": the GGN's diagonal over every weight site;
+        "diag": the GGN's exact diagonal over every weight site (a dense layer's from its own factors, no
+          per-example weight gradients; `inference.laplace_kfac.diag_layer_blocks`), a prior precision per site;
         "full": the full GGN over every weight site (P <= `FULL_LIMIT`, InputError naming P otherwise).
       predictive: "glm" (the linearised network f(x, theta*) + J(x)(theta - theta*), Immer et al. 2021: the
         default) or "mc" (the network itself at each weight draw; it underfits, kept for comparison).
