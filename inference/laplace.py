@@ -71,10 +71,10 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
       validation: held-out data (a `base.data.Dataset` or (x, y), never the test set), or None (default). Given
         (and ``prior_precision=None``), one delta for all blocks is chosen instead of the evidence's: the one
         that maximises the log predictive density of these data under the chosen predictive
-        (`select_by_validation`; Laplace Redux's alternative to the evidence, sec. 4). On USPS digits
-        (docs/laplace.md) the evidence's delta (2 to 11) gave posteriors far too wide for the GLM predictive
-        (validation NLL 0.47 to 0.70 against the point estimate's 0.14) and the validation choice beat the point
-        estimate.
+        (`select_by_validation`; the usual alternative to the evidence: the prior precision by held-out data). On
+        USPS digits (docs/laplace.md) the evidence's delta (2 to 13) gave posteriors far too wide for the GLM
+        predictive (validation NLL 0.46 to 0.91 against the point estimate's 0.14) and the validation choice beat
+        the point estimate.
       sites: the site names to cover instead of the structure's own choice (any structure but "kfac" covers
         exactly these).
       chunk_size: examples per compiled curvature chunk (default: as many as fit in 128 MiB of gradients).
