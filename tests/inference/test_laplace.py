@@ -81,6 +81,9 @@ def test_blr_laplace_posterior_predictive_and_evidence_are_exact(blr):
     np.testing.assert_allclose(opt.prior_precision, [delta0], rtol=1e-3)
     # ... and its value equals the exact log evidence there (Laplace is exact for a Gaussian posterior)
     np.testing.assert_allclose(opt.config["laplace"]["log_evidence"], exact_log_evidence(delta0, phi, y), rtol=1e-4)
+    # the weight-scale rule: P / ||theta*||^2
+    scaled = inference.laplace(model, point, (x, y), structure="last_layer", prior_precision="weight_scale")
+    np.testing.assert_allclose(scaled.prior_precision, [4 / np.sum(mean**2)], rtol=1e-5)
     # GLM predictive: the linearised network is the network (linear in its weights) at any weights ...
     draws = opt.draws(4000, seed=1)
     theta = np.c_[draws[B], draws[W][..., 0]]
