@@ -68,8 +68,8 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
         the point estimate, less than `validation` did: docs/laplace.md).
       prior_structure: with ``prior_precision=None``, "layer" (default): one delta_b per curvature block (a KFAC
         layer's weight, a diag block's site, a dense block), each maximising its own block's evidence terms (the
-        evidence splits by block); or "scalar": one delta for all. Per layer is the default as in Immer et al. 2021
-        (layers hold weights of different scales); on USPS digits it changed little (KFAC validation NLL 0.71
+        evidence splits by block); or "scalar": one delta for all. Per layer is the default (the layer-wise prior
+        precision Laplace libraries offer: layers hold weights of different scales); on USPS digits it changed little (KFAC validation NLL 0.71
         against 0.73 for one delta).
       validation: held-out data (a `base.data.Dataset` or (x, y), never the test set), or None (default). Given
         (and ``prior_precision=None``), one delta for all blocks is chosen instead of the evidence's: the one
