@@ -184,14 +184,14 @@ def test_save_load_round_trip_is_exact_and_arviz_and_score_take_it(small, tmp_pa
         assert (a.kind, a.sites, a.perm, a.split) == (b.kind, b.sites, b.perm, b.split)
         for name in a.arrays:
             np.testing.assert_array_equal(a.arrays[name], b.arrays[name])
-    np.testing.assert_array_equal(back.predict(x, num_samples=7, seed=3), post.predict(x, num_samples=7, seed=3))
+    np.testing.assert_array_equal(back.predict(x, num_samples=20, seed=3), post.predict(x, num_samples=20, seed=3))
     # to_arviz: one variable per weight site, draws around theta*
     idata = inference.to_arviz(post, (x, y), num_samples=20)
     assert sorted(idata.posterior[inference.arviz_name(k)].attrs["site"] for k in center) == sorted(center)
     assert idata.posterior[inference.arviz_name(W)].shape == (1, 20, 3, 4)
     # evals.score: its NLL is -mean log (mean over draws of p(y | x, theta_s)) of the GLM predictive's draws
-    table = evals.score(post, (x, y), num_samples=30, verbose=False)
-    probs = post.predict(x, num_samples=30, seed=0)
+    table = evals.score(post, (x, y), num_samples=20, verbose=False)
+    probs = post.predict(x, num_samples=20, seed=0)
     nll = -np.mean(np.log(probs.mean(0)[np.arange(len(y)), y]))
     np.testing.assert_allclose(table["nll"].iloc[0], nll, rtol=1e-4)
 
