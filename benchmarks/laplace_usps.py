@@ -1,10 +1,10 @@
 """The Laplace posterior after a default point-estimate fit on real images (issue 43, item 1): USPS digits resized
-to 28x28, the MLP 784-400-400-10 of the catalogue, ``inference.fit(model, point_estimate(model), train)`` with
+to 28x28, the MLP 784-400-400-10 (or, with ``--net lenet5``, LeNet-5) of the catalogue, ``inference.fit(model, point_estimate(model), train)`` with
 every default, then ``inference.laplace(..., structure=S, predictive="glm")`` for each structure, scored on the
 VALIDATION split (train perm[:3200], score perm[3200:4000]; `benchmarks/real_data.py` describes the split and the
 preprocessing) with 100 draws: accuracy, NLL, ECE, and the seconds of the fit and of the Laplace step.
 
-    python benchmarks/laplace_usps.py --data ../shared/data/usps5k.npz [--structures last_layer,kfac]
+    python benchmarks/laplace_usps.py --data ../shared/data/usps5k.npz [--net mlp|lenet5] [--structures last_layer,kfac]
         [--predictives glm,mc] [--prior-structures layer,scalar] [--select evidence,validation,weight_scale] [--seed 0]
         [--split val|test]
 """
@@ -28,6 +28,7 @@ from real_data import build, load_usps  # benchmarks/ is on the path when run as
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True)
+    parser.add_argument("--net", choices=("mlp", "lenet5"), default="mlp")
     parser.add_argument("--structures", default="last_layer,kfac")
     parser.add_argument("--predictives", default="glm")
     parser.add_argument("--prior-structures", default="layer")
@@ -48,21 +49,25 @@ def main(argv=None):
     def standardise(x):
         return ((x - mean) / sd).astype(np.float32)
 
-    entry, guide = build("mlp", "point_estimate", x_train, y_train, x_eval, y_eval, standardise)
+    entry, guide = build(args.net, "point_estimate", x_train, y_train, x_eval, y_eval, standardise)
+
+    def rows_of(x):  # the network's input layout: flat rows for the MLP, images for LeNet-5
+        return standardise(x).reshape(len(x), -1) if args.net == "mlp" else standardise(x)
+
     t0 = time.perf_counter()
     point = inference.fit(entry.model, guide, entry.train, seed=args.seed, progress=False)
     fit_s = time.perf_counter() - t0
     rows = [{"method": "point estimate", "fit_s": fit_s, "laplace_s": 0.0, "prior_precision": None,
              **evals.score(point, entry.test, num_samples=1, verbose=False).iloc[0][["accuracy", "nll", "ece"]]}]
     if "validation" in args.select:  # the baseline a practitioner would pick: one temperature on the same images
-        rows.append(temperature_row(point, standardise(x_pick).reshape(half, -1), y_pick, entry.test, fit_s))
+        rows.append(temperature_row(point, rows_of(x_pick), y_pick, entry.test, fit_s))
     for structure, predictive, prior, select in itertools.product(
             args.structures.split(","), args.predictives.split(","), args.prior_structures.split(","),
             args.select.split(",")):
         if select != "evidence" and prior != args.prior_structures.split(",")[0]:
             continue  # prior_structure only shapes the evidence's choice
         t1 = time.perf_counter()
-        validation = (standardise(x_pick).reshape(half, -1), y_pick) if select == "validation" else None
+        validation = (rows_of(x_pick), y_pick) if select == "validation" else None
         post = inference.laplace(entry.model, point, entry.train, structure=structure, predictive=predictive,
                                  prior_structure=prior, validation=validation,
                                  prior_precision="weight_scale" if select == "weight_scale" else None)
