@@ -1,5 +1,7 @@
-"""`Posterior`: the interface of a fitted posterior, and its two kinds: `SVIPosterior` (a guide and its
-parameters, from `inference.fit`) and `MCMCPosterior` (stored draws, from `inference.nuts`).
+"""`Posterior`: the interface of a fitted posterior, and its kinds: `SVIPosterior` (a guide and its
+parameters, from `inference.fit`), `MCMCPosterior` (stored draws, from `inference.nuts`) and
+`inference.LaplacePosterior` (a Gaussian around a point estimate, from `inference.laplace`; it lives in
+`inference.laplace_posterior`). `OnDemandPosterior` is what the SVI and Laplace kinds share (draws made on demand).
 
 Everything downstream (predict, to_arviz, evals.score, save/load) takes a `Posterior` and asks nothing of it
 beyond this interface: `draws`, `draws_by_chain`, `median`, `num_chains`, `num_draws` and the per-draw
@@ -138,6 +140,17 @@ class Posterior(abc.ABC):
         """{name: array}: the SVI guide parameters in the unconstrained space `inference.fit` optimises (an
         MCMC posterior raises InputError)."""
 
+    # ----- checkpoints -------------------------------------------------------------------------
+    def checkpoint_arrays(self) -> dict:
+        """{name: array} `inference.save` writes beyond guide params, samples, losses and state ({} here; a
+        `inference.LaplacePosterior` adds its theta* and curvature)."""
+        return {}
+
+    def checkpoint_record(self) -> dict | None:
+        """The JSON-able record `inference.save` writes as the checkpoint's ``guide`` field: the guide's config
+        (what rebuilds it), or None without a guide."""
+        return getattr(self.guide, "config", None) if self.guide is not None else None
+
     # ----- draws ------------------------------------------------------------------------------
     @property
     def site_names(self) -> list:
@@ -212,13 +225,19 @@ class Posterior(abc.ABC):
         # `fn` (a static argument compared by its value key, `base.value_key`) and the shapes, never on this
         # Posterior's contents; it is shared by every Posterior of an equal model
         reducer = None
+        fn, state = self._network(fn)
         for start, chunk, n, total in self._draw_chunks(num_samples, seed, chunk_size, draws):
-            values = np.asarray(_apply_draws(Static(fn), chunk, self.state, *args))[:n]
+            values = np.asarray(_apply_draws(Static(fn), chunk, state, *args))[:n]
             if reducer is None:  # the output's shape and dtype are the first chunk's
                 reducer = reductions[reduce](total, values)
             reducer.add(start, values)
             del values  # the chunk's buffer goes before the next one is computed
         return reducer.result()
+
+    def _network(self, fn):
+        """(fn, state): the per-draw function to run for the model's method `fn` and the state it is given: the
+        model's own and the network state here (`inference.LaplacePosterior` swaps in its linearised network)."""
+        return fn, self.state
 
     def _check_chunk_memory(self, chunk_size: int) -> None:
         """Raise InputError when a chunk of `chunk_size` draws made on demand would not fit (`SVIPosterior`);
@@ -264,8 +283,29 @@ class Posterior(abc.ABC):
         return arrays
 
 
+class OnDemandPosterior(Posterior):
+    """A posterior whose draws are made on demand as one chain (`SVIPosterior`, `inference.LaplacePosterior`):
+    ``num_chains`` 1, ``num_draws`` None, ``draws_by_chain`` = ``draws`` with a chain axis."""
+
+    @property
+    def num_chains(self) -> int:
+        """1: draws made on demand form one chain."""
+        return 1
+
+    @property
+    def num_draws(self) -> None:
+        """None: draws are made on demand, none are stored."""
+        return None
+
+    def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
+        """{site: (1, num_samples, *site_shape)}: `num_samples` draws as one chain."""
+        check_positive_ints(num_samples=num_samples)
+        check_seed(seed)
+        return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
+
+
 @dataclass(kw_only=True)
-class SVIPosterior(Posterior):
+class SVIPosterior(OnDemandPosterior):
     """A variational posterior: a guide and its fitted parameters (`inference.fit` returns one).
 
     Attributes (beyond `Posterior`'s):
@@ -292,16 +332,6 @@ class SVIPosterior(Posterior):
     def kind(self) -> str:
         """"svi" (read-only)."""
         return "svi"
-
-    @property
-    def num_chains(self) -> int:
-        """1: guide draws form one chain."""
-        return 1
-
-    @property
-    def num_draws(self) -> None:
-        """None: guide draws are made on demand, none are stored."""
-        return None
 
     def unconstrained_params(self) -> dict:
         """{name: array}: the guide parameters in the unconstrained space `inference.fit` optimises, what
@@ -346,12 +376,6 @@ class SVIPosterior(Posterior):
                      f"{wanted} draws of the weights (float32)")
         num_samples = 100 if num_samples is None else int(num_samples)
         return self._svi_draws(jax.random.PRNGKey(seed), max(num_samples, DRAW_CHUNK), keep=num_samples)
-
-    def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
-        """{site: (1, num_samples, *site_shape)}: `num_samples` guide draws as one chain."""
-        check_positive_ints(num_samples=num_samples)
-        check_seed(seed)
-        return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
 
     def _svi_draws(self, key, num_samples, keep=None):
         """{site: (keep, ...)} the first `keep` (default all) of `num_samples` guide draws with `key` (the same
