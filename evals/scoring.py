@@ -205,7 +205,9 @@ def classification_row(member_probs, y, log_likelihood=None) -> dict:
 
 def posterior_label(posterior) -> str:
     """A short label: the guide's registry name for SVI; for draws, the name in their config ("ensemble" for
-    `inference.ensemble`), else "nuts"."""
+    `inference.ensemble`), else "nuts"; "laplace_<structure>" for a Laplace posterior."""
+    if getattr(posterior, "kind", None) == "laplace":
+        return f"laplace_{posterior.structure}"
     if getattr(posterior, "kind", None) == "mcmc":
         return (getattr(posterior, "config", None) or {}).get("name", "nuts")
     guide = getattr(posterior, "guide", None)
