@@ -299,27 +299,39 @@ def run_split(name: str, split: int, root, settings: Settings, methods, log=prin
 
 
 def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, hidden_layers=(1,),
-        log=print) -> pd.DataFrame:
+        log=print, resume: bool = False) -> pd.DataFrame:
     """Run the benchmark and write ``uci.csv``, ``weights.csv``, ``chains.csv``, ``summary.md`` and ``uci.png``
     into `out_dir`; returns the per-(depth, data set, split, method) table.
 
     datasets: folder names under `root` (None: the shipped sets; every set `zoo.data.uci.available` lists);
     methods: a subset of `METHODS`; hidden_layers: the depths to run (1 and/or 2; both: the depth verdict).
-    The CSVs are rewritten after every split (a long run can be read while it goes).
+    The CSVs are rewritten after every split (a long run can be read while it goes). resume: keep the finished
+    splits of the earlier run in `out_dir` (`uci_folder.finished_rows`) and fit only the others; the folder
+    must be absent, empty or this benchmark's (`uci_folder.check_out`; `main` checks it before any work).
     """
+    from zoo.experiments.benchmarks.uci_folder import check_out, finished_rows, marker
     from zoo.experiments.benchmarks.uci_report import write_report
     from zoo.data.uci import available, num_splits
 
     out = Path(out_dir)
+    found = check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     datasets = list(datasets) if datasets else available(root)
-    (out / "run.json").write_text(json.dumps({"settings": settings_dict(settings), "seconds": None}))
+    before, done, earlier_s, pieces = [pd.DataFrame()] * 3, set(), 0.0, 1
+    if resume and found is not None:
+        *before, done = finished_rows(out, methods)
+        earlier_s, pieces = float(found.get("seconds") or 0.0), int(found.get("pieces") or 1) + 1
+    settings_d = settings_dict(settings)
+    (out / "run.json").write_text(json.dumps(marker(settings_d, methods, None, pieces)))
     t0 = time.perf_counter()
-    rows, weights, agreement = [], [], []
+    rows, weights, agreement = (frame.to_dict("records") for frame in before)
     plan = [(depth, name, k) for depth in hidden_layers for name in datasets
             for k in range(min(num_splits(name, root), settings.splits or num_splits(name, root)))]
-    for i, (depth, name, k) in enumerate(plan):
-        log(f"[{i + 1}/{len(plan)}] {name} split {k}, {depth} hidden layer(s) ({time.perf_counter() - t0:.0f} s)")
+    todo = [item for item in plan if item not in done]
+    if done:
+        log(f"resuming {out}: {len(plan) - len(todo)} of {len(plan)} splits already finished")
+    for i, (depth, name, k) in enumerate(todo):
+        log(f"[{i + 1}/{len(todo)}] {name} split {k}, {depth} hidden layer(s) ({time.perf_counter() - t0:.0f} s)")
         r, w, a = run_split(name, k, root, replace(settings, hidden_layers=depth), methods, log)
         rows += r
         weights += w
@@ -327,27 +339,36 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
         pd.DataFrame(rows).to_csv(out / "uci.csv", index=False)
         pd.DataFrame(weights).to_csv(out / "weights.csv", index=False)
         pd.DataFrame(agreement).to_csv(out / "chains.csv", index=False)
-    seconds = time.perf_counter() - t0
+    seconds = earlier_s + time.perf_counter() - t0
     table = pd.DataFrame(rows)
-    (out / "run.json").write_text(json.dumps({"settings": settings_dict(settings), "seconds": seconds}))
-    write_report(out, table, pd.DataFrame(weights), pd.DataFrame(agreement), settings_dict(settings), seconds)
+    (out / "run.json").write_text(json.dumps(marker(settings_d, methods, seconds, pieces)))
+    write_report(out, table, pd.DataFrame(weights), pd.DataFrame(agreement), settings_d, seconds)
     log(f"done in {seconds:.0f} s: {out / 'uci.csv'}, {out / 'summary.md'}, {out / 'uci.png'}")
     return table
 
 
-def check_request(datasets, methods, root) -> tuple:
-    """(datasets, methods) checked before any work: every method one of `METHODS`, every data set a folder of
-    `root` whose split 0 loads (a missing or malformed file is refused here, naming it). InputError otherwise."""
+def check_request(datasets, methods, root, splits=None, preset_splits=None) -> tuple:
+    """(datasets, methods) checked before any work: every method one of `METHODS`, every data set named once
+    and a folder of `root`, `splits` (the user's ``--splits``; None: the preset's `preset_splits`, at most the
+    folder's, or every split) at most the splits of every set, and every split that will run loading (a missing
+    or malformed file is refused here, naming it, not when its turn comes). InputError otherwise."""
     from base.errors import InputError
-    from zoo.data.uci import available, dataset_dir, uci_arrays
+    from zoo.data.uci import available, dataset_dir, num_splits, uci_arrays
 
     methods = tuple(METHODS) if not methods else tuple(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise InputError("--methods", ",".join(unknown), f"methods among {','.join(METHODS)}", "unknown method")
+    twice = sorted({m for m in methods if methods.count(m) > 1})
+    if twice:
+        raise InputError("--methods", ",".join(methods), "each method named once", f"{', '.join(twice)} repeated")
     names = list(datasets) if datasets else available(root)
     if not names:
         raise InputError("--data-dir", str(root), "a folder holding UCI data set folders (each with a data.txt)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError("--datasets", ",".join(names), "each data set named once",
+                         f"{', '.join(twice)} repeated (its rows would count twice in every average)")
     for name in names:
         try:
             dataset_dir(name, root)
@@ -356,21 +377,31 @@ def check_request(datasets, methods, root) -> tuple:
                 raise InputError("--datasets", name, f"data set folders among {available(root)}",
                                  "unknown data set") from None
             raise
-        uci_arrays(name, 0, root)
+        have = num_splits(name, root)
+        for k in range(max(1, min(have, splits or preset_splits or have))):
+            uci_arrays(name, k, root)  # split 0 even where the folder has none: it names the missing file
+        if splits is not None and int(splits) > have:
+            raise InputError("--splits", int(splits), f"at most {have}: {name} has {have} splits "
+                             f"(index_train_0.txt ... index_train_{have - 1}.txt)")
     return names, methods
 
 
 def main(*, data_dir=None, datasets=None, splits=None, methods=None, hidden_layers=(1,), out="zoo-results/uci",
-         quick=False, log=print) -> pd.DataFrame:
+         quick=False, resume=False, log=print) -> pd.DataFrame:
     """`zoo benchmark uci`: the `QUICK` or `FULL` settings (`splits` overrides their number of splits), checked
-    arguments (`check_request`), then `run`."""
-    names, methods = check_request(datasets, methods, data_dir)
+    arguments (`check_request`) and output folder (`uci_folder.check_out`, `uci_folder.check_resumable`: the
+    library's own or new; an earlier run only with `resume`), all before any fit, then `run`."""
+    from zoo.experiments.benchmarks.uci_folder import check_out, check_resumable
+
     settings = QUICK if quick else FULL
     if splits is not None:
         settings = replace(settings, splits=int(splits))
+    found = check_out(out)
+    names, methods = check_request(datasets, methods, data_dir, splits, settings.splits)
+    check_resumable(found, resume, settings_dict(settings), methods, out)
     log(f"zoo benchmark uci: {', '.join(names)}; methods {', '.join(methods)}; hidden layers "
         f"{', '.join(map(str, hidden_layers))}; {'quick' if quick else 'full'} settings -> {out}")
-    return run(out, settings, names, methods, data_dir, tuple(hidden_layers), log)
+    return run(out, settings, names, methods, data_dir, tuple(hidden_layers), log, resume=resume)
 
 
 def settings_dict(settings: Settings) -> dict:
