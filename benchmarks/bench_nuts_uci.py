@@ -123,7 +123,7 @@ def main(argv=None):
                 warnings.simplefilter("ignore")
                 post, stats, warm, seconds = run_nuts(entry, conf, fits, args.seed)
             C, D = conf["chains"], args.draws
-            f, ll = predictions(post, entry.test, C * D)
+            f, ll, _ = predictions(post, entry.test, C * D)
             diag = ess_rhat(f.reshape(C, D, -1))
             row = scores(Fitted(f, ll, seconds), entry.test.y, entry.train.y_sd)
             per_chain = [scores(Fitted(f.reshape(C, D, -1)[c], ll.reshape(C, D, -1)[c], 0.0), entry.test.y,

@@ -91,13 +91,15 @@ class Fitted:
     """One method's predictions on a split's test inputs: f (S, N) draws of the network output and ll (S, N)
     per-draw log N(y_n | f_s(x_n), sigma_s), both in standardised units (NUTS: S = C * D draws, chain major);
     seconds: the fit's wall time (NUTS: without the mean-field fit it starts from); posterior: the Posterior
-    (None for the ensemble); stats: NUTS's extra columns."""
+    (None for the ensemble); stats: NUTS's extra columns; sigma (S,): each draw's noise sd (standardised; None:
+    not known), with f the draws' predictive mixture sum_s N(f_s, sigma_s) / S."""
 
     f: np.ndarray
     ll: np.ndarray
     seconds: float
     posterior: object = None
     stats: dict | None = None
+    sigma: np.ndarray | None = None
 
 
 def entry_for(name: str, split: int, root, settings: Settings):
@@ -110,11 +112,14 @@ def entry_for(name: str, split: int, root, settings: Settings):
 
 
 def predictions(posterior, test, num_samples: int, seed: int = 1):
-    """(f (S, N), ll (S, N)) of `posterior` on `test`, both from one set of S weight draws."""
+    """(f (S, N), ll (S, N), sigma (S,) or None) of `posterior` on `test`, all from one set of S weight draws;
+    sigma: the draws' noise sd (the site ``likelihood/noise``; None for a model with a fixed noise)."""
     draws = posterior.draws(num_samples, seed=seed)
     f = posterior.predict(test.x, num_samples=num_samples, draws=draws)
     ll = posterior.log_likelihood(test.x, test.y, num_samples=num_samples, draws=draws)
-    return np.asarray(f, np.float64).reshape(f.shape[0], -1), np.asarray(ll, np.float64)
+    noise = draws.get("likelihood/noise")
+    sigma = None if noise is None else np.asarray(noise, np.float64).reshape(-1)
+    return np.asarray(f, np.float64).reshape(f.shape[0], -1), np.asarray(ll, np.float64), sigma
 
 
 def guide_for(method: str, model, settings: Settings):
@@ -145,15 +150,16 @@ def fit_svi(method: str, entry, settings: Settings, seed: int = 0) -> Fitted:
                              batch_size=settings.batch_size, seed=seed, progress=False)
     seconds = time.perf_counter() - t0
     num = 1 if method in ("map", "ensemble") else settings.num_samples
-    f, ll = predictions(post, entry.test, num)
-    return Fitted(f, ll, seconds, posterior=post)
+    f, ll, sigma = predictions(post, entry.test, num)
+    return Fitted(f, ll, seconds, posterior=post, sigma=sigma)
 
 
 def fit_ensemble(entry, settings: Settings, first: Fitted) -> Fitted:
     """`Settings.ensemble_size` point estimates, seeds 0, 1, ... (`first` is seed 0's): their draws stacked."""
     members = [first] + [fit_svi("ensemble", entry, settings, seed) for seed in range(1, settings.ensemble_size)]
+    sigma = None if any(m.sigma is None for m in members) else np.concatenate([m.sigma for m in members])
     return Fitted(np.concatenate([m.f for m in members]), np.concatenate([m.ll for m in members]),
-                  sum(m.seconds for m in members))
+                  sum(m.seconds for m in members), sigma=sigma)
 
 
 def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
@@ -169,14 +175,14 @@ def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
                               max_tree_depth=settings.max_tree_depth, progress=False)
     seconds = time.perf_counter() - t0
     total = settings.nuts_chains * settings.nuts_draws
-    f, ll = predictions(post, entry.test, total)
+    f, ll, sigma = predictions(post, entry.test, total)
     diag = ess_rhat(f.reshape(settings.nuts_chains, settings.nuts_draws, -1))
     info = post.info
     assert isinstance(info, inference.NutsInfo)  # nuts records one
     stats = {"divergences": info.divergences, "max_rhat": diag["rhat_max"], "min_ess": diag["ess_bulk_min"],
              "leapfrog": info.mean_leapfrog_steps,
              "converged": bool(diag["rhat_max"] <= RHAT_MAX and diag["ess_bulk_min"] >= ESS_MIN)}
-    return Fitted(f, ll, seconds, posterior=post, stats=stats)
+    return Fitted(f, ll, seconds, posterior=post, stats=stats, sigma=sigma)
 
 
 def scores(fitted: Fitted, y_test: np.ndarray, y_sd: float) -> dict:
@@ -192,14 +198,21 @@ def scores(fitted: Fitted, y_test: np.ndarray, y_sd: float) -> dict:
     return {"test_ll": test_ll, "rmse": rmse}
 
 
-def against_nuts(fitted: Fitted, nuts: Fitted) -> dict:
-    """{mean_abs_z, sd_ratio}: mean |mu - mu_nuts| / sd_nuts and the geometric mean of sd / sd_nuts over the test
-    inputs, mu and sd the mean and sd over draws of f (the network output)."""
+def against_nuts(fitted: Fitted, nuts: Fitted, y_sd: float = 1.0) -> dict:
+    """{mean_abs_z, sd_ratio, w2}: mean |mu - mu_nuts| / sd_nuts and the geometric mean of sd / sd_nuts over the
+    test inputs, mu and sd the mean and sd over draws of f (the network output); w2: the mean over test inputs of
+    the 2-Wasserstein distance between the two predictive mixtures of the target (`uci_w2.w2_per_point`, the
+    noise included), times `y_sd` (original units; NaN when a noise sd is unknown)."""
+    from zoo.experiments.benchmarks.uci_w2 import w2_per_point
+
     mu, sd = fitted.f.mean(0), fitted.f.std(0)
     mu_n, sd_n = nuts.f.mean(0), nuts.f.std(0)
     with np.errstate(divide="ignore"):
         ratio = float(np.exp(np.mean(np.log(sd / sd_n))))
-    return {"mean_abs_z": float(np.mean(np.abs(mu - mu_n) / sd_n)), "sd_ratio": ratio}
+    w2 = np.nan
+    if fitted.sigma is not None and nuts.sigma is not None:
+        w2 = float(np.mean(w2_per_point(fitted.f, fitted.sigma, nuts.f, nuts.sigma)) * y_sd)
+    return {"mean_abs_z": float(np.mean(np.abs(mu - mu_n) / sd_n)), "sd_ratio": ratio, "w2": w2}
 
 
 def chain_agreement(posterior, threshold: float = 1.05) -> pd.DataFrame:
@@ -278,13 +291,16 @@ def run_split(name: str, split: int, root, settings: Settings, methods, log=prin
         row = {"dataset": name, "split": int(split), "hidden_layers": settings.hidden_layers, "method": method,
                **scores(fit, entry.test.y, y_sd), "seconds": fit.seconds}
         row.update({"divergences": np.nan, "max_rhat": np.nan, "min_ess": np.nan, "nuts_converged": np.nan,
-                    "ll_gap": np.nan, "mean_abs_z": np.nan, "sd_ratio": np.nan})
+                    "ll_gap": np.nan, "rmse_gap": np.nan, "mean_abs_z": np.nan, "sd_ratio": np.nan,
+                    "w2": np.nan})
         if "nuts" in fitted:
             nuts = fitted["nuts"]
             assert nuts.stats is not None  # fit_nuts records them
             row["nuts_converged"] = nuts.stats["converged"]
-            row["ll_gap"] = row["test_ll"] - scores(nuts, entry.test.y, y_sd)["test_ll"]
-            row.update(against_nuts(fit, nuts))
+            nuts_scores = scores(nuts, entry.test.y, y_sd)
+            row["ll_gap"] = row["test_ll"] - nuts_scores["test_ll"]
+            row["rmse_gap"] = row["rmse"] - nuts_scores["rmse"]
+            row.update(against_nuts(fit, nuts, y_sd))
         if method == "nuts":
             assert fit.stats is not None
             row.update({k: fit.stats[k] for k in ("divergences", "max_rhat", "min_ess")})
