@@ -343,14 +343,16 @@ _SAMPLERS: OrderedDict[tuple, CompiledSampler] = OrderedDict()
 
 def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, chain_method: str,
                      num_warmup: int, target_accept_prob: float, max_tree_depth, chunk_len: int,
-                     dense_mass: bool = False) -> CompiledSampler:
+                     dense_mass: bool = False, data_per_chain: bool = False) -> CompiledSampler:
     """The `CompiledSampler` for this model, data shapes and dtypes (x (N, ...), y (N,), state) and settings:
     the one kept under `sampler_key` if any, else `build_sampler`'s (kept). Only shapes and dtypes of the arrays
     are read. The table holds samplers, not traces: NumPyro's kernel objects carry the settings as Python state
-    that their traced functions read, so one sampler is built per key and reused whole."""
+    that their traced functions read, so one sampler is built per key and reused whole. data_per_chain (with
+    chain_method "vectorized"): x (C, N, ...) and y (C, N) carry a leading chain axis, each chain its own data
+    set of the same shapes (`inference.nuts_splits`: the splits of a benchmark in one program)."""
     settings = dict(num_chains=num_chains, chain_method=chain_method, num_warmup=num_warmup,
                     target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len,
-                    dense_mass=dense_mass)
+                    dense_mass=dense_mass, data_per_chain=data_per_chain)
     key = sampler_key(model, site_priors, x, y, state, settings)
     sampler = _SAMPLERS.get(key)
     if sampler is None:
@@ -391,13 +393,13 @@ def support_key(support) -> tuple:
 
 def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: str, num_warmup: int,
                   target_accept_prob: float, max_tree_depth, chunk_len: int,
-                  dense_mass: bool = False) -> CompiledSampler:
+                  dense_mass: bool = False, data_per_chain: bool = False) -> CompiledSampler:
     """Build (not yet compile) the `CompiledSampler`: NumPyro's ``hmc(potential_fn_gen=..., algo="NUTS")`` pair,
     created here once per cache entry because ``init_kernel`` sets the settings (warm-up length, tree depth,
     adaptation) as Python state that ``sample_kernel`` reads when traced; `run_sampler` always traces init
     before the first chunk. Kernel options are NumPyro NUTS's defaults (step size 1, step-size and diagonal
     mass-matrix adaptation (diagonal, or dense with `dense_mass`), regularised mass matrix, no heuristic step
-    size)."""
+    size). data_per_chain: "vectorized" chains each with its own data (x, y mapped over their leading axis)."""
     unravel = site_unraveller(site_priors)
     init_kernel, sample_kernel = hmc(potential_fn_gen=partial(flat_potential, model, site_priors, unravel),
                                      algo="NUTS")
@@ -422,9 +424,12 @@ def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: st
 
     init: Callable
     chunk: Callable
+    if data_per_chain and chain_method != "vectorized":
+        raise InputError("chain_method", chain_method, "'vectorized' for chains with their own data")
     if chain_method == "vectorized":
-        init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, None, None)))
-        chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, None, None, None)))
+        data_axis = 0 if data_per_chain else None
+        init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, data_axis, data_axis, None)))
+        chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, data_axis, data_axis, None)))
     elif chain_method == "parallel":
         init, chunk = jax.jit(per_device(init_one, num_chains, 2)), jax.jit(per_device(chunk_one, num_chains, 1))
     elif chain_method == "sequential":
@@ -462,11 +467,12 @@ def per_device(fn: Callable, num_chains: int, chain_args: int) -> Callable:
 
 
 def run_sampler(sampler: CompiledSampler, key, init_u: dict, x, y, state, draws_per_chain: int,
-                progress: bool = True) -> tuple[dict, dict, np.ndarray]:
+                progress: bool = True, split_key: bool = True) -> tuple[dict, dict, np.ndarray]:
     """Warm up and sample: ``sampler.num_warmup + draws_per_chain`` NUTS iterations per chain in chunks of
     ``sampler.chunk_len``, keeping the iterations after warm-up.
 
-    key: the run's PRNG key (split per chain as NumPyro's MCMC does); init_u: {site: (C, *site_shape)}
+    key: the run's PRNG key (split per chain as NumPyro's MCMC does), or with ``split_key=False`` the chain
+    keys themselves (C, 2); init_u: {site: (C, *site_shape)}
     unconstrained start values; x (N, ...), y (N,), state: the data and network state (jit arguments).
     Returns (samples {site: (C, D, *site_shape)} constrained, stats {diverging, num_steps, accept_prob,
     energy: (C, D)}, warmup_steps (C,): leapfrog steps of each chain's warm-up), NumPy arrays filled chunk by
@@ -474,7 +480,10 @@ def run_sampler(sampler: CompiledSampler, key, init_u: dict, x, y, state, draws_
     """
     num_chains, chunk_len, num_warmup = sampler.num_chains, sampler.chunk_len, sampler.num_warmup
     total = num_warmup + draws_per_chain
-    chain_keys = jax.random.split(key, num_chains) if num_chains > 1 else jnp.expand_dims(key, 0)
+    if not split_key:
+        chain_keys = key
+    else:
+        chain_keys = jax.random.split(key, num_chains) if num_chains > 1 else jnp.expand_dims(key, 0)
     hmc_state = sampler.init(chain_keys, init_u, x, y, state)
     kept: dict = {}
     warmup_steps = np.zeros(num_chains, np.int64)
