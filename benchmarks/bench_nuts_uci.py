@@ -10,6 +10,9 @@ fitted by mean field and by `--chains` point estimates (seeds 0, 1, ...), then N
   wN                  N warm-up iterations (default `--warmup`)
   cN                  N chains (default `--chains`)
   dN                  max tree depth N (default 10)
+  igN                 the noise prior: sigma^2 ~ InverseGamma(1, N / 100) (a Gamma(1, N / 100) prior on the precision
+                      1 / sigma^2) instead of the benchmark's HalfNormal(1) on sigma, for every fit of the setting
+                      (mean field and point estimates too: the same model)
 
 Per setting it prints (and appends as one JSON line to `--log`) the function-space R-hat and bulk ESS of f at
 the test inputs (the benchmark's convergence rule), the mean leapfrog steps per kept draw and the fraction at the
@@ -43,17 +46,48 @@ def parse_args(argv=None):
 
 def parse_config(text: str, args) -> dict:
     """'dense+ens+w1000' -> {dense, start, warmup, chains, depth}."""
-    conf = {"dense": False, "start": "mf", "warmup": args.warmup, "chains": args.chains, "depth": 10}
+    conf = {"dense": False, "start": "mf", "warmup": args.warmup, "chains": args.chains, "depth": 10,
+            "noise_ig": None}
     for word in text.split("+"):
         if word in ("diag", "dense"):
             conf["dense"] = word == "dense"
         elif word in ("mf", "ens"):
             conf["start"] = word
+        elif word.startswith("ig") and word[2:].isdigit():
+            conf["noise_ig"] = int(word[2:]) / 100
         elif word[0] in "wcd" and word[1:].isdigit():
             conf[{"w": "warmup", "c": "chains", "d": "depth"}[word[0]]] = int(word[1:])
         else:
             raise SystemExit(f"--configs: unknown word {word!r} in {text!r}")
     return conf
+
+
+def with_noise_prior(entry, scale):
+    """`entry` (model, train, test) with the noise prior sigma^2 ~ InverseGamma(1, scale) (None: unchanged)."""
+    from types import SimpleNamespace
+
+    import jax.numpy as jnp
+    import numpyro.distributions as dist
+    from numpyro.distributions.transforms import PowerTransform
+
+    import models
+    from models.likelihoods import Normal
+
+    if scale is None:
+        return entry
+
+    class NoiseSd(dist.TransformedDistribution):
+        """sigma with sigma^2 ~ InverseGamma(1, scale): P(sigma^2 <= v) = exp(-scale / v)."""
+
+        def icdf(self, q):
+            return jnp.sqrt(-scale / jnp.log(q))
+
+    class InverseGammaNoise(Normal):
+        def latent_sites(self):
+            return {"likelihood/noise": ((), NoiseSd(dist.InverseGamma(1.0, scale), PowerTransform(0.5)))}
+
+    model = models.bnn(entry.model.network_fn, entry.model.prior, InverseGammaNoise(None), name=f"ig{scale}")
+    return SimpleNamespace(model=model, train=entry.train, test=entry.test)
 
 
 def start_values(model, site_priors, feature_shape, conf, fits, seed):
@@ -107,18 +141,24 @@ def main(argv=None):
     from zoo.experiments.benchmarks.uci import FULL, Fitted, entry_for, fit_svi, predictions, scores
 
     settings = FULL
+    max_chains = max(parse_config(c, args)["chains"] for c in args.configs.split(","))
     for name in args.datasets.split(","):
-        entry = entry_for(name, args.split, None, settings)
-        t0 = time.perf_counter()
-        max_chains = max(parse_config(c, args)["chains"] for c in args.configs.split(","))
-        fits = {"mean_field": fit_svi("mean_field", entry, settings).posterior,
-                "map": [fit_svi("map", entry, settings, seed=s).posterior for s in range(max_chains)],
-                "draws": args.draws}
-        print(f"{name} split {args.split}: SVI fits {time.perf_counter() - t0:.0f} s; point estimates' noise sd "
-              f"{[round(float(np.asarray(p.draws(1)['likelihood/noise']).ravel()[0]), 4) for p in fits['map']]}",
-              flush=True)
+        base = entry_for(name, args.split, None, settings)
+        variants: dict = {}
         for text in args.configs.split(","):
             conf = parse_config(text, args)
+            if conf["noise_ig"] not in variants:
+                entry = with_noise_prior(base, conf["noise_ig"])
+                t0 = time.perf_counter()
+                fits = {"mean_field": fit_svi("mean_field", entry, settings).posterior,
+                        "map": [fit_svi("map", entry, settings, seed=s).posterior for s in range(max_chains)],
+                        "draws": args.draws}
+                print(f"{name} split {args.split}, noise prior {conf['noise_ig']}: SVI fits "
+                      f"{time.perf_counter() - t0:.0f} s; point estimates' noise sd "
+                      f"{[round(float(np.asarray(p.draws(1)['likelihood/noise']).ravel()[0]), 4) for p in fits['map']]}",
+                      flush=True)
+                variants[conf["noise_ig"]] = (entry, fits)
+            entry, fits = variants[conf["noise_ig"]]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 post, stats, warm, seconds = run_nuts(entry, conf, fits, args.seed)

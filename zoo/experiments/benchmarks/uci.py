@@ -2,8 +2,8 @@
 
 Per data set (a folder of the standard layout, `zoo.data.uci`) and split K, the catalogue's ``mlp`` with
 `Settings.hidden_layers` hidden layers of 50 ReLU units and a learned homoscedastic noise (``noise=None``: the
-site ``likelihood/noise`` under a HalfNormal(`Settings.noise_prior_scale`) prior on the sd of the standardised
-target) is fitted by each method of `METHODS`:
+site ``likelihood/noise`` under the prior `Settings.noise_prior`, sigma^2 ~ InverseGamma(1, 0.1), on the sd of the
+standardised target) is fitted by each method of `METHODS`:
 
   map              the point estimate (``inference.point_estimate``; seed 0)
   mean_field       ``inference.mean_field``
@@ -57,8 +57,10 @@ class Settings:
     default); full_cov_steps: the full-covariance fit's steps (its update costs O(D^2)). num_samples: predictive
     draws of an SVI posterior. nuts_chains, nuts_warmup, nuts_draws (per chain), max_tree_depth: NUTS.
     prior, prior_scale: the weight prior (`zoo.entries`' kinds; "fan_in" 1: Normal(0, 1 / sqrt(fan_in)) on
-    weights, Normal(0, 1) on biases). noise_prior_scale: HalfNormal scale of the noise sd of the standardised
-    target. dropout_rate, ensemble_size, low_rank: the methods' own settings. compare_splits: how many of the
+    weights, Normal(0, 1) on biases). noise_prior, noise_prior_scale: the prior of the noise sd of the
+    standardised target (`models.likelihoods.noise_prior`): sigma^2 ~ InverseGamma(1, 0.1) by default (the
+    precision ~ Exponential(rate 0.1): docs/uci.md says why), or "half_normal" (HalfNormal(scale) on sigma). dropout_rate, ensemble_size, low_rank: the methods' own
+    settings. compare_splits: how many of the
     first splits get the weight-space comparison.
     """
 
@@ -74,7 +76,8 @@ class Settings:
     max_tree_depth: int = 10
     prior: str = "fan_in"
     prior_scale: float = 1.0
-    noise_prior_scale: float = 1.0
+    noise_prior: str = "inverse_gamma"
+    noise_prior_scale: float = 0.1
     dropout_rate: float = 0.05
     ensemble_size: int = 5
     low_rank: int = 10
@@ -103,12 +106,22 @@ class Fitted:
 
 
 def entry_for(name: str, split: int, root, settings: Settings):
-    """The catalogue entry ``mlp`` on split `split` of UCI set `name` (under `root`, None: the shipped sets)."""
-    import zoo
+    """The catalogue entry ``mlp`` on split `split` of UCI set `name` (under `root`, None: the shipped sets),
+    its learned noise under `Settings.noise_prior` (the same model for every method)."""
+    from dataclasses import replace as replace_fields
 
-    return zoo.get("mlp", data=("uci", {"name": name, "split": int(split), "root": root}),
-                   hidden=(WIDTH,) * settings.hidden_layers, noise=None, prior=settings.prior,
-                   prior_scale=settings.prior_scale, noise_prior_scale=settings.noise_prior_scale)
+    import models
+    import zoo
+    from models.likelihoods import normal
+
+    entry = zoo.get("mlp", data=("uci", {"name": name, "split": int(split), "root": root}),
+                    hidden=(WIDTH,) * settings.hidden_layers, noise=None, prior=settings.prior,
+                    prior_scale=settings.prior_scale, noise_prior_scale=settings.noise_prior_scale)
+    if settings.noise_prior == "half_normal":
+        return entry
+    likelihood = normal(None, settings.noise_prior_scale, settings.noise_prior)
+    model = models.bnn(entry.model.network_fn, entry.model.prior, likelihood, name=entry.model.name)
+    return replace_fields(entry, model=model)
 
 
 def predictions(posterior, test, num_samples: int, seed: int = 1):
