@@ -334,7 +334,8 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
 
     datasets: folder names under `root` (None: the shipped sets; every set `zoo.data.uci.available` lists);
     methods: a subset of `METHODS`; hidden_layers: the depths to run (1 and/or 2; both: the depth verdict).
-    The CSVs are rewritten after every split (a long run can be read while it goes). resume: keep the finished
+    The splits run split-major (split 0 of every set, then split 1, ...) and the CSVs are rewritten after every
+    split (a long run can be read while it goes, and a stopped one covers every set evenly). resume: keep the finished
     splits of the earlier run in `out_dir` (`uci_folder.finished_rows`) and fit only the others; the folder
     must be absent, empty or this benchmark's (`uci_folder.check_out`; `main` checks it before any work).
     """
@@ -354,8 +355,10 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
     (out / "run.json").write_text(json.dumps(marker(settings_d, methods, None, pieces)))
     t0 = time.perf_counter()
     rows, weights, agreement = (frame.to_dict("records") for frame in before)
-    plan = [(depth, name, k) for depth in hidden_layers for name in datasets
-            for k in range(min(num_splits(name, root), settings.splits or num_splits(name, root)))]
+    counts = {name: min(num_splits(name, root), settings.splits or num_splits(name, root)) for name in datasets}
+    # split-major: split 0 of every set, then split 1, ...: a run stopped part-way covers every set evenly
+    plan = [(depth, name, k) for depth in hidden_layers for k in range(max(counts.values(), default=0))
+            for name in datasets if k < counts[name]]
     todo = [item for item in plan if item not in done]
     if done:
         log(f"resuming {out}: {len(plan) - len(todo)} of {len(plan)} splits already finished")
