@@ -173,28 +173,23 @@ def warmup_steps_of_splits(nuts_module, model, site_priors, data, C, W, D, depth
 
 
 def blackjax_runner(blackjax, W, D, depth):
-    """run(logdensity, key, z0 (C, P)) -> (warm-up steps (C, W), draw steps (C, D)): window adaptation then NUTS,
-    vmapped over the C chains."""
+    """run(logdensity, key, z0 (C, P)) -> (warm-up steps (C, W), draw steps (C, D)): window adaptation then NUTS
+    (`bench_nuts.blackjax_adapted`), vmapped over the C chains."""
     import jax
-    from blackjax.adaptation.base import get_filter_adapt_info_fn
     from jax import lax
 
-    def run(logdensity, key, z0):
-        warmup = blackjax.window_adaptation(
-            blackjax.nuts, logdensity, target_acceptance_rate=0.8, max_num_doublings=depth,
-            adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"num_integration_steps"}))
+    from bench_nuts import blackjax_adapted  # benchmarks/ is this script's folder
 
+    def run(logdensity, key, z0):
         def one_chain(key, u0):
-            key_warmup, key_draws = jax.random.split(key)
-            (state, params), info = warmup.run(key_warmup, u0, num_steps=W)
-            kernel = blackjax.nuts(logdensity, **params)  # params: step size, mass matrix, max_num_doublings
+            kernel, state, key_draws, warm_steps = blackjax_adapted(blackjax, logdensity, key, u0, W, depth)
 
             def step(state, key):
                 state, step_info = kernel.step(key, state)
                 return state, step_info.num_integration_steps
 
             _, steps = lax.scan(step, state, jax.random.split(key_draws, D))
-            return info.info.num_integration_steps, steps
+            return warm_steps, steps
 
         return jax.vmap(one_chain)(jax.random.split(key, z0.shape[0]), z0)
 
