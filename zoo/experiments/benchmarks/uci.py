@@ -347,12 +347,14 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
     found = check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     datasets = list(datasets) if datasets else available(root)
-    before, done, earlier_s, pieces = [pd.DataFrame()] * 3, set(), 0.0, 1
+    before: list = [pd.DataFrame()] * 3
+    done: set = set()
+    earlier_s, pieces = 0.0, 1
     if resume and found is not None:
         *before, done = finished_rows(out, methods)
         earlier_s, pieces = float(found.get("seconds") or 0.0), int(found.get("pieces") or 1) + 1
     settings_d = settings_dict(settings)
-    (out / "run.json").write_text(json.dumps(marker(settings_d, methods, None, pieces)))
+    (out / "run.json").write_text(json.dumps(marker(settings_d, methods, earlier_s, pieces)))
     t0 = time.perf_counter()
     rows, weights, agreement = (frame.to_dict("records") for frame in before)
     counts = {name: min(num_splits(name, root), settings.splits or num_splits(name, root)) for name in datasets}
@@ -371,6 +373,8 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
         pd.DataFrame(rows).to_csv(out / "uci.csv", index=False)
         pd.DataFrame(weights).to_csv(out / "weights.csv", index=False)
         pd.DataFrame(agreement).to_csv(out / "chains.csv", index=False)
+        (out / "run.json").write_text(json.dumps(marker(settings_d, methods, earlier_s + time.perf_counter() - t0,
+                                                        pieces)))  # the seconds of the finished splits
     seconds = earlier_s + time.perf_counter() - t0
     table = pd.DataFrame(rows)
     (out / "run.json").write_text(json.dumps(marker(settings_d, methods, seconds, pieces)))

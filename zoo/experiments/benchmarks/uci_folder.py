@@ -32,7 +32,7 @@ KEY = ["hidden_layers", "dataset", "split"]
 
 def marker(settings: dict, methods, seconds: float | None, pieces: int = 1) -> dict:
     """The content of ``run.json``: the writer and kind (ownership), the settings and methods (resumability),
-    the seconds the run has taken over its `pieces` (None while the first piece runs)."""
+    the seconds the run has taken over its `pieces` up to its last finished split."""
     return {"writer": WRITER, "kind": KIND, "settings": settings, "methods": list(methods), "seconds": seconds,
             "pieces": pieces}
 
