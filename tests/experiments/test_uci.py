@@ -184,7 +184,7 @@ def test_a_resumed_run_gives_the_uninterrupted_runs_rows(tmp_path):
 
     write_layout(tmp_path / "data")
     settings = dict(data_dir=str(tmp_path / "data"), splits=2, methods=["map", "mean_field"], quick=True)
-    tiny = replace(QUICK, svi_steps=200, num_samples=20)
+    tiny = replace(QUICK, svi_steps=50, num_samples=10)
 
     def killed(line):
         if line.startswith("[2/2]"):
