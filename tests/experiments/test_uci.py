@@ -204,3 +204,25 @@ def test_a_resumed_run_gives_the_uninterrupted_runs_rows(tmp_path):
     a, b = (pd.read_csv(tmp_path / d / "uci.csv").drop(columns="seconds") for d in ("whole", "piece"))
     pd.testing.assert_frame_equal(a, b)
     assert len(a) == 4 and np.isfinite(a.test_ll).all() and len(resumed) == len(whole) == 4
+
+
+def test_the_leaderboard_gives_t_intervals_over_converged_splits():
+    from scipy import stats
+
+    from zoo.experiments.benchmarks.uci_report import closest_table, interval
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for split in range(4):
+        for method, w2 in (("map", 0.5), ("mean_field", 0.2), ("nuts", np.nan)):
+            rows.append({"hidden_layers": 1, "dataset": "tiny", "split": split, "method": method,
+                         "ll_gap": np.nan if method == "nuts" else rng.normal(), "rmse_gap": rng.normal(),
+                         "mean_abs_z": rng.random() + (method == "map"), "sd_ratio": rng.random(),
+                         "w2": w2 + 0.01 * split, "nuts_converged": split != 3})  # split 3: not converged
+    table = pd.DataFrame(rows)
+    gaps = table[(table.method == "map") & table.nuts_converged].ll_gap
+    mean, lo, hi = interval(gaps)
+    assert (lo, hi) == pytest.approx(stats.t.interval(0.95, len(gaps) - 1, loc=gaps.mean(), scale=stats.sem(gaps)))
+    text = closest_table(table)
+    assert f"| 1 | tiny | 2 | map | 3 | {mean:.3f} [{lo:.3f}, {hi:.3f}] |" in text  # ranked by mean |z|: 2nd
+    assert "closest to NUTS's predictive is mean_field (mean W2 0.21" in text
