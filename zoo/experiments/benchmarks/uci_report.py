@@ -178,6 +178,31 @@ def closest_table(table: pd.DataFrame, converged_only: bool = True) -> str:
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(sentences) + "\n" if sentences else "")
 
 
+LOOSE_RHAT = 1.1
+"""Izmailov et al. 2021 ("What are Bayesian neural network posteriors really like?") judge HMC on BNNs by
+function-space R-hat < 1.1 over their chains: the looser criterion, stated beside the strict one."""
+
+
+def convergence_table(table: pd.DataFrame) -> str:
+    """Markdown: per depth, data set and split, NUTS's function-space R-hat and bulk ESS (the worst test point),
+    its divergences, and whether it meets the strict criterion (R-hat <= 1.01 and ESS >= 400, `nuts_converged`)
+    and Izmailov et al.'s looser one (R-hat < `LOOSE_RHAT`); then the counts per set."""
+    nuts = table[table.method == "nuts"]
+    if nuts.empty:
+        return "No NUTS run.\n"
+    lines = ["| layers | data set | split | R-hat (f) | bulk ESS (f) | divergences | strict: R-hat <= 1.01, ESS >= 400 | "
+             f"Izmailov et al.: R-hat < {LOOSE_RHAT} |", "|---|---|---|---|---|---|---|---|"]
+    for _, r in nuts.iterrows():
+        lines.append(f"| {r.hidden_layers} | {r.dataset} | {r.split} | {r.max_rhat:.3f} | {r.min_ess:.0f} | "
+                     f"{r.divergences:.0f} | {'yes' if r.nuts_converged == True else 'NO'} | "  # noqa: E712
+                     f"{'yes' if r.max_rhat < LOOSE_RHAT else 'NO'} |")
+    lines.append("")
+    for (depth, name), part in nuts.groupby(["hidden_layers", "dataset"], sort=False):
+        lines.append(f"- {name} ({depth} layer{'s' if depth > 1 else ''}): strict {int((part.nuts_converged == True).sum())}"  # noqa: E712
+                     f" of {len(part)} splits, loose {int((part.max_rhat < LOOSE_RHAT).sum())} of {len(part)}")
+    return "\n".join(lines) + "\n"
+
+
 def weight_table(weights: pd.DataFrame, agreement: pd.DataFrame) -> str:
     """Markdown of the weight-space comparison (`evals.comparison.compare`, all weights) and of which NUTS chains
     agree (fraction of weights with two-chain R-hat <= 1.05)."""
@@ -307,7 +332,8 @@ def write_report(out, table: pd.DataFrame, weights: pd.DataFrame, agreement: pd.
              "Test LL per point and RMSE in the target's original units; mean +- SE over splits. NUTS rows "
              "average only the splits where NUTS converged (R-hat <= 1.01 and bulk ESS >= 400 on the predictive "
              "means at the test inputs); the others are flagged and left out.", "", "## Results", "",
-             results_table(table), "## Quality bars (one hidden layer)", "", quality_bars(table),
+             results_table(table), "## NUTS convergence per split", "", convergence_table(table),
+             "## Quality bars (one hidden layer)", "", quality_bars(table),
              "## Which guide is closest to the exact posterior (NUTS)", "",
              "Function space on the test inputs; mu, sd: mean and sd over draws of the network output. Ranked "
              "by mean abs(mu - mu_nuts) / sd_nuts; sd / sd_nuts is a geometric mean over test points (0 for a "
