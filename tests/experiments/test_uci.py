@@ -153,28 +153,37 @@ def _earlier_run(folder):
     (folder / "uci.csv").write_text("dataset,split,hidden_layers,method\n")
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda p: p.write_text("mine"), "--out: expected a folder for the benchmark's results, got '{out}'; it is an "
-                                     "existing file"),
-    (lambda p: (p.mkdir(), (p / "summary.md").write_text("my notes"), (p / "uci.csv").write_text("mine")),
+def _saved_posterior(folder):
+    folder.mkdir()
+    (folder / "MANIFEST.json").write_text(json.dumps({"writer": "bnn-zoo", "kind": "posterior",
+                                                      "files": {"posterior.json": {}, "arrays.npz": {}}}))
+    (folder / "posterior.json").write_text("{}")
+    (folder / "arrays.npz").write_bytes(b"")
+
+
+@pytest.mark.parametrize("make, inside, says", [
+    (lambda p: p.write_text("mine"), "", "--out: expected a folder for the benchmark's results, got '{out}'; it is "
+                                         "an existing file"),
+    (lambda p: (p.mkdir(), (p / "summary.md").write_text("my notes"), (p / "uci.csv").write_text("mine")), "",
      "--out: expected a new or empty folder, or the run folder of an earlier zoo benchmark uci, got '{out}'; it "
      "holds files the benchmark did not write (summary.md, uci.csv)"),
-    (lambda p: (p.mkdir(), (p / "MANIFEST.json").write_text(json.dumps({"writer": "bnn-zoo", "kind": "posterior"})),
-                (p / "posterior.json").write_text("{}"), (p / "arrays.npz").write_bytes(b"")),
-     "it holds files the benchmark did not write (MANIFEST.json, arrays.npz, posterior.json)"),
-    (_earlier_run, "--out: expected a new or empty folder, got '{out}'; it holds an earlier run of zoo benchmark "
-                   "uci: pass --resume"),
+    (_saved_posterior, "", "it holds files the benchmark did not write (MANIFEST.json, arrays.npz, posterior.json)"),
+    (_saved_posterior, "run", "--out: expected a folder outside bnn-zoo's own folders, got '{out}'; it would be "
+                              "made inside {folder}, a posterior folder"),
+    (_earlier_run, "", "--out: expected a new or empty folder, got '{out}'; it holds an earlier run of zoo "
+                       "benchmark uci: pass --resume"),
 ])
-def test_out_is_new_empty_or_the_benchmarks_own(tmp_path, capsys, make, says):
+def test_out_is_new_empty_or_the_benchmarks_own(tmp_path, capsys, make, inside, says):
     write_layout(tmp_path / "data")
-    out = tmp_path / "out"
-    make(out)
-    before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
+    folder = tmp_path / "out"
+    make(folder)
+    out = folder / inside if inside else folder
+    before = {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes()
     argv = ["benchmark", "uci", "--data-dir", str(tmp_path / "data"), "--methods", "map", "--out", str(out)]
     assert main(argv) == EXIT_USAGE
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(lines) == 1 and says.format(out=out) in lines[0], lines
-    assert before == ({p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes())
+    assert len(lines) == 1 and says.format(out=out, folder=folder) in lines[0], lines
+    assert before == ({p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes())
 
 
 def test_a_resumed_run_gives_the_uninterrupted_runs_rows(tmp_path):

@@ -50,10 +50,21 @@ def check_out(out, argument: str = "--out") -> dict | None:
     """Before any work: None when `out` is absent or an empty folder (a new run), the earlier run's ``run.json``
     when it is this benchmark's folder; raises InputError (a file) or `FolderNotOwnedError` (anything else),
     naming `argument`."""
+    from base.atomic_dir import KINDS, folder_kind
+
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise InputError(argument, str(out), "a folder for the benchmark's results", "it is an existing file")
     if not path.exists():
+        parent = path.absolute().parent
+        while not parent.exists():
+            parent = parent.parent
+        inside = folder_kind(parent) if folder_kind(parent) in KINDS else (
+            "zoo benchmark uci run" if read_marker(parent) is not None else None)
+        if inside:
+            raise FolderNotOwnedError(argument, str(out), "a folder outside bnn-zoo's own folders",
+                                      f"it would be made inside {parent}, a {inside} folder bnn-zoo wrote, which "
+                                      "then no longer loads or resumes: choose another folder")
         return None
     names = sorted(p.name for p in path.iterdir())
     if not names:
