@@ -70,6 +70,21 @@ def one_run(label, seconds, note, warmup_steps, steps, accept, divergences, ess)
     return (seconds, total) + tuple(ess)
 
 
+def blackjax_adapted(blackjax, logdensity, key, u0, num_warmup: int, depth: int):
+    """BlackJAX's NUTS after its window adaptation (target acceptance 0.8, at most `depth` doublings) from u0:
+    (kernel with the adapted step size and mass matrix, state, the key left for the draws, warm-up leapfrog steps
+    (num_warmup,)). For one chain; vmap or pmap it over chains."""
+    import jax
+    from blackjax.adaptation.base import get_filter_adapt_info_fn
+
+    key_warmup, key_draws = jax.random.split(key)
+    warmup = blackjax.window_adaptation(
+        blackjax.nuts, logdensity, target_acceptance_rate=0.8, max_num_doublings=depth,
+        adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"num_integration_steps"}))
+    (state, params), info = warmup.run(key_warmup, u0, num_steps=num_warmup)
+    return blackjax.nuts(logdensity, **params), state, key_draws, info.info.num_integration_steps
+
+
 def summarise(label, runs) -> tuple:
     """(seconds per leapfrog step over all runs, [mean over runs of ESS min / s, of ESS median / s]), printed."""
     import numpy as np
@@ -187,7 +202,6 @@ def main(argv=None):
     # (c) BlackJAX
     try:
         import blackjax
-        from blackjax.adaptation.base import get_filter_adapt_info_fn
     except ImportError:
         blackjax = None
         print("(c) BlackJAX is not installed: pip install 'bnn-zoo[bench]' (or pip install 'blackjax>=1.2'); "
@@ -196,14 +210,8 @@ def main(argv=None):
         def logdensity(u):
             return -potential(u)
 
-        warmup = blackjax.window_adaptation(
-            blackjax.nuts, logdensity, target_acceptance_rate=0.8, max_num_doublings=depth,
-            adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"num_integration_steps"}))
-
         def one_chain(key, u0):
-            key_warmup, key_draws = jax.random.split(key)
-            (state, params), info = warmup.run(key_warmup, u0, num_steps=W)
-            kernel = blackjax.nuts(logdensity, **params)
+            kernel, state, key_draws, warm_steps = blackjax_adapted(blackjax, logdensity, key, u0, W, depth)
 
             def step(state, key):
                 state, step_info = kernel.step(key, state)
@@ -211,7 +219,7 @@ def main(argv=None):
                                step_info.acceptance_rate)
 
             _, draws = lax.scan(step, state, jax.random.split(key_draws, D))
-            return draws, info.info.num_integration_steps
+            return draws, warm_steps
 
         mapped = "pmapped" if floor_name.endswith("pmapped") else "vmapped"  # the chains run as the zoo's do
         run = jax.pmap(one_chain) if mapped == "pmapped" else jax.jit(jax.vmap(one_chain))

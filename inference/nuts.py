@@ -72,8 +72,8 @@ CHUNK_LEN = 50  # NUTS iterations per compiled chunk (fewer when the whole run i
 def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num_warmup: int = 500,
          draws_per_chain: int = 500, seed: int = 0, target_accept_prob: float = 0.8, max_tree_depth: int = 10,
          chain_method: str | None = None, progress: bool = True, config: dict | None = None,
-         divergence_threshold: float = DIVERGENCE_THRESHOLD, **removed) -> Posterior:
-    """Run NUTS (diagonal mass matrix) on `model` with the full data set and return a `Posterior`.
+         divergence_threshold: float = DIVERGENCE_THRESHOLD, dense_mass: bool = False, **removed) -> Posterior:
+    """Run NUTS (diagonal mass matrix, or dense with ``dense_mass=True``) on `model` with the full data set and return a `Posterior`.
 
     Warm-up and sampling of all chains compile once per (model value key, data shapes, settings): a second
     call with the same model (value key), data shapes and settings (another seed, other data values of the
@@ -107,6 +107,10 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
         warm-up, over all chains) exceeds it; default 0.01 (1 %); 0 warns at the first divergence (as Stan
         does), 1 never. The divergences are kept either way: ``sample_stats["diverging"]`` and
         ``info.divergences``.
+      dense_mass: False (default): a diagonal mass matrix adapted in warm-up, as NumPyro's NUTS; True: a dense
+        one (NumPyro's ``dense_mass=True``: the warm-up's regularised sample covariance of all P weights, P x P;
+        for small networks, P up to a few thousand), which follows posteriors whose narrow directions are not
+        aligned with the weights' axes (a nearly noiseless regression: docs/uci.md).
     Raises:
       InputError (a ValueError) naming the argument for bad settings (num_chains, draws_per_chain < 1,
       num_warmup < 0, target_accept_prob outside (0, 1), max_tree_depth < 1, ...), for data that do not fit
@@ -122,6 +126,8 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     check_nuts_settings(num_chains=num_chains, num_warmup=num_warmup, draws_per_chain=draws_per_chain,
                         target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
                         divergence_threshold=divergence_threshold)
+    if not isinstance(dense_mass, (bool, np.bool_)):
+        raise ArgumentTypeError("dense_mass", repr(dense_mass), "True or False")
     check_seed(seed)
     if init is not None and not isinstance(init, Posterior):
         raise ArgumentTypeError("init", f"<{type(init).__name__}>", "an inference.Posterior or None")
@@ -153,7 +159,7 @@ def nuts(model, data, *, init: Posterior | None = None, num_chains: int = 2, num
     sampler = compiled_sampler(model, site_priors, x, y, state, num_chains=int(num_chains),
                                chain_method=chain_method, num_warmup=int(num_warmup),
                                target_accept_prob=float(target_accept_prob), max_tree_depth=max_tree_depth,
-                               chunk_len=min(CHUNK_LEN, total))
+                               chunk_len=min(CHUNK_LEN, total), dense_mass=bool(dense_mass))
     t0 = time.perf_counter()
     samples, stats, _ = run_sampler(sampler, key, init_u, jnp.asarray(x), jnp.asarray(y), state,
                                  int(draws_per_chain), progress=progress)
@@ -336,13 +342,17 @@ _SAMPLERS: OrderedDict[tuple, CompiledSampler] = OrderedDict()
 
 
 def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, chain_method: str,
-                     num_warmup: int, target_accept_prob: float, max_tree_depth, chunk_len: int) -> CompiledSampler:
+                     num_warmup: int, target_accept_prob: float, max_tree_depth, chunk_len: int,
+                     dense_mass: bool = False, data_per_chain: bool = False) -> CompiledSampler:
     """The `CompiledSampler` for this model, data shapes and dtypes (x (N, ...), y (N,), state) and settings:
     the one kept under `sampler_key` if any, else `build_sampler`'s (kept). Only shapes and dtypes of the arrays
     are read. The table holds samplers, not traces: NumPyro's kernel objects carry the settings as Python state
-    that their traced functions read, so one sampler is built per key and reused whole."""
+    that their traced functions read, so one sampler is built per key and reused whole. data_per_chain (with
+    chain_method "vectorized"): x (C, N, ...) and y (C, N) carry a leading chain axis, each chain its own data
+    set of the same shapes (`inference.nuts_splits`: the splits of a benchmark in one program)."""
     settings = dict(num_chains=num_chains, chain_method=chain_method, num_warmup=num_warmup,
-                    target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len)
+                    target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len,
+                    dense_mass=dense_mass, data_per_chain=data_per_chain)
     key = sampler_key(model, site_priors, x, y, state, settings)
     sampler = _SAMPLERS.get(key)
     if sampler is None:
@@ -382,12 +392,14 @@ def support_key(support) -> tuple:
 
 
 def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: str, num_warmup: int,
-                  target_accept_prob: float, max_tree_depth, chunk_len: int) -> CompiledSampler:
+                  target_accept_prob: float, max_tree_depth, chunk_len: int,
+                  dense_mass: bool = False, data_per_chain: bool = False) -> CompiledSampler:
     """Build (not yet compile) the `CompiledSampler`: NumPyro's ``hmc(potential_fn_gen=..., algo="NUTS")`` pair,
     created here once per cache entry because ``init_kernel`` sets the settings (warm-up length, tree depth,
     adaptation) as Python state that ``sample_kernel`` reads when traced; `run_sampler` always traces init
     before the first chunk. Kernel options are NumPyro NUTS's defaults (step size 1, step-size and diagonal
-    mass-matrix adaptation, regularised mass matrix, no heuristic step size)."""
+    mass-matrix adaptation (diagonal, or dense with `dense_mass`), regularised mass matrix, no heuristic step
+    size). data_per_chain: "vectorized" chains each with its own data (x, y mapped over their leading axis)."""
     unravel = site_unraveller(site_priors)
     init_kernel, sample_kernel = hmc(potential_fn_gen=partial(flat_potential, model, site_priors, unravel),
                                      algo="NUTS")
@@ -396,7 +408,7 @@ def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: st
     def init_one(chain_key, z0, x, y, state):
         rng_key, _ = jax.random.split(chain_key)  # as NumPyro's HMC.init: (kernel key, model-init key)
         return init_kernel(ravel_sites(z0), num_warmup, step_size=1.0, inverse_mass_matrix=None,
-                           adapt_step_size=True, adapt_mass_matrix=True, dense_mass=False,
+                           adapt_step_size=True, adapt_mass_matrix=True, dense_mass=dense_mass,
                            target_accept_prob=target_accept_prob, trajectory_length=None, max_tree_depth=max_tree_depth, find_heuristic_step_size=False,
                            regularize_mass_matrix=True, model_args=(x, y, state), rng_key=rng_key)
 
@@ -412,9 +424,12 @@ def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: st
 
     init: Callable
     chunk: Callable
+    if data_per_chain and chain_method != "vectorized":
+        raise InputError("chain_method", chain_method, "'vectorized' for chains with their own data")
     if chain_method == "vectorized":
-        init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, None, None)))
-        chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, None, None, None)))
+        data_axis = 0 if data_per_chain else None
+        init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, data_axis, data_axis, None)))
+        chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, data_axis, data_axis, None)))
     elif chain_method == "parallel":
         init, chunk = jax.jit(per_device(init_one, num_chains, 2)), jax.jit(per_device(chunk_one, num_chains, 1))
     elif chain_method == "sequential":
@@ -452,11 +467,12 @@ def per_device(fn: Callable, num_chains: int, chain_args: int) -> Callable:
 
 
 def run_sampler(sampler: CompiledSampler, key, init_u: dict, x, y, state, draws_per_chain: int,
-                progress: bool = True) -> tuple[dict, dict, np.ndarray]:
+                progress: bool = True, split_key: bool = True) -> tuple[dict, dict, np.ndarray]:
     """Warm up and sample: ``sampler.num_warmup + draws_per_chain`` NUTS iterations per chain in chunks of
     ``sampler.chunk_len``, keeping the iterations after warm-up.
 
-    key: the run's PRNG key (split per chain as NumPyro's MCMC does); init_u: {site: (C, *site_shape)}
+    key: the run's PRNG key (split per chain as NumPyro's MCMC does), or with ``split_key=False`` the chain
+    keys themselves (C, 2); init_u: {site: (C, *site_shape)}
     unconstrained start values; x (N, ...), y (N,), state: the data and network state (jit arguments).
     Returns (samples {site: (C, D, *site_shape)} constrained, stats {diverging, num_steps, accept_prob,
     energy: (C, D)}, warmup_steps (C,): leapfrog steps of each chain's warm-up), NumPy arrays filled chunk by
@@ -464,7 +480,10 @@ def run_sampler(sampler: CompiledSampler, key, init_u: dict, x, y, state, draws_
     """
     num_chains, chunk_len, num_warmup = sampler.num_chains, sampler.chunk_len, sampler.num_warmup
     total = num_warmup + draws_per_chain
-    chain_keys = jax.random.split(key, num_chains) if num_chains > 1 else jnp.expand_dims(key, 0)
+    if not split_key:
+        chain_keys = key
+    else:
+        chain_keys = jax.random.split(key, num_chains) if num_chains > 1 else jnp.expand_dims(key, 0)
     hmc_state = sampler.init(chain_keys, init_u, x, y, state)
     kept: dict = {}
     warmup_steps = np.zeros(num_chains, np.int64)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+from numpyro.distributions.transforms import PowerTransform
 from numpyro import handlers
 
 from base.errors import InputError
@@ -59,25 +60,60 @@ def log_softmax(logits):
     return shifted - jnp.log1p(others)
 
 
+NOISE_PRIORS = ("half_normal", "inverse_gamma")
+"""The priors of a learned noise sd (`noise_prior`)."""
+
+
+def noise_prior(kind: str, scale: float):
+    """The prior of a learned noise sd sigma (a distribution on (0, inf)).
+
+    "half_normal": sigma ~ HalfNormal(scale); its density stays finite at sigma = 0.
+    "inverse_gamma": sigma^2 ~ InverseGamma(1, scale), i.e. the precision 1 / sigma^2 ~ Exponential(rate=scale)
+      (the Gamma prior on the precision of PBP, Hernandez-Lobato & Adams 2015, with shape 1); density
+      p(sigma) = 2 scale sigma^-3 exp(-scale / sigma^2), which vanishes faster than any power of sigma at 0, so
+      a network with more weights than data points cannot drive sigma to 0 by interpolating its training rows
+      (the posterior's funnel between sigma and the weights is cut off: docs/uci.md). With N residuals of sum of
+      squares R, the conditional posterior of sigma^2 is InverseGamma(1 + N / 2, scale + R / 2).
+    """
+    if kind == "half_normal":
+        return dist.HalfNormal(scale)
+    if kind == "inverse_gamma":
+        return dist.TransformedDistribution(dist.Exponential(scale), PowerTransform(-0.5))
+    raise InputError("noise_prior", kind, f"one of {NOISE_PRIORS}")
+
+
 class Normal:
     """y ~ Normal(output, noise); output (N, D) or (N, 1) for y of shape (N,).
 
-    ``noise=None`` learns the noise as the latent site ``"likelihood/noise"`` with a HalfNormal(noise_prior_scale) prior.
+    ``noise=None`` learns the noise as the latent site ``"likelihood/noise"`` with the prior `noise_prior`
+    (`noise_prior` (kind, noise_prior_scale): HalfNormal(noise_prior_scale) by default).
     """
 
     classification = False
 
-    def __init__(self, noise: float | None = 0.1, noise_prior_scale: float = 1.0):
+    def __init__(self, noise: float | None = 0.1, noise_prior_scale: float = 1.0,
+                 noise_prior: str = "half_normal"):
         if noise is not None and not noise > 0:
             raise InputError.worded("noise", f"noise: expected a positive number or None (learned), got {noise!r}")
+        if noise_prior not in NOISE_PRIORS:
+            raise InputError("noise_prior", noise_prior, f"one of {NOISE_PRIORS}")
+        try:
+            positive = float(noise_prior_scale) > 0
+        except (TypeError, ValueError):
+            positive = False
+        if not positive:
+            raise InputError("noise_prior_scale", noise_prior_scale, "a positive number")
         self.noise = noise
         self.noise_prior_scale = noise_prior_scale
+        self.noise_prior = noise_prior
         self.spec = {"kind": "normal", "noise": noise, "noise_prior_scale": noise_prior_scale}
+        if noise_prior != "half_normal":  # the default stays out: specs saved before the option compare equal
+            self.spec["noise_prior"] = noise_prior
 
     def latent_sites(self):
         if self.noise is not None:
             return {}
-        return {"likelihood/noise": ((), dist.HalfNormal(self.noise_prior_scale))}
+        return {"likelihood/noise": ((), noise_prior(self.noise_prior, self.noise_prior_scale))}
 
     def _sigma(self, params):
         return self.noise if self.noise is not None else params["likelihood/noise"]
@@ -109,9 +145,10 @@ def categorical() -> Categorical:
     return Categorical()
 
 
-def normal(noise: float | None = 0.1, noise_prior_scale: float = 1.0) -> Normal:
-    """Regression likelihood with fixed (`noise`) or learned (`noise=None`) observation noise."""
-    return Normal(noise, noise_prior_scale)
+def normal(noise: float | None = 0.1, noise_prior_scale: float = 1.0, noise_prior: str = "half_normal") -> Normal:
+    """Regression likelihood with fixed (`noise`) or learned (`noise=None`) observation noise (its prior:
+    `noise_prior`)."""
+    return Normal(noise, noise_prior_scale, noise_prior)
 
 
 def from_spec(spec):

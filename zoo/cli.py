@@ -319,7 +319,10 @@ def build_parser() -> _Parser:
                         "nuts (default: all)")
     b.add_argument("--hidden-layers", type=_layer_counts, default=(1,), metavar="1|2|1,2",
                    help="hidden layers of 50 units: 1, 2 or 1,2 (both, with the depth verdict)")
-    b.add_argument("--out", default=None, help="output folder (default: zoo-results/uci)")
+    b.add_argument("--out", default=None,
+                   help="output folder (default: zoo-results/uci): new, empty, or an earlier run's with --resume")
+    b.add_argument("--resume", action="store_true",
+                   help="keep the finished splits of the earlier run in --out (same settings and methods) and go on")
     b.add_argument("--quick", action="store_true",
                    help="3 splits, fewer SVI steps and NUTS draws (zoo.experiments.benchmarks.uci.QUICK)")
     for command in sub.choices.values():  # --debug is accepted after the command too
@@ -811,7 +814,8 @@ def cmd_benchmark(args):
     from zoo.experiments.benchmarks.uci import main
 
     main(data_dir=args.data_dir, datasets=args.datasets, splits=args.splits, methods=args.methods,
-         hidden_layers=args.hidden_layers, out=args.out or os.path.join("zoo-results", "uci"), quick=args.quick)
+         hidden_layers=args.hidden_layers, out=args.out or os.path.join("zoo-results", "uci"), quick=args.quick,
+         resume=args.resume)
     return 0
 
 

@@ -4,6 +4,7 @@ computation, one method end to end on one split, and the CLI's errors (one line 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -107,6 +108,10 @@ def test_one_method_end_to_end_on_one_split(tmp_path):
     (["--data-dir", "{tmp}", "--datasets", "tiny,nope"], "--datasets: expected data set folders among ['tiny']"),
     (["--data-dir", "{tmp}", "--methods", "map,magic"], "--methods: expected methods among"),
     (["--datasets", "bostonHousing"], "--datasets: expected data set folders among"),
+    (["--data-dir", "{tmp}", "--datasets", "tiny,tiny"], "--datasets: expected each data set named once, got "
+                                                         "'tiny,tiny'; tiny repeated"),
+    (["--data-dir", "{tmp}", "--splits", "10"], "--splits: expected at most 2: tiny has 2 splits"),
+    (["--data-dir", "{tmp}", "--methods", "map,map"], "--methods: expected each method named once"),
 ])
 def test_cli_errors_are_one_line(tmp_path, capsys, args, says):
     write_layout(tmp_path)
@@ -130,3 +135,103 @@ def test_cli_usage_errors(capsys):
         main(["benchmark", "uci", "--hidden-layers", "3"])
     assert exit_.value.code == EXIT_USAGE
     assert "argument --hidden-layers: expected 1, 2 or 1,2" in capsys.readouterr().err
+
+
+def test_every_split_is_checked_before_any_fit(tmp_path, capsys):
+    folder, _, _ = write_layout(tmp_path)
+    (folder / "index_test_1.txt").write_text("0\n999\n")  # split 1 broken: refused before split 0 is fitted
+    argv = ["benchmark", "uci", "--data-dir", str(tmp_path), "--splits", "2", "--out", str(tmp_path / "out")]
+    assert main(argv) == EXIT_USAGE
+    assert str(folder / "index_test_1.txt") in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def _earlier_run(folder):
+    from zoo.experiments.benchmarks.uci_folder import marker
+
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps(marker({}, ["map"], 1.0)))
+    (folder / "uci.csv").write_text("dataset,split,hidden_layers,method\n")
+
+
+def _saved_posterior(folder):
+    folder.mkdir()
+    (folder / "MANIFEST.json").write_text(json.dumps({"writer": "bnn-zoo", "kind": "posterior",
+                                                      "files": {"posterior.json": {}, "arrays.npz": {}}}))
+    (folder / "posterior.json").write_text("{}")
+    (folder / "arrays.npz").write_bytes(b"")
+
+
+@pytest.mark.parametrize("make, inside, says", [
+    (lambda p: p.write_text("mine"), "", "--out: expected a folder for the benchmark's results, got '{out}'; it is "
+                                         "an existing file"),
+    (lambda p: (p.mkdir(), (p / "summary.md").write_text("my notes"), (p / "uci.csv").write_text("mine")), "",
+     "--out: expected a new or empty folder, or the run folder of an earlier zoo benchmark uci, got '{out}'; it "
+     "holds files the benchmark did not write (summary.md, uci.csv)"),
+    (_saved_posterior, "", "it holds files the benchmark did not write (MANIFEST.json, arrays.npz, posterior.json)"),
+    (_saved_posterior, "run", "--out: expected a folder outside bnn-zoo's own folders, got '{out}'; it would be "
+                              "made inside {folder}, a posterior folder"),
+    (_earlier_run, "", "--out: expected a new or empty folder, got '{out}'; it holds an earlier run of zoo "
+                       "benchmark uci: pass --resume"),
+])
+def test_out_is_new_empty_or_the_benchmarks_own(tmp_path, capsys, make, inside, says):
+    write_layout(tmp_path / "data")
+    folder = tmp_path / "out"
+    make(folder)
+    out = folder / inside if inside else folder
+    before = {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes()
+    argv = ["benchmark", "uci", "--data-dir", str(tmp_path / "data"), "--methods", "map", "--out", str(out)]
+    assert main(argv) == EXIT_USAGE
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and says.format(out=out, folder=folder) in lines[0], lines
+    assert before == ({p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else folder.read_bytes())
+
+
+def test_a_resumed_run_gives_the_uninterrupted_runs_rows(tmp_path):
+    """A run killed between two splits (simulated: the log callback raises when the second split starts) and
+    resumed with --resume writes the same uci.csv rows as one uninterrupted run (seconds aside)."""
+    from zoo.experiments.benchmarks.uci import main as benchmark
+
+    write_layout(tmp_path / "data")
+    settings = dict(data_dir=str(tmp_path / "data"), splits=2, methods=["map", "mean_field"], quick=True)
+    tiny = replace(QUICK, svi_steps=50, num_samples=10)
+
+    def killed(line):
+        if line.startswith("[2/2]"):
+            raise KeyboardInterrupt
+
+    import zoo.experiments.benchmarks.uci as uci_module
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(uci_module, "QUICK", tiny)
+        whole = benchmark(out=str(tmp_path / "whole"), log=lambda s: None, **settings)
+        with pytest.raises(KeyboardInterrupt):
+            benchmark(out=str(tmp_path / "piece"), log=killed, **settings)
+        assert len(pd.read_csv(tmp_path / "piece" / "uci.csv")) == 2  # split 0's two rows were written
+        said = []
+        resumed = benchmark(out=str(tmp_path / "piece"), resume=True, log=said.append, **settings)
+    assert any("1 of 2 splits already finished" in line for line in said)
+    assert sum(line.startswith("[") for line in said) == 1  # only split 1 was fitted again
+    a, b = (pd.read_csv(tmp_path / d / "uci.csv").drop(columns="seconds") for d in ("whole", "piece"))
+    pd.testing.assert_frame_equal(a, b)
+    assert len(a) == 4 and np.isfinite(a.test_ll).all() and len(resumed) == len(whole) == 4
+
+
+def test_the_leaderboard_gives_t_intervals_over_converged_splits():
+    from scipy import stats
+
+    from zoo.experiments.benchmarks.uci_report import closest_table, interval
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for split in range(4):
+        for method, w2 in (("map", 0.5), ("mean_field", 0.2), ("nuts", np.nan)):
+            rows.append({"hidden_layers": 1, "dataset": "tiny", "split": split, "method": method,
+                         "ll_gap": np.nan if method == "nuts" else rng.normal(), "rmse_gap": rng.normal(),
+                         "mean_abs_z": rng.random() + (method == "map"), "sd_ratio": rng.random(),
+                         "w2": w2 + 0.01 * split, "nuts_converged": split != 3})  # split 3: not converged
+    table = pd.DataFrame(rows)
+    gaps = table[(table.method == "map") & table.nuts_converged].ll_gap
+    mean, lo, hi = interval(gaps)
+    assert (lo, hi) == pytest.approx(stats.t.interval(0.95, len(gaps) - 1, loc=gaps.mean(), scale=stats.sem(gaps)))
+    text = closest_table(table)
+    assert f"| 1 | tiny | 2 | map | 3 | {mean:.3f} [{lo:.3f}, {hi:.3f}] |" in text  # ranked by mean |z|: 2nd
+    assert "closest to NUTS's predictive is mean_field (mean W2 0.21" in text

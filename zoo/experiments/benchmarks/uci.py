@@ -2,8 +2,8 @@
 
 Per data set (a folder of the standard layout, `zoo.data.uci`) and split K, the catalogue's ``mlp`` with
 `Settings.hidden_layers` hidden layers of 50 ReLU units and a learned homoscedastic noise (``noise=None``: the
-site ``likelihood/noise`` under a HalfNormal(`Settings.noise_prior_scale`) prior on the sd of the standardised
-target) is fitted by each method of `METHODS`:
+site ``likelihood/noise`` under the prior `Settings.noise_prior`, sigma^2 ~ InverseGamma(1, 0.1), on the sd of the
+standardised target) is fitted by each method of `METHODS`:
 
   map              the point estimate (``inference.point_estimate``; seed 0)
   mean_field       ``inference.mean_field``
@@ -57,8 +57,10 @@ class Settings:
     default); full_cov_steps: the full-covariance fit's steps (its update costs O(D^2)). num_samples: predictive
     draws of an SVI posterior. nuts_chains, nuts_warmup, nuts_draws (per chain), max_tree_depth: NUTS.
     prior, prior_scale: the weight prior (`zoo.entries`' kinds; "fan_in" 1: Normal(0, 1 / sqrt(fan_in)) on
-    weights, Normal(0, 1) on biases). noise_prior_scale: HalfNormal scale of the noise sd of the standardised
-    target. dropout_rate, ensemble_size, low_rank: the methods' own settings. compare_splits: how many of the
+    weights, Normal(0, 1) on biases). noise_prior, noise_prior_scale: the prior of the noise sd of the
+    standardised target (`models.likelihoods.noise_prior`): sigma^2 ~ InverseGamma(1, 0.1) by default (the
+    precision ~ Exponential(rate 0.1): docs/uci.md says why), or "half_normal" (HalfNormal(scale) on sigma). dropout_rate, ensemble_size, low_rank: the methods' own
+    settings. compare_splits: how many of the
     first splits get the weight-space comparison.
     """
 
@@ -74,7 +76,8 @@ class Settings:
     max_tree_depth: int = 10
     prior: str = "fan_in"
     prior_scale: float = 1.0
-    noise_prior_scale: float = 1.0
+    noise_prior: str = "inverse_gamma"
+    noise_prior_scale: float = 0.1
     dropout_rate: float = 0.05
     ensemble_size: int = 5
     low_rank: int = 10
@@ -91,30 +94,45 @@ class Fitted:
     """One method's predictions on a split's test inputs: f (S, N) draws of the network output and ll (S, N)
     per-draw log N(y_n | f_s(x_n), sigma_s), both in standardised units (NUTS: S = C * D draws, chain major);
     seconds: the fit's wall time (NUTS: without the mean-field fit it starts from); posterior: the Posterior
-    (None for the ensemble); stats: NUTS's extra columns."""
+    (None for the ensemble); stats: NUTS's extra columns; sigma (S,): each draw's noise sd (standardised; None:
+    not known), with f the draws' predictive mixture sum_s N(f_s, sigma_s) / S."""
 
     f: np.ndarray
     ll: np.ndarray
     seconds: float
     posterior: object = None
     stats: dict | None = None
+    sigma: np.ndarray | None = None
 
 
 def entry_for(name: str, split: int, root, settings: Settings):
-    """The catalogue entry ``mlp`` on split `split` of UCI set `name` (under `root`, None: the shipped sets)."""
-    import zoo
+    """The catalogue entry ``mlp`` on split `split` of UCI set `name` (under `root`, None: the shipped sets),
+    its learned noise under `Settings.noise_prior` (the same model for every method)."""
+    from dataclasses import replace as replace_fields
 
-    return zoo.get("mlp", data=("uci", {"name": name, "split": int(split), "root": root}),
-                   hidden=(WIDTH,) * settings.hidden_layers, noise=None, prior=settings.prior,
-                   prior_scale=settings.prior_scale, noise_prior_scale=settings.noise_prior_scale)
+    import models
+    import zoo
+    from models.likelihoods import normal
+
+    entry = zoo.get("mlp", data=("uci", {"name": name, "split": int(split), "root": root}),
+                    hidden=(WIDTH,) * settings.hidden_layers, noise=None, prior=settings.prior,
+                    prior_scale=settings.prior_scale, noise_prior_scale=settings.noise_prior_scale)
+    if settings.noise_prior == "half_normal":
+        return entry
+    likelihood = normal(None, settings.noise_prior_scale, settings.noise_prior)
+    model = models.bnn(entry.model.network_fn, entry.model.prior, likelihood, name=entry.model.name)
+    return replace_fields(entry, model=model)
 
 
 def predictions(posterior, test, num_samples: int, seed: int = 1):
-    """(f (S, N), ll (S, N)) of `posterior` on `test`, both from one set of S weight draws."""
+    """(f (S, N), ll (S, N), sigma (S,) or None) of `posterior` on `test`, all from one set of S weight draws;
+    sigma: the draws' noise sd (the site ``likelihood/noise``; None for a model with a fixed noise)."""
     draws = posterior.draws(num_samples, seed=seed)
     f = posterior.predict(test.x, num_samples=num_samples, draws=draws)
     ll = posterior.log_likelihood(test.x, test.y, num_samples=num_samples, draws=draws)
-    return np.asarray(f, np.float64).reshape(f.shape[0], -1), np.asarray(ll, np.float64)
+    noise = draws.get("likelihood/noise")
+    sigma = None if noise is None else np.asarray(noise, np.float64).reshape(-1)
+    return np.asarray(f, np.float64).reshape(f.shape[0], -1), np.asarray(ll, np.float64), sigma
 
 
 def guide_for(method: str, model, settings: Settings):
@@ -145,15 +163,16 @@ def fit_svi(method: str, entry, settings: Settings, seed: int = 0) -> Fitted:
                              batch_size=settings.batch_size, seed=seed, progress=False)
     seconds = time.perf_counter() - t0
     num = 1 if method in ("map", "ensemble") else settings.num_samples
-    f, ll = predictions(post, entry.test, num)
-    return Fitted(f, ll, seconds, posterior=post)
+    f, ll, sigma = predictions(post, entry.test, num)
+    return Fitted(f, ll, seconds, posterior=post, sigma=sigma)
 
 
 def fit_ensemble(entry, settings: Settings, first: Fitted) -> Fitted:
     """`Settings.ensemble_size` point estimates, seeds 0, 1, ... (`first` is seed 0's): their draws stacked."""
     members = [first] + [fit_svi("ensemble", entry, settings, seed) for seed in range(1, settings.ensemble_size)]
+    sigma = None if any(m.sigma is None for m in members) else np.concatenate([m.sigma for m in members])
     return Fitted(np.concatenate([m.f for m in members]), np.concatenate([m.ll for m in members]),
-                  sum(m.seconds for m in members))
+                  sum(m.seconds for m in members), sigma=sigma)
 
 
 def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
@@ -169,14 +188,14 @@ def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
                               max_tree_depth=settings.max_tree_depth, progress=False)
     seconds = time.perf_counter() - t0
     total = settings.nuts_chains * settings.nuts_draws
-    f, ll = predictions(post, entry.test, total)
+    f, ll, sigma = predictions(post, entry.test, total)
     diag = ess_rhat(f.reshape(settings.nuts_chains, settings.nuts_draws, -1))
     info = post.info
     assert isinstance(info, inference.NutsInfo)  # nuts records one
     stats = {"divergences": info.divergences, "max_rhat": diag["rhat_max"], "min_ess": diag["ess_bulk_min"],
              "leapfrog": info.mean_leapfrog_steps,
              "converged": bool(diag["rhat_max"] <= RHAT_MAX and diag["ess_bulk_min"] >= ESS_MIN)}
-    return Fitted(f, ll, seconds, posterior=post, stats=stats)
+    return Fitted(f, ll, seconds, posterior=post, stats=stats, sigma=sigma)
 
 
 def scores(fitted: Fitted, y_test: np.ndarray, y_sd: float) -> dict:
@@ -192,14 +211,21 @@ def scores(fitted: Fitted, y_test: np.ndarray, y_sd: float) -> dict:
     return {"test_ll": test_ll, "rmse": rmse}
 
 
-def against_nuts(fitted: Fitted, nuts: Fitted) -> dict:
-    """{mean_abs_z, sd_ratio}: mean |mu - mu_nuts| / sd_nuts and the geometric mean of sd / sd_nuts over the test
-    inputs, mu and sd the mean and sd over draws of f (the network output)."""
+def against_nuts(fitted: Fitted, nuts: Fitted, y_sd: float = 1.0) -> dict:
+    """{mean_abs_z, sd_ratio, w2}: mean |mu - mu_nuts| / sd_nuts and the geometric mean of sd / sd_nuts over the
+    test inputs, mu and sd the mean and sd over draws of f (the network output); w2: the mean over test inputs of
+    the 2-Wasserstein distance between the two predictive mixtures of the target (`uci_w2.w2_per_point`, the
+    noise included), times `y_sd` (original units; NaN when a noise sd is unknown)."""
+    from zoo.experiments.benchmarks.uci_w2 import w2_per_point
+
     mu, sd = fitted.f.mean(0), fitted.f.std(0)
     mu_n, sd_n = nuts.f.mean(0), nuts.f.std(0)
     with np.errstate(divide="ignore"):
         ratio = float(np.exp(np.mean(np.log(sd / sd_n))))
-    return {"mean_abs_z": float(np.mean(np.abs(mu - mu_n) / sd_n)), "sd_ratio": ratio}
+    w2 = np.nan
+    if fitted.sigma is not None and nuts.sigma is not None:
+        w2 = float(np.mean(w2_per_point(fitted.f, fitted.sigma, nuts.f, nuts.sigma)) * y_sd)
+    return {"mean_abs_z": float(np.mean(np.abs(mu - mu_n) / sd_n)), "sd_ratio": ratio, "w2": w2}
 
 
 def chain_agreement(posterior, threshold: float = 1.05) -> pd.DataFrame:
@@ -278,13 +304,16 @@ def run_split(name: str, split: int, root, settings: Settings, methods, log=prin
         row = {"dataset": name, "split": int(split), "hidden_layers": settings.hidden_layers, "method": method,
                **scores(fit, entry.test.y, y_sd), "seconds": fit.seconds}
         row.update({"divergences": np.nan, "max_rhat": np.nan, "min_ess": np.nan, "nuts_converged": np.nan,
-                    "ll_gap": np.nan, "mean_abs_z": np.nan, "sd_ratio": np.nan})
+                    "ll_gap": np.nan, "rmse_gap": np.nan, "mean_abs_z": np.nan, "sd_ratio": np.nan,
+                    "w2": np.nan})
         if "nuts" in fitted:
             nuts = fitted["nuts"]
             assert nuts.stats is not None  # fit_nuts records them
             row["nuts_converged"] = nuts.stats["converged"]
-            row["ll_gap"] = row["test_ll"] - scores(nuts, entry.test.y, y_sd)["test_ll"]
-            row.update(against_nuts(fit, nuts))
+            nuts_scores = scores(nuts, entry.test.y, y_sd)
+            row["ll_gap"] = row["test_ll"] - nuts_scores["test_ll"]
+            row["rmse_gap"] = row["rmse"] - nuts_scores["rmse"]
+            row.update(against_nuts(fit, nuts, y_sd))
         if method == "nuts":
             assert fit.stats is not None
             row.update({k: fit.stats[k] for k in ("divergences", "max_rhat", "min_ess")})
@@ -299,27 +328,44 @@ def run_split(name: str, split: int, root, settings: Settings, methods, log=prin
 
 
 def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, hidden_layers=(1,),
-        log=print) -> pd.DataFrame:
+        log=print, resume: bool = False) -> pd.DataFrame:
     """Run the benchmark and write ``uci.csv``, ``weights.csv``, ``chains.csv``, ``summary.md`` and ``uci.png``
     into `out_dir`; returns the per-(depth, data set, split, method) table.
 
     datasets: folder names under `root` (None: the shipped sets; every set `zoo.data.uci.available` lists);
     methods: a subset of `METHODS`; hidden_layers: the depths to run (1 and/or 2; both: the depth verdict).
-    The CSVs are rewritten after every split (a long run can be read while it goes).
+    The splits run split-major (split 0 of every set, then split 1, ...) and the CSVs are rewritten after every
+    split (a long run can be read while it goes, and a stopped one covers every set evenly). resume: keep the finished
+    splits of the earlier run in `out_dir` (`uci_folder.finished_rows`) and fit only the others; the folder
+    must be absent, empty or this benchmark's (`uci_folder.check_out`; `main` checks it before any work).
     """
+    from zoo.experiments.benchmarks.uci_folder import check_out, finished_rows, marker
     from zoo.experiments.benchmarks.uci_report import write_report
     from zoo.data.uci import available, num_splits
 
     out = Path(out_dir)
+    found = check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     datasets = list(datasets) if datasets else available(root)
-    (out / "run.json").write_text(json.dumps({"settings": settings_dict(settings), "seconds": None}))
+    before: list = [pd.DataFrame()] * 3
+    done: set = set()
+    earlier_s, pieces = 0.0, 1
+    if resume and found is not None:
+        *before, done = finished_rows(out, methods)
+        earlier_s, pieces = float(found.get("seconds") or 0.0), int(found.get("pieces") or 1) + 1
+    settings_d = settings_dict(settings)
+    (out / "run.json").write_text(json.dumps(marker(settings_d, methods, earlier_s, pieces)))
     t0 = time.perf_counter()
-    rows, weights, agreement = [], [], []
-    plan = [(depth, name, k) for depth in hidden_layers for name in datasets
-            for k in range(min(num_splits(name, root), settings.splits or num_splits(name, root)))]
-    for i, (depth, name, k) in enumerate(plan):
-        log(f"[{i + 1}/{len(plan)}] {name} split {k}, {depth} hidden layer(s) ({time.perf_counter() - t0:.0f} s)")
+    rows, weights, agreement = (frame.to_dict("records") for frame in before)
+    counts = {name: min(num_splits(name, root), settings.splits or num_splits(name, root)) for name in datasets}
+    # split-major: split 0 of every set, then split 1, ...: a run stopped part-way covers every set evenly
+    plan = [(depth, name, k) for depth in hidden_layers for k in range(max(counts.values(), default=0))
+            for name in datasets if k < counts[name]]
+    todo = [item for item in plan if item not in done]
+    if done:
+        log(f"resuming {out}: {len(plan) - len(todo)} of {len(plan)} splits already finished")
+    for i, (depth, name, k) in enumerate(todo):
+        log(f"[{i + 1}/{len(todo)}] {name} split {k}, {depth} hidden layer(s) ({time.perf_counter() - t0:.0f} s)")
         r, w, a = run_split(name, k, root, replace(settings, hidden_layers=depth), methods, log)
         rows += r
         weights += w
@@ -327,27 +373,38 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
         pd.DataFrame(rows).to_csv(out / "uci.csv", index=False)
         pd.DataFrame(weights).to_csv(out / "weights.csv", index=False)
         pd.DataFrame(agreement).to_csv(out / "chains.csv", index=False)
-    seconds = time.perf_counter() - t0
+        (out / "run.json").write_text(json.dumps(marker(settings_d, methods, earlier_s + time.perf_counter() - t0,
+                                                        pieces)))  # the seconds of the finished splits
+    seconds = earlier_s + time.perf_counter() - t0
     table = pd.DataFrame(rows)
-    (out / "run.json").write_text(json.dumps({"settings": settings_dict(settings), "seconds": seconds}))
-    write_report(out, table, pd.DataFrame(weights), pd.DataFrame(agreement), settings_dict(settings), seconds)
+    (out / "run.json").write_text(json.dumps(marker(settings_d, methods, seconds, pieces)))
+    write_report(out, table, pd.DataFrame(weights), pd.DataFrame(agreement), settings_d, seconds)
     log(f"done in {seconds:.0f} s: {out / 'uci.csv'}, {out / 'summary.md'}, {out / 'uci.png'}")
     return table
 
 
-def check_request(datasets, methods, root) -> tuple:
-    """(datasets, methods) checked before any work: every method one of `METHODS`, every data set a folder of
-    `root` whose split 0 loads (a missing or malformed file is refused here, naming it). InputError otherwise."""
+def check_request(datasets, methods, root, splits=None, preset_splits=None) -> tuple:
+    """(datasets, methods) checked before any work: every method one of `METHODS`, every data set named once
+    and a folder of `root`, `splits` (the user's ``--splits``; None: the preset's `preset_splits`, at most the
+    folder's, or every split) at most the splits of every set, and every split that will run loading (a missing
+    or malformed file is refused here, naming it, not when its turn comes). InputError otherwise."""
     from base.errors import InputError
-    from zoo.data.uci import available, dataset_dir, uci_arrays
+    from zoo.data.uci import available, dataset_dir, num_splits, uci_arrays
 
     methods = tuple(METHODS) if not methods else tuple(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise InputError("--methods", ",".join(unknown), f"methods among {','.join(METHODS)}", "unknown method")
+    twice = sorted({m for m in methods if methods.count(m) > 1})
+    if twice:
+        raise InputError("--methods", ",".join(methods), "each method named once", f"{', '.join(twice)} repeated")
     names = list(datasets) if datasets else available(root)
     if not names:
         raise InputError("--data-dir", str(root), "a folder holding UCI data set folders (each with a data.txt)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError("--datasets", ",".join(names), "each data set named once",
+                         f"{', '.join(twice)} repeated (its rows would count twice in every average)")
     for name in names:
         try:
             dataset_dir(name, root)
@@ -356,21 +413,31 @@ def check_request(datasets, methods, root) -> tuple:
                 raise InputError("--datasets", name, f"data set folders among {available(root)}",
                                  "unknown data set") from None
             raise
-        uci_arrays(name, 0, root)
+        have = num_splits(name, root)
+        for k in range(max(1, min(have, splits or preset_splits or have))):
+            uci_arrays(name, k, root)  # split 0 even where the folder has none: it names the missing file
+        if splits is not None and int(splits) > have:
+            raise InputError("--splits", int(splits), f"at most {have}: {name} has {have} splits "
+                             f"(index_train_0.txt ... index_train_{have - 1}.txt)")
     return names, methods
 
 
 def main(*, data_dir=None, datasets=None, splits=None, methods=None, hidden_layers=(1,), out="zoo-results/uci",
-         quick=False, log=print) -> pd.DataFrame:
+         quick=False, resume=False, log=print) -> pd.DataFrame:
     """`zoo benchmark uci`: the `QUICK` or `FULL` settings (`splits` overrides their number of splits), checked
-    arguments (`check_request`), then `run`."""
-    names, methods = check_request(datasets, methods, data_dir)
+    arguments (`check_request`) and output folder (`uci_folder.check_out`, `uci_folder.check_resumable`: the
+    library's own or new; an earlier run only with `resume`), all before any fit, then `run`."""
+    from zoo.experiments.benchmarks.uci_folder import check_out, check_resumable
+
     settings = QUICK if quick else FULL
     if splits is not None:
         settings = replace(settings, splits=int(splits))
+    found = check_out(out)
+    names, methods = check_request(datasets, methods, data_dir, splits, settings.splits)
+    check_resumable(found, resume, settings_dict(settings), methods, out)
     log(f"zoo benchmark uci: {', '.join(names)}; methods {', '.join(methods)}; hidden layers "
         f"{', '.join(map(str, hidden_layers))}; {'quick' if quick else 'full'} settings -> {out}")
-    return run(out, settings, names, methods, data_dir, tuple(hidden_layers), log)
+    return run(out, settings, names, methods, data_dir, tuple(hidden_layers), log, resume=resume)
 
 
 def settings_dict(settings: Settings) -> dict:
