@@ -718,16 +718,20 @@ def cmd_reproduce(args):
         from base.errors import InputError
 
         raise InputError(option, given[refused[0]], f"an option of {args.paper} (it takes {takes})")
+    out = args.out or os.path.join("zoo-results", args.paper)
+    from base.run_folder import check_run_folder
+
+    check_run_folder(out, f"zoo reproduce {args.paper}", "--out")  # before any work (the job claims the folder)
     job = getattr(importlib.import_module(module), function)
-    job(args.out or os.path.join("zoo-results", args.paper), "full" if args.full else "quick", **given)
+    job(out, "full" if args.full else "quick", **given)
     return 0
 
 
 def cmd_run(args):
-    from base.atomic_dir import check_output_folder
+    from base.run_folder import check_run_folder
     from zoo.experiments.run import main_job
 
-    check_output_folder(args.out, "--out")  # before any work
+    check_run_folder(args.out, "zoo run", "--out")  # before any work: nothing of the user's is written into
     main_job(args.out, seed=args.seed, size="quick" if args.quick else "full" if args.full else "main",
              workers=args.workers)
     return 0

@@ -33,7 +33,7 @@ import optax
 import pandas as pd
 from base.errors import ArgumentTypeError, InputError
 
-from base.atomic_dir import check_output_folder
+from base.run_folder import claim_run_folder
 from inference.posterior import SVIPosterior
 from inference.registry import GUIDES, example_options
 from zoo.guide_options import missing_required_options
@@ -328,8 +328,7 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
         raise InputError.worded("size", f"size: expected one of {sorted(SIZES)}, got {size!r}")
     sizes = SIZES[size]
     workers = default_workers() if workers is None else workers
-    check_output_folder(out, "out")  # before any work: an empty path, a file, a read-only place
-    os.makedirs(out, exist_ok=True)
+    claim_run_folder(out, "zoo run", "out")  # before any work: a file, the user's folder, a read-only place
     t_start = time.perf_counter()
     _say(f"digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16) and "
          f"digits-C (19 corruption types x 5 severities); two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from "

@@ -33,6 +33,7 @@ from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.analysis.sigma_spectrum import posterior_spectra
 from inference import fit
 from base.errors import InputError, ZooError
+from base.run_folder import claim_run_folder
 from zoo.experiments.reproduce import k_tied_findings as findings
 from zoo.experiments.reproduce.k_tied_plots import plot_spectra, plot_traces
 from zoo.experiments.reproduce.image_npz import load_image_npz
@@ -219,6 +220,7 @@ def reproduce_k_tied(out_dir, setting: str = "quick", log=print, seeds=None, dat
                       notes=cfg.notes + (f"Data: {data_path} ({len(arrays[1])} training images, {len(arrays[3])} test "
                                          "images, resized to 28 x 28; the last 20 % of the training part is the "
                                          "validation set) for the MLP trace and the accuracy runs.",))
+    claim_run_folder(out_dir, "zoo reproduce k-tied", "out_dir")  # nothing of the user's is written into
     report = Report(out_dir, TITLE, setting, log=log)
     for note in cfg.notes:
         report.note(note)

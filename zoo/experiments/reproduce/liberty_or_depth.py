@@ -35,6 +35,7 @@ from zoo.experiments.analysis.product_covariance import (
 from zoo.experiments.analysis.verdicts import combine, judge, paired_interval, t_interval
 from inference import NutsInfo, fit, mean_field, nuts
 from base.errors import InputError
+from base.run_folder import claim_run_folder
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget
 from zoo.registry import get
 from zoo.experiments.reproduce.report import Report
@@ -213,8 +214,7 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
     if setting not in settings:
         raise InputError("setting", setting, "'quick', 'medium' or 'full'")
     log = log or (lambda line: None)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(claim_run_folder(out_dir, "zoo reproduce liberty-or-depth", "out_dir"))  # nothing of the user's
     files = []
 
     def save_figure(fig, name):

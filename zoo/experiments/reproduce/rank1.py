@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from base.run_folder import claim_run_folder
 from zoo.experiments.analysis.diversity import plot_diversity
 from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.parallel import run_parallel
@@ -165,6 +166,7 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
         job = replace(job, seeds=seeds, ablation_seeds=seeds[:max(1, len(job.ablation_seeds))])
     echo = None if log is None else print  # the tasks' stage lines (a log function may not cross into a worker)
     log = log or (lambda line: None)
+    claim_run_folder(out_dir, "zoo reproduce rank1", "out_dir")  # nothing of the user's is written into
     report = Report(out_dir, "Rank-1 BNNs (Dusenberry et al., ICML 2020)", setting=name, log=log)
     split = task_split()
     r = job.recipe

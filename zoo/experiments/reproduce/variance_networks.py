@@ -23,6 +23,7 @@ from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.analysis.sparse_ensemble import sparse_ensemble_curve
 from zoo.experiments.analysis.verdicts import Interval, combine, judge, paired_interval, se_interval, t_interval
 from base.errors import InputError
+from base.run_folder import claim_run_folder
 from zoo.experiments.reproduce.report import Report
 from zoo.experiments.reproduce.stages import StageTimes, stage
 from zoo.experiments.reproduce.variance_networks_train import TABLE1, TABLE2, fit_method, log10_kappa_threshold, tune_method
@@ -257,6 +258,7 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
             raise InputError("learning_rates", learning_rates, "one or more positive finite learning rates")
         settings = replace(settings, learning_rates=rates)
     log = log or (lambda line: None)
+    claim_run_folder(out_dir, "zoo reproduce variance-networks", "out_dir")  # nothing of the user's is written into
     report = Report(out_dir, "Variance Networks (Neklyudov et al., 2018)", setting, log=log)
     report.note(f"Settings: {settings}.")
     report.note("Every row is one fit of `epochs` epochs (Adam never restarted) on the training part of the training "
