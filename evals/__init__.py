@@ -8,7 +8,8 @@ that only the paper reproductions and `zoo run` use are in `zoo.experiments.anal
 from evals import gaussians, metrics, ood
 from evals.comparison import compare
 from evals.corruptions import BENCHMARK_CORRUPTIONS, CORRUPTIONS, corrupt, corrupted
-from evals.scoring import classification_row, score
+from evals.scoring import classification_row, score, temperature_scale
+from evals.temperature import Temperature
 
-__all__ = ["metrics", "ood", "compare", "gaussians", "score", "classification_row", "corrupt", "corrupted",
+__all__ = ["metrics", "ood", "compare", "gaussians", "score", "classification_row", "temperature_scale", "Temperature", "corrupt", "corrupted",
            "CORRUPTIONS", "BENCHMARK_CORRUPTIONS"]

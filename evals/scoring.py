@@ -1,4 +1,5 @@
-"""`score`: one row of metrics for a posterior on a data set, the same call for SVI and MCMC."""
+"""`score`: one row of metrics for a posterior on a data set, the same call for SVI and MCMC; `temperature_scale`:
+the temperature of its predictive fitted on validation data (`evals.temperature`)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import numpy as np
 import pandas as pd
 
 from evals import metrics
-from inference.data_args import as_arrays
+from evals.temperature import Temperature, calibrated_log_probs, fit_temperature, label_nll, pooled_log_probs
+from inference.data_args import as_arrays, check_model_data
 from base.validation import check_memory, check_positive_ints, check_seed, check_targets
 from base.errors import InputError
 
 
 def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str | None = None,
-          verbose: bool = True) -> pd.DataFrame:
+          verbose: bool = True, validation=None) -> pd.DataFrame:
     """Accuracy, ensemble NLL, ECE (15 bins), Brier, mean predictive entropy and mutual information
     (classification) or the RMSE of the predictive mean (regression).
 
@@ -27,6 +29,10 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
       data: an `base.data.Dataset` (as `zoo.get` entries hold), or (x, y): x (N, *feature_shape) of the
         shape the posterior's model was built for, y (N,) labels in [0, C) or regression targets.
       num_samples: posterior draws in total (a positive integer).
+      validation: None, or held-out labelled data (a `Dataset` or (x, y), never the test set) of a classifier:
+        one temperature T is fitted on it (`evals.temperature.temperature_scale`: the log of the averaged
+        predictive divided by T, Ashukha et al. 2020's calibrated log-likelihood) and the row gains
+        "calibrated_nll" and "calibrated_ece" (of softmax(log p(y | x) / T) on `data`) and "temperature" (T).
     Raises:
       InputError (a ValueError) naming the argument: missing labels, inputs of another feature shape,
       labels out of range or of another length, non-positive num_samples.
@@ -40,6 +46,8 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     check_seed(seed)
     check_score_memory(posterior, x, num_samples)
     name = name or posterior_label(posterior)
+    fitted = None if validation is None else temperature_scale(posterior, validation, num_samples=num_samples,
+                                                               seed=seed)
     if getattr(getattr(posterior, "model", None), "likelihood", None) is not None and not posterior.model.likelihood.classification:
         member = posterior.predict(x, num_samples=num_samples, seed=seed)  # checks x against the posterior's model
         check_finite_predictions(np.asarray(member))
@@ -51,11 +59,54 @@ def score(posterior, data, *, num_samples: int = 100, seed: int = 0, name: str |
     else:
         member, log_lik = member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
         row = classification_row(member, y, log_lik)
+        if fitted is not None:
+            row.update(calibrated_row(member, y, fitted.temperature))
     row["draws"] = int(member.shape[0])
     table = pd.DataFrame([row], index=pd.Index([name], name="posterior"))
     if verbose:
         print(f"{data_name}:\n{table.to_string(float_format=lambda v: f'{v:.4f}')}")
     return table
+
+
+def validation_log_probs(posterior, validation, *, num_samples: int, seed: int):
+    """((N, C) pooled log-probabilities, (N,) labels) of `posterior` on `validation` (a `Dataset` or (x, y) with
+    labels), checked against the posterior's model: InputError naming ``validation`` otherwise (no labels,
+    another feature shape, labels out of range, a regression model)."""
+    x, y, num_classes, _ = as_arrays(validation, arg="validation")
+    if y is None:
+        raise InputError("validation", "<(x, None)>", "validation data with labels y")
+    model = getattr(posterior, "model", None)
+    if model is not None and hasattr(model, "likelihood"):
+        if not model.likelihood.classification:
+            raise InputError("validation", "<validation data for a regression model>",
+                             "None: temperature scaling calibrates class probabilities")
+        x, y = check_model_data(model, x, y, num_classes, arg="validation")
+    probs, _ = member_predictions(posterior, x, y, num_samples=num_samples, seed=seed)
+    with np.errstate(divide="ignore"):
+        return pooled_log_probs(np.log(probs)), np.asarray(y, np.int64)
+
+
+def temperature_scale(posterior, validation, *, num_samples: int = 100, seed: int = 0) -> Temperature:
+    """Fit T on `validation` data (`evals.temperature`: T divides the log of the averaged predictive): a `Temperature` (T, the NLL at T = 1 and at T).
+
+    posterior: an `inference.Posterior` of a classifier (or anything `evals.score` takes); validation: a
+    `Dataset` or (x (N, ...), y (N,)) held out from training (never the test set); num_samples, seed: the
+    posterior draws (as `evals.score`). Raises InputError naming ``validation`` for data that do not fit.
+    """
+    log_probs, y = validation_log_probs(posterior, validation, num_samples=num_samples, seed=seed)
+    t = fit_temperature(log_probs, y)
+    before, after = (label_nll(calibrated_log_probs(log_probs, temp), y) for temp in (1.0, t))
+    return Temperature(t, before, after)
+
+
+def calibrated_row(member_probs, y, temperature: float) -> dict:
+    """{calibrated_nll, calibrated_ece, temperature} of member probabilities (S, N, C) and labels (N,) after
+    temperature scaling with T = `temperature` (`evals.temperature`: the log of their average divided by T)."""
+    member_probs, y = metrics.checked(member_probs, y, member=True, arg="member_probs")
+    with np.errstate(divide="ignore"):
+        log_probs = calibrated_log_probs(pooled_log_probs(np.log(member_probs)), temperature)
+    return {"calibrated_nll": label_nll(log_probs, y),
+            "calibrated_ece": metrics.ece(np.exp(log_probs), y), "temperature": float(temperature)}
 
 
 SCORE_BYTES_PER_VALUE = 28
@@ -153,8 +204,9 @@ def classification_row(member_probs, y, log_likelihood=None) -> dict:
 
 
 def posterior_label(posterior) -> str:
-    """A short label: the guide's registry name for SVI, "nuts" for MCMC."""
+    """A short label: the guide's registry name for SVI; for draws, the name in their config ("ensemble" for
+    `inference.ensemble`), else "nuts"."""
     if getattr(posterior, "kind", None) == "mcmc":
-        return "nuts"
+        return (getattr(posterior, "config", None) or {}).get("name", "nuts")
     guide = getattr(posterior, "guide", None)
     return (getattr(guide, "config", None) or {}).get("name", type(guide).__name__ if guide else "posterior")

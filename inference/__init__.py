@@ -10,8 +10,10 @@ from inference.collapse import PosteriorCollapseWarning
 from inference.convergence import ConvergenceWarning
 from inference.dropout import BinaryDropoutFamily, binary_dropout
 from inference.families import Family, ParamSpec
+from inference.ensemble import ensemble, member_start
 from inference.fit import Callback, FitRun, NonFiniteLossError, default_optimizer, default_steps, fit
 from inference.guide_base import BNNGuide
+from inference.ivon import IVON, IVONState, ivon
 from inference.guide_protocol import Guide, HasSiteMoments
 from inference import kl_schedules, svi
 from inference.joint_gaussian import JointGaussian, block_diagonal, full_covariance, low_rank
@@ -51,7 +53,7 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily", "BinaryDropoutFamily",
     # training, sampling, results
-    "fit", "svi", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
+    "fit", "svi", "ensemble", "member_start", "ivon", "IVON", "IVONState", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
     "ConstrainedParams", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
     # ArviZ names <-> site names, the training data a posterior remembers, held-out scores

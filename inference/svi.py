@@ -103,9 +103,12 @@ class SVI(NamedTuple):
 
 def build(model, guide, optimizer, *, n_data: int, num_particles: int = 1, estimator: str = "standard") -> SVI:
     """The `SVI` pair of `init` and `step` with the model, guide (an `inference` guide), optimiser (an optax
-    GradientTransformation), n_data (N, the data set's size), num_particles and estimator (one of `ESTIMATORS`,
+    GradientTransformation, or an object with its own ``build_svi(model, guide, n_data=, num_particles=,
+    estimator=)`` returning the pair, as `inference.ivon`'s), n_data (N, the data set's size), num_particles and estimator (one of `ESTIMATORS`,
     InputError otherwise) bound; pure functions, jit them (the module docstring's example)."""
     check_estimator(estimator)
+    if callable(getattr(optimizer, "build_svi", None)):  # an algorithm of its own over the guide (`inference.ivon`)
+        return optimizer.build_svi(model, guide, n_data=n_data, num_particles=num_particles, estimator=estimator)
     fixed = dict(model=model, guide=guide, optimizer=optimizer, n_data=n_data)
     return SVI(functools.partial(init, **fixed),
                functools.partial(step, **fixed, num_particles=num_particles, estimator=estimator))
