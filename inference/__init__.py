@@ -18,6 +18,8 @@ from inference.guide_protocol import Guide, HasSiteMoments
 from inference import kl_schedules, svi
 from inference.joint_gaussian import JointGaussian, block_diagonal, full_covariance, low_rank
 from inference.k_tied import KTiedFamily, k_tied
+from inference.laplace import laplace
+from inference.laplace_posterior import LaplacePosterior
 from inference.mean_field import NormalFamily, mean_field
 from inference.nuts import DivergenceWarning, nuts
 from inference.point_estimate import DeltaFamily, point_estimate
@@ -53,7 +55,7 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily", "BinaryDropoutFamily",
     # training, sampling, results
-    "fit", "svi", "ensemble", "member_start", "ivon", "IVON", "IVONState", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
+    "fit", "svi", "ensemble", "member_start", "ivon", "IVON", "IVONState", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "laplace", "LaplacePosterior", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
     "ConstrainedParams", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
     # ArviZ names <-> site names, the training data a posterior remembers, held-out scores

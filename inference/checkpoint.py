@@ -34,6 +34,7 @@ import numpy as np
 
 from base.atomic_dir import atomic_directory, check_folder, check_writable, readable_path, verify_directory
 from inference.model_identity import first_difference, model_identity
+from inference.laplace_posterior import LaplacePosterior
 from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
 from inference.registry import make_guide
 from inference.run_info import info_from_record, info_record
@@ -56,7 +57,8 @@ def save(posterior: Posterior, path) -> str:
 
     Stored: kind, feature shape, site shapes {site: shape}, the model's spec (its origin included) and
     identity, the guide and posterior configs, guide params {name: array} or MCMC samples {site: (chains,
-    draws, *shape)}, losses (steps,), sample stats {name: (chains, draws)}, network state, the training-data
+    draws, *shape)} or a Laplace posterior's theta* and curvature blocks (`Posterior.checkpoint_arrays`,
+    `Posterior.checkpoint_record`), losses (steps,), sample stats {name: (chains, draws)}, network state, the training-data
     fingerprint (``training_data``) and ``info`` as
     {field: value} with its type's name in ``info_type``. The write is atomic (see the module docstring).
 
@@ -76,6 +78,7 @@ def save(posterior: Posterior, path) -> str:
                           ("sample_stats", posterior.sample_stats)):
         for k, v in (values or {}).items():
             arrays[f"{group}::{k}"] = np.asarray(v)
+    arrays.update(posterior.checkpoint_arrays())
     if posterior.losses is not None:
         arrays["losses"] = np.asarray(posterior.losses)
     for k, v in posterior.model.flatten_state(posterior.state or {}).items():
@@ -88,7 +91,7 @@ def save(posterior: Posterior, path) -> str:
         "site_shapes": {k: list(v) for k, v in posterior.model.site_shapes(posterior.feature_shape).items()},
         "model": posterior.model.spec,
         "identity": model_identity(posterior.model),
-        "guide": getattr(posterior.guide, "config", None) if posterior.guide is not None else None,
+        "guide": posterior.checkpoint_record(),
         "config": posterior.config,
         "info_type": info_type,
         "info": info,
@@ -150,8 +153,10 @@ def load(path, model=None) -> Posterior:
               "info": _info(folder, meta)}
     if meta["kind"] == "mcmc":
         return MCMCPosterior(samples=groups["samples"], sample_stats=groups["sample_stats"] or None, **common)
+    if meta["kind"] == "laplace":
+        return LaplacePosterior.from_checkpoint(meta["guide"], groups, **common)
     if meta["kind"] != "svi":
-        raise CheckpointError(folder, f"has kind {meta['kind']!r}; expected 'svi' or 'mcmc'", META)
+        raise CheckpointError(folder, f"has kind {meta['kind']!r}; expected 'svi', 'mcmc' or 'laplace'", META)
     guide_cfg = dict(meta["guide"] or {})
     check_guide_config(folder, guide_cfg)
     name = guide_cfg.pop("name", None)
@@ -217,7 +222,7 @@ def _site_difference(stored: dict, current: dict) -> str:
 
 def _read_arrays(folder: str) -> tuple[dict, np.ndarray | None]:
     """({group: {name: array}}, losses) from ``arrays.npz``; a damaged archive raises CheckpointError."""
-    groups: dict = {"params": {}, "samples": {}, "sample_stats": {}, "state": {}}
+    groups: dict = {"params": {}, "samples": {}, "sample_stats": {}, "state": {}, "mean": {}, "curvature": {}}
     losses = None
     try:
         with np.load(os.path.join(folder, ARRAYS)) as z:

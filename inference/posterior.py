@@ -138,6 +138,17 @@ class Posterior(abc.ABC):
         """{name: array}: the SVI guide parameters in the unconstrained space `inference.fit` optimises (an
         MCMC posterior raises InputError)."""
 
+    # ----- checkpoints -------------------------------------------------------------------------
+    def checkpoint_arrays(self) -> dict:
+        """{name: array} `inference.save` writes beyond guide params, samples, losses and state ({} here; a
+        `inference.LaplacePosterior` adds its theta* and curvature)."""
+        return {}
+
+    def checkpoint_record(self) -> dict | None:
+        """The JSON-able record `inference.save` writes as the checkpoint's ``guide`` field: the guide's config
+        (what rebuilds it), or None without a guide."""
+        return getattr(self.guide, "config", None) if self.guide is not None else None
+
     # ----- draws ------------------------------------------------------------------------------
     @property
     def site_names(self) -> list:
@@ -212,13 +223,19 @@ class Posterior(abc.ABC):
         # `fn` (a static argument compared by its value key, `base.value_key`) and the shapes, never on this
         # Posterior's contents; it is shared by every Posterior of an equal model
         reducer = None
+        fn, state = self._network(fn)
         for start, chunk, n, total in self._draw_chunks(num_samples, seed, chunk_size, draws):
-            values = np.asarray(_apply_draws(Static(fn), chunk, self.state, *args))[:n]
+            values = np.asarray(_apply_draws(Static(fn), chunk, state, *args))[:n]
             if reducer is None:  # the output's shape and dtype are the first chunk's
                 reducer = reductions[reduce](total, values)
             reducer.add(start, values)
             del values  # the chunk's buffer goes before the next one is computed
         return reducer.result()
+
+    def _network(self, fn):
+        """(fn, state): the per-draw function to run for the model's method `fn` and the state it is given: the
+        model's own and the network state here (`inference.LaplacePosterior` swaps in its linearised network)."""
+        return fn, self.state
 
     def _check_chunk_memory(self, chunk_size: int) -> None:
         """Raise InputError when a chunk of `chunk_size` draws made on demand would not fit (`SVIPosterior`);
