@@ -223,7 +223,8 @@ def fit_method(method: str, entry, images: Images, settings: Settings, seed: int
             raise InputError("map_fit", None, f"the map fit that {method} starts from")
         with Clock() as clock:
             predictor = post_hoc(method, entry, images, map_fit.predictor)
-        return Fitted(predictor, settings.num_samples, map_fit.cpu_s + clock.cpu, map_fit.wall_s + clock.wall)
+        draws = 1 if method == "map_temperature" else settings.num_samples
+        return Fitted(predictor, draws, map_fit.cpu_s + clock.cpu, map_fit.wall_s + clock.wall)
     with Clock() as clock:
         if method == "ensemble":
             post = inference.ensemble(entry.model, entry.train, members=settings.ensemble_size, seed=seed,
@@ -244,9 +245,28 @@ def post_hoc(method: str, entry, images: Images, map_posterior):
     if method == "map_temperature":
         import evals
 
-        return evals.temperature_scale(map_posterior, validation(entry, images))
+        return Tempered(map_posterior, evals.temperature_scale(map_posterior, validation(entry, images),
+                                                                num_samples=1).temperature)
     structure = method.removeprefix("laplace_")
     return inference.laplace(entry.model, map_posterior, entry.train, structure=structure, predictive="glm")
+
+
+class Tempered:
+    """A posterior's predictive temperature-scaled: log p_T(y | x) = log_softmax(log p(y | x) / T) of the averaged
+    predictive p (`evals.temperature.calibrated_log_probs`, as `evals.score(..., validation=...)` applies it),
+    one draw (N, C) -> (1, N, C); what `evals.score` and `evals.ood.score_sets` take as a predictor."""
+
+    def __init__(self, posterior, temperature: float):
+        self.posterior, self.temperature, self.model = posterior, float(temperature), posterior.model
+
+    def log_predict(self, x, num_samples: int = 1, seed: int = 0) -> np.ndarray:
+        from evals.temperature import calibrated_log_probs, pooled_log_probs
+
+        log_p = np.asarray(self.posterior.log_predict(x, num_samples=num_samples, seed=seed))
+        return calibrated_log_probs(pooled_log_probs(log_p), self.temperature)[None]
+
+    def predict(self, x, num_samples: int = 1, seed: int = 0) -> np.ndarray:
+        return np.exp(self.log_predict(x, num_samples=num_samples, seed=seed))
 
 
 def validation(entry, images: Images):
@@ -261,7 +281,7 @@ def score_clean(fitted: Fitted, entry, images: Images, seed: int) -> dict:
     import evals
 
     table = evals.score(fitted.predictor, entry.test, num_samples=fitted.draws, seed=seed, verbose=False,
-                        validation=validation(entry, images))
+                        validation=validation(entry, images), name="row")
     row = table.iloc[0]
     out = {k: float(row[k]) for k in ("accuracy", "nll", "ece")}
     names = {"cal_nll": "calibrated_nll", "cal_ece": "calibrated_ece", "temperature": "temperature"}
