@@ -94,3 +94,15 @@ def test_request_checked_before_work():
     with pytest.raises(InputError, match="--seeds"):
         images.check_request(None, (0, 0), None)
     assert images.check_request(("mlp",), (1,), ("mean_field",)) == (("mlp",), (1,), ("map", "mean_field"))
+
+
+def test_command_line_refuses_another_suites_options_and_a_foreign_folder(tmp_path, capsys):
+    from zoo.cli import EXIT_USAGE, main
+
+    assert main(["benchmark", "images", "--data-dir", str(tmp_path)]) == EXIT_USAGE
+    assert "--data-dir" in capsys.readouterr().err
+    assert main(["benchmark", "uci", "--networks", "mlp"]) == EXIT_USAGE
+    assert "--networks" in capsys.readouterr().err
+    (tmp_path / "mine.txt").write_text("the user's")
+    assert main(["benchmark", "images", "--quick", "--methods", "map", "--out", str(tmp_path)]) == EXIT_USAGE
+    assert "mine.txt" in capsys.readouterr().err and sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]

@@ -393,6 +393,7 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
                 fitted = fit_method(method, entry, images, settings, seed, map_fit)
                 if method == "map":
                     map_fit = fitted
+                    assert isinstance(fitted.predictor, inference.Posterior)  # fit returns one
                     inference.save(fitted.predictor, map_path(out, network, seed))
                 sets = corruption_sets(images, settings) if sets is None else sets
                 map_cpu = map_fit.cpu_s if map_fit is not None else _map_cpu(rows, network, seed)

@@ -83,8 +83,8 @@ def ensemble_distance(table: pd.DataFrame) -> str:
              f"CPU / {REFERENCE}'s |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['network']} | {r['method']} | {r['seeds']} | " +
-                     " | ".join(format_mean_se(*r[m], 3 if m != "cost" else 2) for m in ("nll", "ece", "cnll",
-                                                                                         "cost")) + " |")
+                     " | ".join(format_mean_se(r[m][0], r[m][1], 3 if m != "cost" else 2)
+                                for m in ("nll", "ece", "cnll", "cost")) + " |")
     return "\n".join(lines) + "\n"
 
 
