@@ -106,3 +106,25 @@ def test_command_line_refuses_another_suites_options_and_a_foreign_folder(tmp_pa
     (tmp_path / "mine.txt").write_text("the user's")
     assert main(["benchmark", "images", "--quick", "--methods", "map", "--out", str(tmp_path)]) == EXIT_USAGE
     assert "mine.txt" in capsys.readouterr().err and sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_goal_checked_row_by_row_on_a_known_table():
+    from zoo.experiments.benchmarks.images_report import ensemble_distance, goal_checks
+
+    rows = []
+    for seed in (0, 1):  # per method: nll, ece, cnll, cpu_s (map's cpu 10)
+        for method, (nll, ece, cnll, cpu) in {"map": (0.30, 0.05, 1.0, 10), "map_temperature": (0.25, 0.03, 1.1, 11),
+                                              "ensemble": (0.20, 0.02, 0.8, 50), "mean_field": (0.24, 0.03, 0.9, 30),
+                                              "ivon": (0.244, 0.02, 0.95, 14), "laplace_kfac": (0.22, 0.02, 0.9, 16),
+                                              "laplace_last_layer": (0.24, 0.04, 0.9, 12)}.items():
+            rows.append({"network": "mlp", "seed": seed, "method": method, "accuracy": 0.9, "nll": nll + seed / 100,
+                         "ece": ece, "cal_nll": nll, "cal_ece": ece, "cnll": cnll, "cece": 0.1, "cpu_s": cpu,
+                         "cpu_vs_map": cpu / 10})
+    checks = goal_checks(pd.DataFrame(rows)).set_index("check")
+    verdicts = {c.split(": ")[1].split(" ")[0]: v for c, v in checks.verdict.items()}
+    # kfac: 1.6 x map's cost > 1.5 (not met); last layer: ECE 0.04 >= 0.03; ivon: 1.4 x, 0.025 < 0.035 (NLL), 0.02
+    # < 0.03 (ECE), 0.95 < 1.0 (cNLL): met. Goal 2: ivon's NLL 0.249 <= 0.245 + 0.005 and 14 <= 0.5 x 30: met
+    assert verdicts == {"laplace_last_layer": "not met", "laplace_kfac": "not met", "ivon": "met", "ivon's": "met"}
+    assert checks.numbers.iloc[1].startswith("cost 1.600 >= 1.500 (x map); NLL 0.225 < 0.255 (map_temperature)")
+    text = ensemble_distance(pd.DataFrame(rows))
+    assert "| mlp | map | 2 | 0.100 +- 0.000 | 0.030 +- 0.000 | 0.200 +- 0.000 | 0.20 +- 0.00 |" in text
