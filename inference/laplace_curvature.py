@@ -89,15 +89,21 @@ def ggn(model, center: dict, names, x, state, kind: str = "dense", chunk_size: i
     names = tuple(names)
     size = sum(math.prod(np.shape(center[k])) for k in names)
     width = model.output_width(x.shape[1:])
-    n = x.shape[0]
     if chunk_size is None:
-        chunk_size = max(1, min(n, CHUNK_BYTES // (4 * width * max(size, 1))))
+        chunk_size = max(1, min(x.shape[0], CHUNK_BYTES // (4 * width * max(size, 1))))
     total = np.zeros((size, size) if kind == "dense" else (size,), np.float64)
-    for start in range(0, n, chunk_size):
+    for xb, weight, _ in padded_chunks(x, chunk_size):
+        total += np.asarray(_chunk_ggn(Static(model), names, kind, center, xb, weight, state), np.float64)
+    return total
+
+
+def padded_chunks(x, chunk_size: int):
+    """(x_chunk (chunk_size, ...), weight (chunk_size,), m) for consecutive chunks of x: the last one padded with
+    zero rows of weight 0 (one compiled shape for all), m its real rows."""
+    for start in range(0, x.shape[0], chunk_size):
         xb = x[start:start + chunk_size]
         m = xb.shape[0]
         weight = np.r_[np.ones(m), np.zeros(chunk_size - m)].astype(np.float32)
         if m < chunk_size:
             xb = np.concatenate([xb, np.zeros((chunk_size - m,) + xb.shape[1:], xb.dtype)])
-        total += np.asarray(_chunk_ggn(Static(model), names, kind, center, xb, weight, state), np.float64)
-    return total
+        yield xb, weight, m

@@ -26,7 +26,7 @@ import numpy as np
 
 from base.value_key import Static
 from inference.laplace_blocks import diag_blocks, kfac_block
-from inference.laplace_curvature import CHUNK_BYTES, ggn, output_hessian_factor
+from inference.laplace_curvature import CHUNK_BYTES, ggn, output_hessian_factor, padded_chunks
 from inference.laplace_layers import find_layers, input_rows, output_rows, tapped_apply
 
 
@@ -46,12 +46,7 @@ def kfac_blocks(model, center: dict, names, x, state, chunk_size: int | None = N
     a_sum: list = [0.0] * len(layers)
     g_sum: list = [0.0] * len(layers)
     positions = [0] * len(layers)
-    for start in range(0, n, chunk_size):
-        xb = x[start:start + chunk_size]
-        m = xb.shape[0]
-        weight = np.r_[np.ones(m), np.zeros(chunk_size - m)].astype(np.float32)
-        if m < chunk_size:
-            xb = np.concatenate([xb, np.zeros((chunk_size - m,) + xb.shape[1:], xb.dtype)])
+    for xb, weight, m in padded_chunks(x, chunk_size):
         a_part, g_part, per_example = _chunk_factors(Static(model), tuple(names), tuple(layers), center, xb,
                                                      weight, state)
         for i in kept:
@@ -69,10 +64,10 @@ def kfac_blocks(model, center: dict, names, x, state, chunk_size: int | None = N
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _chunk_factors(model: Static, names: tuple, layers: tuple, center, x, weight, state):
+def _chunk_factors(static: Static, names: tuple, layers: tuple, center, x, weight, state):
     """([sum_r a a^T], [sum_{r,k} g g^T], [positions R per example]) per layer of one chunk x (B, ...); rows of
     padding (`weight` 0) contribute nothing. R is static (a Python int)."""
-    model = model.obj
+    model = static.obj
     _, _, outputs = find_layers(model, center, names, x, state)
     eps = [jnp.zeros(s.shape, s.dtype) for s in outputs]
     out, pullback, acts = jax.vjp(lambda e: tapped_apply(model, center, names, x, state, e), eps, has_aux=True)

@@ -161,9 +161,12 @@ def find_layers(model, center: dict, names, x, state) -> tuple[list, list, list]
     every dense / convolution equation with one of the sites `names` as its weight, in execution order, the sites
     in the order the network's equations use them (repeats kept) and each layer's output shape
     (``jax.ShapeDtypeStruct``). Traced abstractly: nothing is computed."""
-    ctx = _Context(layers=[], order=[], outputs=[])
+    layers: list = []
+    order: list = []
+    outputs: list = []
+    ctx = _Context(layers=layers, order=order, outputs=outputs)
     jax.eval_shape(lambda c, xs: _run(model, c, names, xs, state, ctx), center, x)
-    return ctx.layers, ctx.order, ctx.outputs
+    return layers, order, outputs
 
 
 def tapped_apply(model, center: dict, names, x, state, eps: list):

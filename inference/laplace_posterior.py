@@ -18,7 +18,7 @@ from base.errors import InputError
 from base.validation import check_memory, check_positive_ints, check_seed, num_latent
 from base.value_key import value_key
 from inference.laplace_blocks import Block
-from inference.posterior import Posterior
+from inference.posterior import OnDemandPosterior
 from models.bridge import BNN
 
 PREDICTIVES = ("glm", "mc")
@@ -47,7 +47,7 @@ class LinearisedBNN(BNN):
 
 
 @dataclass(kw_only=True)
-class LaplacePosterior(Posterior):
+class LaplacePosterior(OnDemandPosterior):
     """A Laplace posterior (module docstring).
 
     Attributes (beyond `Posterior`'s):
@@ -89,16 +89,6 @@ class LaplacePosterior(Posterior):
         return "laplace"
 
     @property
-    def num_chains(self) -> int:
-        """1: draws are made on demand as one chain."""
-        return 1
-
-    @property
-    def num_draws(self) -> None:
-        """None: draws are made on demand."""
-        return None
-
-    @property
     def covered_sites(self) -> list:
         """The sites the curvature blocks cover (the others are held at theta*), in block order."""
         return [s for b in self.blocks for s in b.sites]
@@ -137,11 +127,6 @@ class LaplacePosterior(Posterior):
             for site, dev in block.deviations(jax.random.fold_in(key, i), num, self.prior_precision[i], shapes).items():
                 out[site] = np.asarray(jnp.asarray(self.mean[site], jnp.float32) + dev)
         return {k: out[k] for k in self.site_names}
-
-    def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
-        """{site: (1, num_samples, *site_shape)}: `num_samples` draws as one chain."""
-        check_positive_ints(num_samples=num_samples)
-        return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
 
     def _network(self, fn):
         """(fn, state) per draw: with the GLM predictive the linearised model's method of the same name and

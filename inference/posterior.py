@@ -281,8 +281,29 @@ class Posterior(abc.ABC):
         return arrays
 
 
+class OnDemandPosterior(Posterior):
+    """A posterior whose draws are made on demand as one chain (`SVIPosterior`, `inference.LaplacePosterior`):
+    ``num_chains`` 1, ``num_draws`` None, ``draws_by_chain`` = ``draws`` with a chain axis."""
+
+    @property
+    def num_chains(self) -> int:
+        """1: draws made on demand form one chain."""
+        return 1
+
+    @property
+    def num_draws(self) -> None:
+        """None: draws are made on demand, none are stored."""
+        return None
+
+    def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
+        """{site: (1, num_samples, *site_shape)}: `num_samples` draws as one chain."""
+        check_positive_ints(num_samples=num_samples)
+        check_seed(seed)
+        return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
+
+
 @dataclass(kw_only=True)
-class SVIPosterior(Posterior):
+class SVIPosterior(OnDemandPosterior):
     """A variational posterior: a guide and its fitted parameters (`inference.fit` returns one).
 
     Attributes (beyond `Posterior`'s):
@@ -309,16 +330,6 @@ class SVIPosterior(Posterior):
     def kind(self) -> str:
         """"svi" (read-only)."""
         return "svi"
-
-    @property
-    def num_chains(self) -> int:
-        """1: guide draws form one chain."""
-        return 1
-
-    @property
-    def num_draws(self) -> None:
-        """None: guide draws are made on demand, none are stored."""
-        return None
 
     def unconstrained_params(self) -> dict:
         """{name: array}: the guide parameters in the unconstrained space `inference.fit` optimises, what
@@ -363,12 +374,6 @@ class SVIPosterior(Posterior):
                      f"{wanted} draws of the weights (float32)")
         num_samples = 100 if num_samples is None else int(num_samples)
         return self._svi_draws(jax.random.PRNGKey(seed), max(num_samples, DRAW_CHUNK), keep=num_samples)
-
-    def draws_by_chain(self, num_samples: int = 100, seed: int = 0) -> dict:
-        """{site: (1, num_samples, *site_shape)}: `num_samples` guide draws as one chain."""
-        check_positive_ints(num_samples=num_samples)
-        check_seed(seed)
-        return {k: v[None] for k, v in self.draws(num_samples, seed).items()}
 
     def _svi_draws(self, key, num_samples, keep=None):
         """{site: (keep, ...)} the first `keep` (default all) of `num_samples` guide draws with `key` (the same

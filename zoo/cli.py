@@ -224,7 +224,10 @@ def build_parser() -> _Parser:
 
     f = sub.add_parser("fit", help="SVI with a guide; saves the posterior and prints its scores")
     entry_args(f)
-    f.add_argument("--guide", default="mean_field", help="a guide of inference.GUIDES (zoo list shows them)")
+    f.add_argument("--guide", default="mean_field",
+                   help="a guide of inference.GUIDES (zoo list shows them), or laplace: the point estimate, then "
+                        "inference.laplace on it (options: structure, predictive, prior_precision, "
+                        "prior_structure, e.g. --guide-option structure=kfac)")
     f.add_argument("--guide-option", type=guide_options.parse_option, action="append", default=None,
                    metavar="KEY=VALUE", dest="guide_option_pairs",
                    help="an option of the guide, repeatable, e.g. k=2, granularity=neuron, "
@@ -332,6 +335,8 @@ def build_parser() -> _Parser:
 
 
 # what each command imports before its work begins (`zoo.startup`: Ctrl-C during these imports exits quietly)
+LAPLACE = "laplace"
+"""``zoo fit --guide laplace``: fit the point estimate, then `inference.laplace` on it (the saved posterior)."""
 STARTUP_IMPORTS = {"fit": ("optax", "inference", "evals"), "nuts": ("inference", "evals"), "score": ("evals",),
                    "corruptions": ("evals.corruption_grid",), "run": ("zoo.experiments.run",),
                    "reproduce": ("inference", "evals")}
@@ -458,9 +463,10 @@ def cmd_fit(args):
     check_apart(args.out, state_dir)
     options = _guide_options(args)  # before any work: an unknown option or a value of the wrong kind
     entry = _entry(args)
-    guide_options.check_required_options(args.guide, inference.GUIDES[args.guide], options,
+    fitted = "point_estimate" if args.guide == LAPLACE else args.guide  # laplace: its options are inference.laplace's
+    guide_options.check_required_options(args.guide, _guide_factory(args.guide), options,
                                          sites=list(entry.model.site_shapes(entry.train.feature_shape)))
-    guide = inference.make_guide(args.guide, entry.model, **options)
+    guide = inference.make_guide(fitted, entry.model, **({} if args.guide == LAPLACE else options))
     try:
         with _interrupts_raise_keyboard_interrupt() as interrupt:
             post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
@@ -483,6 +489,8 @@ def cmd_fit(args):
                  "with --resume to continue" if step else "no step had finished, nothing to save")
         print(f"zoo fit: interrupted by {signal.Signals(signum).name}: {saved}", file=sys.stderr)
         return 128 + signum
+    if args.guide == LAPLACE:
+        post = inference.laplace(entry.model, post, entry.train, **options)
     try:
         inference.save(post, args.out)
     except (ZooError, OSError) as err:
@@ -496,10 +504,21 @@ def cmd_fit(args):
         return EXIT_FAILURE
     remove_folder(state_dir, "fit state")  # the posterior holds what it was for (only a fit state is removed)
     evals.score(post, entry.test)
+    if args.guide == LAPLACE:
+        record = post.config["laplace"]
+        print(f"Laplace: {record['structure']} curvature over {record['num_covered']} weights, "
+              f"{record['predictive']} predictive, prior precision {_precisions(record['prior_precision'])} "
+              f"({record['prior_precision_source']}), {record['seconds']:.1f} s after the point estimate")
     print(f"ELBO: {post.info.summary()}")
     print(f"saved to {args.out} (first step after {_seconds(post.info.first_step_s)}, "
           f"fit {post.info.fit_s:.1f} s)")
     return 0
+
+
+def _precisions(values: list) -> str:
+    """The prior precisions of a Laplace posterior in a few words: one value, or the range over blocks."""
+    low, high = min(values), max(values)
+    return f"{low:.3g}" if low == high else f"{low:.3g} to {high:.3g} over {len(values)} blocks"
 
 
 def _save_elsewhere(post, out: str) -> str:
@@ -522,10 +541,17 @@ def _guide_options(args) -> dict:
     factory's signature (`zoo.guide_options`); an unknown guide raises ValueError listing the known ones."""
     import inference
 
-    if args.guide not in inference.GUIDES:
+    if args.guide not in inference.GUIDES and args.guide != LAPLACE:
         inference.make_guide(args.guide, None)  # raises the registry's error naming the known guides
     options = guide_options.merged_options(args.guide_options, args.guide_option_pairs)
-    return guide_options.check_guide_options(args.guide, inference.GUIDES[args.guide], options)
+    return guide_options.check_guide_options(args.guide, _guide_factory(args.guide), options)
+
+
+def _guide_factory(name: str):
+    """The function whose keyword options ``--guide NAME`` takes: the guide's factory, or `inference.laplace`."""
+    import inference
+
+    return inference.laplace if name == LAPLACE else inference.GUIDES[name]
 
 
 def _seconds(value) -> str:

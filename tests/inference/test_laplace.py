@@ -111,12 +111,9 @@ def brute_force_ggn(model, center, names, x):
     out = np.asarray(model.apply(center, x), np.float64)
     p = np.exp(out - out.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
-    total = 0
-    for n in range(len(x)):
-        jac = np.asarray(jax.jacfwd(lambda t: model.apply({**center, **unravel(t)}, x[n:n + 1])[0])(theta),
-                         np.float64)
-        total = total + jac.T @ (np.diag(p[n]) - np.outer(p[n], p[n])) @ jac
-    return total
+    jac = jax.vmap(jax.jacfwd(lambda t, xn: model.apply({**center, **unravel(t)}, xn[None])[0]), (None, 0))
+    jacs = np.asarray(jax.jit(jac)(theta, x), np.float64)  # (N, K, P)
+    return sum(j.T @ (np.diag(q) - np.outer(q, q)) @ j for j, q in zip(jacs, p))
 
 
 def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
@@ -139,6 +136,12 @@ def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
         logits = model.apply(center, x[:4]) + jnp.einsum("nkp,p->nk", jac, theta - theta_star)
         np.testing.assert_allclose(full.predict(x[:4], draws={k: v[s:s + 1] for k, v in draws.items()})[0],
                                    jax.nn.softmax(logits), rtol=1e-4, atol=1e-6)
+    # the "mc" predictive runs the network itself at each draw
+    mc = inference.laplace(model, point, (x, y), structure="full", predictive="mc", prior_precision=2.0)
+    one_draw = {k: v[:1] for k, v in draws.items()}
+    np.testing.assert_allclose(mc.predict(x[:4], draws=one_draw)[0],
+                               jax.nn.softmax(model.apply({k: v[0] for k, v in one_draw.items()}, x[:4])),
+                               rtol=1e-5, atol=1e-7)
     # KFAC is exact for one example: A (x) G equals the brute-force weight blocks
     one = x[:1]
     exact_one = brute_force_ggn(model, center, names, one)
@@ -190,32 +193,23 @@ def _haiku_cnn(x):
     return hk.Linear(3, name="out")(h.reshape(h.shape[0], -1))
 
 
-class NnxCNN(nnx.Module):
-    def __init__(self, p):
-        self.conv = nnx.Conv(2, 2, (3, 3), padding="VALID", kernel_init=lambda *_: p["conv"]["w"],
-                             bias_init=lambda *_: p["conv"]["b"], rngs=nnx.Rngs(0))
-        self.out = nnx.Linear(2, 3, kernel_init=lambda *_: p["out"]["w"], bias_init=lambda *_: p["out"]["b"],
-                              rngs=nnx.Rngs(0))
-
-    def __call__(self, x):
-        h = jax.nn.relu(self.conv(x))
-        return self.out(h.reshape(h.shape[0], -1))
+def _nnx_cnn(p):
+    """The same CNN as an ``nnx.Sequential`` (sites layers/0/..., layers/3/...) with the weights of `p`."""
+    conv = nnx.Conv(2, 2, (3, 3), padding="VALID", kernel_init=lambda *_: p["conv"]["w"],
+                    bias_init=lambda *_: p["conv"]["b"], rngs=nnx.Rngs(0))
+    out = nnx.Linear(2, 3, kernel_init=lambda *_: p["out"]["w"], bias_init=lambda *_: p["out"]["b"], rngs=nnx.Rngs(0))
+    return nnx.Sequential(conv, jax.nn.relu, lambda h: h.reshape(h.shape[0], -1), out)
 
 
-class EqxCNN(eqx.Module):
-    conv: eqx.nn.Conv2d
-    out: eqx.nn.Linear
-
-    def __init__(self, p):
-        k0, k1 = jax.random.split(jax.random.PRNGKey(1))
-        # Equinox: OIHW kernel, (out, 1, 1) bias, CHW images (one example), Linear (out, in)
-        self.conv = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Conv2d(2, 2, 3, key=k0),
-                                (jnp.transpose(p["conv"]["w"], (3, 2, 0, 1)), p["conv"]["b"].reshape(2, 1, 1)))
-        self.out = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Linear(2, 3, key=k1),
-                               (p["out"]["w"].T, p["out"]["b"]))
-
-    def __call__(self, x):
-        return self.out(jax.nn.relu(self.conv(jnp.transpose(x, (2, 0, 1)))).reshape(-1))
+def _eqx_cnn(p):
+    """The same CNN as an ``eqx.nn.Sequential`` of one example (sites layers/1/..., layers/4/...): Equinox holds an
+    OIHW kernel, an (out, 1, 1) bias, CHW images and (out, in) Linear weights."""
+    k0, k1 = jax.random.split(jax.random.PRNGKey(1))
+    conv = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Conv2d(2, 2, 3, key=k0),
+                       (jnp.transpose(p["conv"]["w"], (3, 2, 0, 1)), p["conv"]["b"].reshape(2, 1, 1)))
+    out = eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Linear(2, 3, key=k1), (p["out"]["w"].T, p["out"]["b"]))
+    return eqx.nn.Sequential([eqx.nn.Lambda(lambda x: jnp.transpose(x, (2, 0, 1))), conv,
+                              eqx.nn.Lambda(jax.nn.relu), eqx.nn.Lambda(jnp.ravel), out])
 
 
 def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_convolution_at_one_position():
@@ -225,13 +219,15 @@ def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_con
     haiku = bnn(_haiku_cnn, priors.normal(1.0), likelihoods.categorical(), name="cnn")
     values = {k: np.asarray(v) * 3 for k, v in haiku.init_values(jax.random.PRNGKey(0), x).items()}
     p = models.unflatten_params(values)
-    nets = {"haiku": haiku, "nnx": bnn(NnxCNN(p), priors.normal(1.0), likelihoods.categorical(), name="cnn"),
-            "eqx": bnn(EqxCNN(p), priors.normal(1.0), likelihoods.categorical(), name="cnn")}
-    names = {"haiku": {"w": "w", "b": "b"}, "nnx": {"w": "kernel", "b": "bias"}, "eqx": {"w": "weight", "b": "bias"}}
+    nets = {"haiku": haiku, "nnx": bnn(_nnx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn"),
+            "eqx": bnn(_eqx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn")}
+    names = {"haiku": {"w": "w", "b": "b", "conv": "conv", "out": "out"},
+             "nnx": {"w": "kernel", "b": "bias", "conv": "layers/0", "out": "layers/3"},
+             "eqx": {"w": "weight", "b": "bias", "conv": "layers/1", "out": "layers/4"}}
     noise = {k: 0.1 * rng.normal(size=(2,) + v.shape).astype(np.float32) for k, v in values.items()}
     results = {}
     for lib, model in nets.items():
-        site = {k: f"{k.rpartition('/')[0]}/{names[lib][k.rpartition('/')[2]]}" for k in values}
+        site = {k: f"{names[lib][k.rpartition('/')[0]]}/{names[lib][k.rpartition('/')[2]]}" for k in values}
         center = {site[k]: v for k, v in values.items()}  # the zoo's layout in every library
         assert sorted(model.site_shapes((3, 3, 2))) == sorted(center)
         point = point_posterior(model, (3, 3, 2), center)
@@ -261,3 +257,44 @@ def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_con
             np.testing.assert_allclose(np.sort(e), np.sort(r), rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(probs, ref[2], rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(np.sort(last_eig), np.sort(ref[3]), rtol=1e-4, atol=1e-6)
+
+
+def test_bad_arguments_are_refused_naming_them(small):
+    model, center, x, y = small
+    point = point_posterior(model, (3,), center)
+    cases = [({"structure": "kfc"}, "structure"), ({"predictive": "probit"}, "predictive"),
+             ({"prior_precision": -1.0}, "prior_precision"), ({"prior_structure": "site"}, "prior_structure"),
+             ({"sites": ["nope/w"]}, "sites")]
+    for kwargs, argument in cases:
+        with pytest.raises(inference.InputError) as err:
+            inference.laplace(model, point, (x, y), **kwargs)
+        assert err.value.argument == argument
+    other = bnn(mlp((4,), 3, activation="tanh"), priors.normal(1.0), likelihoods.categorical(), name="other")
+    with pytest.raises(inference.InputError, match="point_posterior"):
+        inference.laplace(other, point, (x, y))
+    wide = bnn(mlp((200,), 3), priors.normal(1.0), likelihoods.categorical(), name="wide")
+    values = wide.init_values(jax.random.PRNGKey(0), (50,))
+    with pytest.raises(inference.InputError, match="at most 10000 parameters .these sites hold 10803"):
+        inference.laplace(wide, point_posterior(wide, (50,), values), (np.zeros((2, 50), np.float32), y[:2]),
+                          structure="full")
+
+
+def test_prior_precision_by_validation_maximises_the_validation_density(blr):
+    import dataclasses
+
+    x, y, phi, model = blr
+    precision = np.eye(4) + phi[:3].T @ phi[:3] / NOISE**2  # the MAP of 3 points (4 weights) under the prior
+    mean = np.linalg.solve(precision, phi[:3].T @ y[:3] / NOISE**2)
+    point = point_posterior(model, (3,), {B: mean[:1], W: mean[1:, None]})
+    post = inference.laplace(model, point, (x[:3], y[:3]), structure="full", validation=(x[30:], y[30:]))
+    delta = post.prior_precision[0]
+    assert post.prior_precision == [delta] * len(post.blocks) and 1e-4 < delta < 1e6
+    assert post.config["laplace"]["prior_precision_source"].startswith("validation")
+
+    def density(d):
+        candidate = dataclasses.replace(post, prior_precision=[d] * len(post.blocks))
+        return np.mean(candidate.log_likelihood(x[30:], y[30:], num_samples=30, seed=0, reduce="log_mean_exp"))
+
+    best = density(delta)
+    for other in (delta * 10**0.25, delta / 10**0.25, *(10.0**t for t in range(-4, 7))):
+        assert best >= density(other) - 1e-6

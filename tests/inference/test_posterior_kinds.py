@@ -96,5 +96,5 @@ def test_a_checkpoint_of_each_kind_loads_as_its_class(svi, mcmc, model, tmp_path
     meta.write_text(meta.read_text().replace('"kind": "mcmc"', '"kind": "vi"'))
     (tmp_path / "mcmc" / "MANIFEST.json").unlink()
     atomic_dir._write_manifest(str(tmp_path / "mcmc"), "posterior")  # edited on purpose: the edit signed
-    with pytest.raises(CheckpointError, match="has kind 'vi'; expected 'svi' or 'mcmc'"):
+    with pytest.raises(CheckpointError, match="has kind 'vi'; expected 'svi', 'mcmc' or 'laplace'"):
         inference.load(tmp_path / "mcmc", model=model)
