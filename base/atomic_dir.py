@@ -25,7 +25,8 @@ One writer at a time: a write holds an exclusive lock (``flock``) on ``.<name>.l
 names the holder (pid, purpose, start time); `inference.fit` holds it for a whole fit (`folder_lock`). A
 second writer waits while the holder is another save (a few seconds at most), and is refused
 (`FolderLockedError`, naming the pid) while it is a fit. The operating system drops the lock of a process that
-dies, so a lock file left by a killed process is taken over. The lock file is removed when released.
+dies, so a lock file left by a killed process is taken over. The lock file is removed when released, and when
+writing the holder's record fails (a full disk: `UnwritableError`, the lock released).
 
 Writability: `check_writable` creates a probe file where the folder will be written and reads the disk's free
 space, before any work; an `OSError` of a full or read-only disk met while writing raises `UnwritableError`.
@@ -331,8 +332,16 @@ def _acquire(file: str, purpose: str, argument: str, path: str, wait_s: float) -
             continue
         record = json.dumps({"pid": os.getpid(), "purpose": purpose,
                              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, record, 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
+        except OSError as err:  # a full disk, a quota: the lock is released and its file removed
+            with contextlib.suppress(OSError):
+                os.unlink(file)  # while still locked, as `folder_lock` releases it
+            os.close(fd)
+            raise UnwritableError(argument, path, "a place where a folder can be written",
+                                  f"writing its lock file {file!r} failed ({err.strerror or err}); nothing was "
+                                  "written: free space or choose another folder") from None
         return fd
 
 

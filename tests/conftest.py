@@ -29,11 +29,81 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
+import numpy as np  # noqa: E402
 import optax  # noqa: E402
 import pytest  # noqa: E402
 
 import inference  # noqa: E402
 import zoo  # noqa: E402
+
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"  # the project's shared data beside the repository: CI has it, a fresh clone does not
+
+
+def shared_path(*parts: str) -> Path:
+    """The file ``../shared/<parts>`` beside the repository, or skip the calling test with the reason when it is
+    absent (a newcomer's fresh clone has nothing beside it). The one way a test reaches outside the repository
+    (tests/test_paths_inside_repo.py checks that no test names another)."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{'/'.join(('../shared',) + parts)} is absent (a fresh clone has no ../shared beside it; CI "
+                    "has it)")
+    return path
+
+
+def _hand_posterior(draws: int = 1):
+    """A posterior built by hand (no training): 2 chains of `draws` draws, all zeros, of a 2-input MLP (2, 2)."""
+    import models
+    from models.networks.mlp import mlp
+
+    model = models.bnn(mlp((2,), 2))
+    samples = {k: np.zeros((2, draws) + s, np.float32) for k, s in model.site_shapes((2,)).items()}
+    return inference.MCMCPosterior(model=model, samples=samples, feature_shape=(2,))
+
+
+@pytest.fixture(scope="session")
+def hand_posterior():
+    """`_hand_posterior`: hand_posterior(draws=1) -> an MCMCPosterior of 2 chains of `draws` zeros (no training)."""
+    return _hand_posterior
+
+
+@pytest.fixture
+def every_kind_of_folder(tmp_path):
+    """{kind: path} under tmp_path of every kind of place a command may be pointed at (issue 45): "user" (the
+    user's summary.md and uci.csv), "posterior" (a saved posterior, `_hand_posterior`), "state" (a fit state),
+    "other job" (zoo run's results folder), "file", "forged" (a bnn-zoo-run.json that is not bnn-zoo's),
+    "empty" and "missing"."""
+    from base.run_folder import RUN_MARKER, claim_run_folder
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "summary.md").write_text("my notes")
+    (user / "uci.csv").write_text("a,b\n1,2\n")
+    state, forged, empty = tmp_path / "state", tmp_path / "forged", tmp_path / "empty"
+    for folder in (state, forged, empty):
+        folder.mkdir()
+    (state / "fit_state.json").write_text('{"step": 7}')
+    (forged / RUN_MARKER).write_text("{not json")
+    (tmp_path / "afile").write_text("x")
+    return {"user": user, "posterior": Path(inference.save(_hand_posterior(), tmp_path / "posterior")), "state": state,
+            "other job": Path(claim_run_folder(tmp_path / "runs", "zoo run")), "file": tmp_path / "afile",
+            "forged": forged, "empty": empty, "missing": tmp_path / "missing"}
+
+
+@pytest.fixture
+def files_under():
+    """files_under(folder) -> {relative path: bytes} of every file below `folder` (to assert nothing changed)."""
+    def snapshot(folder) -> dict:
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+    return snapshot
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """`shared_path`: shared_data("data", "usps5k.npz") -> the Path, or the test is skipped when it is absent."""
+    return shared_path
 
 
 RSS_LIMIT = 3 * 2**30  # bytes: a worker's resident memory above which compiled programs are dropped

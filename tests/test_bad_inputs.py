@@ -399,3 +399,18 @@ def test_counts(capsys):
         print(f"\nbad inputs tried: {len(BAD_INPUTS)} explicit + {bad} distinct hypothesis examples, all handled "
               f"(each test above asserts it); valid hypothesis examples checked for the right numbers: {good}")
     assert len(BAD_INPUTS) >= 80
+
+
+def test_counts_of_the_files_folders_and_signals_cases(capsys):
+    """The cases of tests/zoo/test_bad_inputs_files.py (issue 45: files, folders, signals, the command line),
+    counted from its `CASES` dict without importing it (each is asserted there)."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parent / "zoo" / "test_bad_inputs_files.py"
+    (cases,) = [node.value for node in ast.parse(source.read_text()).body if isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["CASES"]]
+    with capsys.disabled():
+        print(f"\nfiles, folders, signals and command-line cases: {len(cases.keys)} "
+              "(tests/zoo/test_bad_inputs_files.py)")
+    assert len(cases.keys) >= 18

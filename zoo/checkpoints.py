@@ -13,14 +13,60 @@ arrays (``zoo.load(path, data=...)``) and checks them against the fingerprint.
 
 from __future__ import annotations
 
+import os
+
 import inference
 from inference.checkpoint import read_meta
 from inference.model_identity import describe_data
-from base.errors import InputError
+from base.atomic_dir import folder_kind, readable_path
+from base.errors import FolderNotOwnedError, InputError, PathNotFoundError
+from base.run_folder import run_folder_job
 from zoo import registry
 from zoo.entry_identity import set_entry_identity
 
-__all__ = ["entry_spec", "load", "load_entry", "set_entry_identity"]
+__all__ = ["check_posterior_folder", "entry_spec", "load", "load_entry", "set_entry_identity"]
+
+POSTERIOR_FOLDER = "a saved posterior (a folder written by inference.save, zoo fit --out or zoo nuts --out)"
+
+
+def check_posterior_folder(path, argument: str = "path") -> None:
+    """Raise InputError naming `argument` unless `path` is a folder holding a saved posterior
+    (`base.atomic_dir.folder_kind`), saying what it is instead: absent (`PathNotFoundError`), a file, an empty
+    folder, a fit state (a resumable fit, not a posterior), a results folder of a job (``zoo run``...), or a folder
+    of other files (`FolderNotOwnedError`, naming a few). A posterior's damaged files are `inference.load`'s to
+    report (CheckpointError naming the file)."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise InputError(argument, path, "a folder path (not empty)")
+    path = os.fspath(path)
+    kind = folder_kind(path)
+    if kind == "posterior":
+        return
+    if kind is None:
+        if not os.path.isdir(path):
+            raise PathNotFoundError.worded(argument, f"{argument}: no checkpoint at {path!r} (it does not exist); "
+                                                     f"expected {POSTERIOR_FOLDER}", path)
+        raise InputError(argument, path, POSTERIOR_FOLDER, "it is an empty folder")
+    if kind == "file":
+        raise InputError(argument, path, POSTERIOR_FOLDER, "it is a file")
+    if kind == "fit state":
+        raise InputError(argument, path, POSTERIOR_FOLDER,
+                         "it is a fit state (the resumable state of an unfinished zoo fit, its --checkpoint-dir), not "
+                         "a saved posterior: finish the fit with the same zoo fit command and --resume, which saves "
+                         "the posterior to its --out")
+    folder = readable_path(path)
+    try:
+        job = run_folder_job(folder)
+    except FolderNotOwnedError:
+        job = None
+    if job is not None:
+        raise InputError(argument, path, POSTERIOR_FOLDER,
+                         f"it is the results folder of {job}, not a saved posterior (the posteriors a job saves are "
+                         "in folders of their own under it)")
+    names = sorted(os.listdir(folder))
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    raise FolderNotOwnedError(argument, path, POSTERIOR_FOLDER,
+                              f"it holds files bnn-zoo did not write ({shown}), not a saved posterior")
+
 
 def entry_spec(path) -> dict:
     """The ``zoo.get`` keyword arguments of the entry whose posterior is saved at `path`.
@@ -43,7 +89,8 @@ def load_entry(path, data=None):
     """(entry, posterior): the rebuilt zoo `Entry` (its model, train and test data) and the `inference.Posterior`
     saved at `path`, attached to ``entry.model``.
 
-    Rebuilds the entry with ``zoo.get(**entry_spec(path))`` and calls ``inference.load(path, model=entry.model)``,
+    A folder that holds no saved posterior (a fit state, the user's files, nothing) raises InputError saying what
+    it is (`check_posterior_folder`). Rebuilds the entry with ``zoo.get(**entry_spec(path))`` and calls ``inference.load(path, model=entry.model)``,
     which compares the model's identity (arguments, prior, likelihood, data) and its site shapes, and raises
     CheckpointError on a difference.
 
@@ -53,6 +100,7 @@ def load_entry(path, data=None):
       a checkpoint is refused (InputError), never rebuilt on another data set; `data` for a checkpoint of a
       named data set is refused too.
     """
+    check_posterior_folder(path)
     spec = entry_spec(path)
     on_own_arrays = "data" not in spec
     if on_own_arrays and data is None:

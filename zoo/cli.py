@@ -220,6 +220,9 @@ def build_parser() -> _Parser:
                         help="number of points (two_moons, regression_1d; default: the data set's)")
         sp.add_argument("--seed", type=_seed, default=0, help="random seed")
         sp.add_argument("--out", required=True, help="folder to save the posterior in")
+        sp.add_argument("--overwrite", action="store_true",
+                        help="replace the posterior saved earlier in --out (without it such a folder is refused "
+                             "before any work)")
         sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
     f = sub.add_parser("fit", help="SVI with a guide; saves the posterior and prints its scores")
@@ -457,7 +460,7 @@ def cmd_fit(args):
     from base.atomic_dir import remove_folder
     from inference.fit_state import saved_step
 
-    check_out(args.out)  # before any work: nothing is trained that cannot be saved
+    check_out(args.out, args.overwrite)  # before any work: nothing is trained that cannot be saved
     state_dir = args.out.rstrip("/\\") + ".fit-state" if args.checkpoint_dir is None else args.checkpoint_dir
     check_fit_state_dir(state_dir, args.resume)
     check_apart(args.out, state_dir)
@@ -468,14 +471,15 @@ def cmd_fit(args):
                                          sites=list(entry.model.site_shapes(entry.train.feature_shape)))
     guide = inference.make_guide(fitted, entry.model, **({} if args.guide == LAPLACE else options))
     try:
-        with _interrupts_raise_keyboard_interrupt() as interrupt:
+        with signals_stop_the_fit() as interrupt:
             post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
                                  optimizer=None if args.lr is None else optax.adam(args.lr),
                                  kl_warmup=args.kl_warmup,
                                  temperature=args.temperature,
                                  num_particles=args.particles, seed=args.seed, progress=not args.quiet,
                                  config={"entry": entry.config}, checkpoint_dir=state_dir,
-                                 checkpoint_every=args.checkpoint_every, resume=args.resume)
+                                 checkpoint_every=args.checkpoint_every, resume=args.resume,
+                                 callbacks=[StopAtChunkEnd(interrupt)])
     except inference.NonFiniteLossError as err:
         where = nan_stopped_path(args.out)
         inference.save(err.posterior, where)
@@ -503,6 +507,10 @@ def cmd_fit(args):
               file=sys.stderr)
         return EXIT_FAILURE
     remove_folder(state_dir, "fit state")  # the posterior holds what it was for (only a fit state is removed)
+    if interrupt.signum is not None:  # it arrived after the last chunk: the posterior is saved, the scores skipped
+        print(f"zoo fit: interrupted by {signal.Signals(interrupt.signum).name} after the last step: the posterior "
+              f"is saved to {args.out} (not scored)", file=sys.stderr)
+        return 128 + interrupt.signum
     evals.score(post, entry.test)
     if args.guide == LAPLACE:
         record = post.config["laplace"]
@@ -558,11 +566,12 @@ def _seconds(value) -> str:
     return "- (no step left to run)" if value is None else f"{value:.1f} s"
 
 
-def check_out(path: str) -> None:
+def check_out(path: str, overwrite: bool = False) -> None:
     """Refuse an `--out` that could not take the saved posterior, before any work: an empty path, an existing
-    file, a non-empty folder that holds no saved posterior (a saved posterior is replaced; files bnn-zoo did not
-    write, or a fit state, are not), or a place where no folder can be written. Raises InputError naming --out
-    (the CLI prints one line, exit status 2)."""
+    file, a non-empty folder that holds no saved posterior (files bnn-zoo did not write, or a fit state), a saved
+    posterior unless `overwrite` (``--overwrite``: an earlier result is never replaced by accident, as Hugging
+    Face's Trainer refuses an existing output folder without ``overwrite_output_dir``), or a place where no folder
+    can be written. Raises InputError naming --out (the CLI prints one line, exit status 2)."""
     from base.atomic_dir import check_writable, folder_kind
     from base.errors import FolderNotOwnedError, InputError
 
@@ -578,6 +587,10 @@ def check_out(path: str) -> None:
         raise FolderNotOwnedError("--out", path, "a new or empty folder, or one holding a saved posterior",
                                   hint="it holds a resumable fit state, which the posterior would replace; use it "
                                        "with --checkpoint-dir and --resume, or choose another folder")
+    if kind == "posterior" and not overwrite:
+        raise InputError("--out", path, "a new or empty folder, or --overwrite",
+                         hint="it holds a posterior saved earlier, which this run would replace: add --overwrite "
+                              "to replace it, or choose another folder")
     check_writable(path, "--out")
 
 
@@ -642,14 +655,18 @@ def nan_stopped_path(out: str) -> str:
 
 
 @contextlib.contextmanager
-def _interrupts_raise_keyboard_interrupt():
-    """While the block runs, SIGINT and SIGTERM raise KeyboardInterrupt (so `inference.fit` saves its state
-    before stopping); yields an object whose ``signum`` is the signal that arrived (None before one did)."""
+def signals_stop_the_fit():
+    """While the block runs, the first SIGINT or SIGTERM only records itself: yields an object whose ``signum``
+    is the signal that arrived (None before one did), which `StopAtChunkEnd` reads between chunks. Raising from
+    the handler itself would raise inside whatever Python code runs at that moment, e.g. a callback of JAX's
+    garbage collector, which swallows it ("Exception ignored in: _xla_gc_callback") and the fit would run to
+    its end. A second signal raises KeyboardInterrupt at once (a chunk that takes too long to end)."""
     interrupt = types.SimpleNamespace(signum=None)
 
     def handler(signum, frame):
+        if interrupt.signum is not None:
+            raise KeyboardInterrupt
         interrupt.signum = signum
-        raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():  # handlers can be set in the main thread only
         yield interrupt
@@ -662,12 +679,29 @@ def _interrupts_raise_keyboard_interrupt():
             signal.signal(s, h)
 
 
+class StopAtChunkEnd:
+    """A callback of `inference.fit` (``on_chunk``): after the chunk in which a signal arrived
+    (``interrupt.signum``, set by `signals_stop_the_fit`), raise KeyboardInterrupt there, in the fit's own loop,
+    so that the fit saves the state of that chunk (its ``checkpoint_dir``) and stops."""
+
+    def __init__(self, interrupt):
+        self.interrupt = interrupt
+
+    def on_chunk(self, run) -> None:
+        """Raise KeyboardInterrupt when a signal has arrived."""
+        if self.interrupt.signum is not None:
+            raise KeyboardInterrupt
+
+
 def cmd_nuts(args):
     import evals
     import inference
-    from inference import diagnostics
 
-    check_out(args.out)  # before any work
+    check_out(args.out, args.overwrite)  # before any work
+    if args.init:
+        from zoo.checkpoints import check_posterior_folder
+
+        check_posterior_folder(args.init, "--init")
     entry = _entry(args)
     init = _init_posterior(args.init, entry) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
@@ -677,9 +711,27 @@ def cmd_nuts(args):
     evals.score(post, entry.test)
     print(f"divergences: {post.info.divergences}, NUTS {post.info.nuts_s:.1f} s")
     if args.chains > 1:
-        print(f"max R-hat of predictive probabilities (20 test points): {diagnostics.max_rhat(post, entry.test.x[:20]):.4f}")
+        print(f"max R-hat of predictive probabilities (20 test points): {_rhat_verdict(post, entry.test.x[:20])}")
     print(f"saved to {args.out}")
     return 0
+
+
+RHAT_MIN_DRAWS = 4  # split R-hat (ArviZ) halves each chain: below 4 draws per chain it is NaN
+
+
+def _rhat_verdict(post, x) -> str:
+    """The largest R-hat of `post`'s predictive probabilities at `x`, as text: the number, or why there is none
+    (fewer than `RHAT_MIN_DRAWS` draws per chain, or a NaN), never a bare "nan" that reads as a result."""
+    from inference import diagnostics
+
+    per_chain = post.num_draws // post.num_chains
+    if per_chain < RHAT_MIN_DRAWS:
+        return (f"not computed: split R-hat needs at least {RHAT_MIN_DRAWS} draws per chain, got {per_chain}; "
+                "whether the chains converged is unknown (raise --draws-per-chain)")
+    value = diagnostics.max_rhat(post, x)
+    if not math.isfinite(value):
+        return f"undefined ({value}) for these draws: whether the chains converged is unknown"
+    return f"{value:.4f}"
 
 
 def _init_posterior(path, entry):
@@ -707,8 +759,9 @@ def cmd_corruptions(args):
 
 def cmd_score(args):
     import evals
-    from zoo.checkpoints import load_entry
+    from zoo.checkpoints import check_posterior_folder, load_entry
 
+    check_posterior_folder(args.path, "path")  # the positional argument, as argparse names it
     entry, post = load_entry(args.path)  # zoo.load, keeping the rebuilt entry for its test set
     evals.score(post, entry.test, num_samples=args.samples)
     return 0

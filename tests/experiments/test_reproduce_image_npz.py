@@ -1,14 +1,10 @@
 """`zoo reproduce k-tied | variance-networks --data PATH`: an .npz of images and labels (the USPS layout) resized to
 28 x 28 with the fixed seeded 80 / 20 split; bad files are refused naming --data."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from base.errors import InputError
 from zoo.experiments.reproduce.image_npz import load_image_npz
-
-USPS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "usps5k.npz"
 
 
 def _npz(path, n=50, shape=(16, 16), **extra):
@@ -50,8 +46,8 @@ def test_bad_files_are_refused_naming_data(tmp_path):
         load_image_npz(tmp_path / "s.npz")
 
 
-def test_usps_loads_as_4000_training_and_1000_test_images():
-    xtr, ytr, xte, yte = load_image_npz(USPS)
+def test_usps_loads_as_4000_training_and_1000_test_images(shared_data):
+    xtr, ytr, xte, yte = load_image_npz(shared_data("data", "usps5k.npz"))
     assert xtr.shape == (4000, 28, 28, 1) and xte.shape == (1000, 28, 28, 1)
     assert set(np.unique(ytr)) == set(range(10)) and set(np.unique(yte)) == set(range(10))
 

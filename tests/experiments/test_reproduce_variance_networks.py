@@ -149,14 +149,14 @@ def test_the_zero_mean_row_is_not_tested_for_chance_and_one_network_uses_binomia
     assert report.findings[0].verdict == "contradicts"
 
 
-def test_the_validation_part_of_a_users_image_set_is_the_fixed_permutations_slice():
+def test_the_validation_part_of_a_users_image_set_is_the_fixed_permutations_slice(shared_data):
     """USPS (5,000 images): the permutation default_rng(0).permutation(5000) gives the test split perm[4000:], the
     validation part perm[3200:4000], the fits perm[:3200]; FULL runs LeNet-5 with batch norm, ReLU in Tables 1-2,
     softplus in the kappa run, at batch 100."""
     from zoo.experiments.reproduce.image_npz import load_image_npz
     from zoo.experiments.reproduce.variance_networks_train import split_validation
 
-    path = "../shared/data/usps5k.npz"
+    path = shared_data("data", "usps5k.npz")
     with np.load(path) as f:
         labs = f["labs"]
     perm = np.random.default_rng(0).permutation(5000)

@@ -97,7 +97,7 @@ def _hand_posterior():
 def test_a_nan_stopped_fit_goes_beside_a_good_posterior(tmp_path, capsys, no_scores):
     good, hand = tmp_path / "good", _hand_posterior()
     inference.save(hand, good)
-    assert main(["fit", *TINY, "--steps", "50", "--lr", "1e30", "--out", str(good)]) == 3
+    assert main(["fit", *TINY, "--steps", "50", "--lr", "1e30", "--out", str(good), "--overwrite"]) == 3
     err = capsys.readouterr().err
     beside = tmp_path / "good.nan-stopped"
     assert f"The last finite posterior is saved to {beside} ({good} keeps the posterior that was there)." in err

@@ -68,7 +68,7 @@ def uci(name: str = "yacht", split: int = 0, root: str | None = None):
       by the training rows' means and sds (``train.y_mean``, ``train.y_sd``, the same on test).
     Raises:
       InputError whose argument is the folder or file at fault (its path): a missing folder or file, a file that does not parse, indices
-      out of range, a target among the features, overlapping train and test rows.
+      out of range or listed twice, a target among the features, overlapping train and test rows.
     """
     x, y, train_idx, test_idx = uci_arrays(name, split, root)
     return standardise(x[train_idx], y[train_idx], x[test_idx], y[test_idx], name)
@@ -181,9 +181,17 @@ def _read(path: Path, dtype):
 
 
 def _indices(path: Path, size: int, what: str) -> np.ndarray:
-    """0-based integer indices read from `path`, each in [0, size); InputError naming the file otherwise."""
+    """0-based integer indices read from `path`, each in [0, size) and listed once (a row listed twice would count
+    twice in training or scoring, a column twice would be a duplicate feature); InputError naming the file
+    otherwise."""
     idx = _read(path, int)
     if idx.min() < 0 or idx.max() >= size:
         raise InputError(str(path), f"<indices {int(idx.min())}..{int(idx.max())}>",
                          f"0-based {what} indices in [0, {size})")
+    values, counts = np.unique(idx, return_counts=True)
+    if np.any(counts > 1):
+        repeated = values[counts > 1]
+        shown = ", ".join(str(int(v)) for v in repeated[:5]) + (", ..." if repeated.size > 5 else "")
+        raise InputError(str(path), f"<{repeated.size} {what} indices listed more than once: {shown}>",
+                         f"each {what} index listed once")
     return idx
