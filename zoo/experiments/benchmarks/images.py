@@ -14,6 +14,8 @@ of `METHODS` is fitted on the training part and scored on the test images (`Sett
   low_rank            ``inference.low_rank`` (rank `Settings.low_rank`)
   laplace_last_layer  ``inference.laplace(model, map, train, structure="last_layer", predictive="glm")``
   laplace_kfac        the same with ``structure="kfac"``
+  laplace_*_val       the same two with the prior precision chosen on the validation images (``validation=``, the
+                      images map_temperature fits its temperature on) instead of by the Laplace evidence
 
 The data: raw gray images in [0, 1]. The training part's last `Settings.validation_fraction` is held back as the
 VALIDATION images (temperatures are fitted there, never on the test images); every method is fitted on the rest
@@ -56,10 +58,10 @@ from base.errors import InputError
 
 JOB = "zoo benchmark images"
 METHODS = ("map", "map_temperature", "ensemble", "mc_dropout", "mean_field", "ivon", "k_tied", "low_rank",
-           "laplace_last_layer", "laplace_kfac")
+           "laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val")
 """Every method, in the order each (network, seed) fits them (map first: the others' reference and start)."""
 NETWORKS = ("mlp", "lenet5")
-NEEDS_MAP = ("map_temperature", "laplace_last_layer", "laplace_kfac")
+NEEDS_MAP = ("map_temperature", "laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val")
 """Methods that start from the map fit (their cost includes it)."""
 COLUMNS = ("network", "seed", "method", "accuracy", "nll", "ece", "cal_nll", "cal_ece", "temperature", "cnll",
            "cacc", "cece", "cpu_s", "wall_s", "cpu_vs_map", "draws")
@@ -239,7 +241,8 @@ def fit_method(method: str, entry, images: Images, settings: Settings, seed: int
 
 def post_hoc(method: str, entry, images: Images, map_posterior):
     """The predictor of a method that starts from the map posterior: temperature scaling on the validation images,
-    or a GLM Laplace posterior (last layer or KFAC) on the fit images."""
+    or a GLM Laplace posterior (last layer or KFAC) on the fit images, its prior precision by the evidence or, for
+    the ``_val`` methods, on the validation images."""
     import inference
 
     if method == "map_temperature":
@@ -247,8 +250,10 @@ def post_hoc(method: str, entry, images: Images, map_posterior):
 
         return Tempered(map_posterior, evals.temperature_scale(map_posterior, validation(entry, images),
                                                                 num_samples=1).temperature)
-    structure = method.removeprefix("laplace_")
-    return inference.laplace(entry.model, map_posterior, entry.train, structure=structure, predictive="glm")
+    structure = method.removeprefix("laplace_").removesuffix("_val")
+    held_out = validation(entry, images) if method.endswith("_val") else None
+    return inference.laplace(entry.model, map_posterior, entry.train, structure=structure, predictive="glm",
+                             validation=held_out)
 
 
 class Tempered:

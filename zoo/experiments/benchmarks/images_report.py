@@ -17,7 +17,7 @@ import pandas as pd
 from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
 
 METRICS = ("accuracy", "nll", "ece", "cal_nll", "cal_ece", "cnll", "cece", "cpu_s", "cpu_vs_map")
-CANDIDATES = ("laplace_last_layer", "laplace_kfac", "ivon")
+CANDIDATES = ("laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val", "ivon")
 """The rows goal 1 accepts (issue 43: "Laplace or IVON")."""
 COST_MAX = 1.5
 NLL_SLACK = 0.005
