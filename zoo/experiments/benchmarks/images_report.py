@@ -209,3 +209,13 @@ def write_report(out, table: pd.DataFrame, info: dict) -> None:
              f"## Distance from the {REFERENCE} (same seed; negative: better than the {REFERENCE})", "",
              ensemble_distance(table), "## Issue 43's goal, row by row", "", goal_text(table)]
     (out / "summary.md").write_text("\n".join(parts))
+
+
+def rewrite(out) -> None:
+    """summary.md and images.png again from the ``images.csv`` and ``run.json`` a run left in the folder `out` (also
+    a run stopped part-way: its finished rows)."""
+    import json
+    from pathlib import Path
+
+    out = Path(out)
+    write_report(out, pd.read_csv(out / "images.csv"), json.loads((out / "run.json").read_text()))
