@@ -30,7 +30,8 @@ cal_ece and temperature: the same after temperature scaling on the validation im
 validation=...)`); cnll, cacc, cece over the corruption suite (`evals.ood.score_sets` on the first
 `Settings.corrupt_images` test images corrupted by every type and severity, `Settings.corrupt_draws` draws; the
 mean over severities of the mean over types, `evals.ood.aggregate`); cpu_s: the process CPU seconds
-(`time.process_time`, all threads) of the training (compile included; for map_temperature and the Laplace rows
+(`time.process_time`, all threads) of the training (tracing and compiling included, JAX's in-memory caches
+cleared before every fit, so a row's cost does not depend on the rows before it; for map_temperature and the Laplace rows
 the map fit's plus their own step), wall_s its wall time, cpu_vs_map = cpu_s / cpu_s of map (same network and
 seed).
 
@@ -217,9 +218,14 @@ def guide_for(method: str, model, settings: Settings):
 
 def fit_method(method: str, entry, images: Images, settings: Settings, seed: int, map_fit: Fitted | None) -> Fitted:
     """Fit `method` (one of `METHODS`) on the entry's training images; `map_fit`: this seed's map (methods in
-    `NEEDS_MAP` start from it and add its cost)."""
+    `NEEDS_MAP` start from it and add its cost). JAX's in-memory caches are cleared first, so that a row's cost
+    does not depend on what the process fitted before it (the persistent compilation cache, `zoo.compilation_cache`,
+    stays as configured)."""
+    import jax
+
     import inference
 
+    jax.clear_caches()  # every fit traces and compiles (or loads from the persistent cache) its own programs
     if method in NEEDS_MAP:
         if map_fit is None:
             raise InputError("map_fit", None, f"the map fit that {method} starts from")
