@@ -380,7 +380,7 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
 
     import inference
     from base.run_folder import claim_run_folder
-    from zoo.experiments.benchmarks.images_report import write_report
+    from zoo.experiments.benchmarks.images_report import with_relative_cost, write_report
 
     networks, seeds, methods = check_request(networks, seeds, methods)
     out = Path(claim_run_folder(out_dir, JOB, "--out"))
@@ -415,11 +415,11 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
                        "draws": fitted.draws}
                 rows.append(row)
                 done.add((network, seed, method))
-                pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(out / CSV, index=False)
+                with_relative_cost(pd.DataFrame(rows, columns=list(COLUMNS))).to_csv(out / CSV, index=False)
                 log(f"  {network} seed {seed} {method:<18} acc {row['accuracy']:.3f}  NLL {row['nll']:.3f}  "
                     f"ECE {row['ece']:.3f}  cNLL {row['cnll']:.3f}  CPU {row['cpu_s']:6.1f} s "
                     f"({row['cpu_vs_map']:.2f} x map)")
-    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    table = with_relative_cost(pd.DataFrame(rows, columns=list(COLUMNS)))
     info["load_at_end"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     (out / "run.json").write_text(json.dumps(info, indent=1))
     write_report(out, table, info)

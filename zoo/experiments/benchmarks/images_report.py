@@ -25,6 +25,16 @@ IVON_COST_MAX = 0.5
 REFERENCE = "ensemble"
 
 
+def with_relative_cost(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with cpu_vs_map = cpu_s / cpu_s of the map row of the same network and seed (NaN without one),
+    recomputed from the rows (a resumed run may have refitted a map after rows that compared with an earlier one)."""
+    table = table.copy()
+    maps = table[table.method == "map"].set_index(["network", "seed"]).cpu_s.astype(float)
+    keys = pd.MultiIndex.from_arrays([table.network, table.seed])
+    table["cpu_vs_map"] = table.cpu_s.astype(float).to_numpy() / maps.reindex(keys).to_numpy()
+    return table
+
+
 def summarise(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and SE over seeds of `METRICS` per (network, method); ``n`` counts the seeds."""
     numeric = table.copy()
@@ -192,6 +202,7 @@ def write_report(out, table: pd.DataFrame, info: dict) -> None:
     from pathlib import Path
 
     out = Path(out)
+    table = with_relative_cost(table)
     if table.empty:
         (out / "summary.md").write_text("# Image leaderboard\n\nNo finished row yet.\n")
         return
@@ -204,7 +215,9 @@ def write_report(out, table: pd.DataFrame, info: dict) -> None:
              f"only). Settings: {settings}.", "",
              "Lower is better for NLL, ECE, cNLL, cECE. Calibrated: after one temperature fitted on the validation "
              "images. cNLL / cECE: mean over severities of the mean over corruption types. Training CPU s: process "
-             "CPU seconds of the fit (compile included; map_temperature and the Laplace rows include the map fit). "
+             "CPU seconds of the fit (tracing and compiling included, JAX's in-memory caches cleared before every "
+             "fit; map_temperature and the Laplace rows include the map fit); x map: over the map row of the same "
+             "network and seed. "
              "Mean +- SE over seeds.", "", "## Results", "", results_table(table),
              f"## Distance from the {REFERENCE} (same seed; negative: better than the {REFERENCE})", "",
              ensemble_distance(table), "## Issue 43's goal, row by row", "", goal_text(table)]
