@@ -167,8 +167,8 @@ def goal_text(table: pd.DataFrame) -> str:
 
 
 def plot(table: pd.DataFrame, path) -> None:
-    """images.png: per network, test NLL (mean +- SE over seeds) against training CPU time relative to map (log
-    scale), one labelled point per method."""
+    """images.png: per network, test NLL (mean +- SE over seeds) against training CPU time relative to map (both
+    on log scales), one labelled point per method."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -188,8 +188,9 @@ def plot(table: pd.DataFrame, path) -> None:
                         fontsize=8)
         ax.axvline(COST_MAX, color="gray", linestyle=":", linewidth=1)
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set_xlabel("training CPU time / map's (log scale; dotted: 1.5)")
-        ax.set_ylabel("test NLL (lower is better)")
+        ax.set_ylabel("test NLL (log scale; lower is better)")
         ax.set_title(f"{network}: {int(part.n.max())} seed(s), mean +- SE")
         ax.grid(alpha=0.3)
     fig.tight_layout()
