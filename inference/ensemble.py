@@ -85,8 +85,9 @@ def ensemble(model, data, *, members: int = 5, steps: int | None = None, batch_s
         posts = [fit(model, point_estimate(model), (x, y), steps=steps, batch_size=batch_size, optimizer=optimizer,
                      seed=s, chunk_size=chunk_size, init_params=member_start(model, x[:1], s), progress=progress)
                  for s in seeds]
-        locs = {k: np.stack([np.asarray(p.unconstrained[k]) for p in posts]) for k in posts[0].unconstrained}
-        losses = np.mean([p.losses for p in posts], axis=0)
+        starts = [p.unconstrained_params() for p in posts]
+        locs = {k: np.stack([np.asarray(u[k]) for u in starts]) for k in starts[0]}
+        losses = np.mean([np.asarray(p.losses) for p in posts], axis=0)
     guide.setup(x[:1])
     samples = constrain(guide.sites, {name: jnp.asarray(locs[guide.param_name(name, "loc")]) for name in guide.sites})
     info = FitInfo(first_step_s=None, fit_s=time.perf_counter() - t0, traces=None)

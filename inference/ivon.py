@@ -56,7 +56,7 @@ from inference.gaussian_kl import normal_prior_parameters
 from inference.guide_params import param_constraints
 from inference.mean_field import NormalFamily
 
-__all__ = ["IVON", "IVONState", "ivon"]
+__all__ = ["IVON", "IVONState", "ivon", "DEFAULT_LR"]
 
 
 class IVONState(NamedTuple):
@@ -81,7 +81,7 @@ class IVON:
     None (from the model's Normal(0, s) prior: 1 / (s^2 N) per weight).
     """
 
-    learning_rate: Any = 0.05
+    learning_rate: Any = 0.2
     ess: float | None = None
     hess_init: float = 1.0
     beta1: float = 0.9
@@ -143,18 +143,34 @@ class IVON:
         return svi.SVI(functools.partial(_init, **fixed), functools.partial(_step, **fixed))
 
 
-def ivon(learning_rate=0.05, *, ess: float | None = None, hess_init: float = 1.0, beta1: float = 0.9,
-         beta2: float = 0.99999, weight_decay: float | None = None) -> IVON:
-    """IVON for ``inference.fit(model, inference.mean_field(model), data, optimizer=inference.ivon(...))``.
+DEFAULT_LR = 0.2
+"""`ivon`'s learning rate: chosen on the validation split of real 28 x 28 digits (3,200 training images, MLP
+784-400-400-10, 1,000 steps, h_0 = 1) among 0.05, 0.2 and 0.5 (validation NLL 0.147 (0.05, beta2 0.99999), 0.101,
+0.108); with h_0 = 1 the first steps are SGD's at that rate."""
 
-    learning_rate: a_t > 0, a float or an optax schedule (e.g. ``optax.cosine_decay_schedule(0.05, steps)``);
-    ess: lambda (default None: the training-set size N, the Bayesian posterior); hess_init: h_0 > 0 (the paper
-    uses 0.01-1; the initial sd is 1 / sqrt(lambda (h_0 + delta))); beta1: gradient momentum; beta2: Hessian
-    momentum (the paper's 0.99999); weight_decay: delta (default None: from the model's Normal prior, 1 / (s^2
-    N) per weight: the module docstring's derivation). InputError naming the argument for a bad value.
+
+def ivon(learning_rate=DEFAULT_LR, *, steps: int | None = None, ess: float | None = None, hess_init: float = 1.0,
+         beta1: float = 0.9, beta2: float | None = None, weight_decay: float | None = None) -> IVON:
+    """IVON for ``inference.fit(model, inference.mean_field(model), data, steps=S, optimizer=inference.ivon(steps=S))``.
+
+    learning_rate: a_t > 0, a float (default `DEFAULT_LR`) or an optax schedule; steps: the fit's number of steps
+    S (a positive integer) or None: given, a float rate is cosine-decayed to 0 over S steps and beta2 defaults
+    to 1 - 1/S (the Hessian average then spans the run: the paper's 0.99999 is for runs of 10^5 steps or more,
+    over 1,000 steps h, and so sigma, barely leaves h_0); ess: lambda (default None: the training-set size N,
+    the Bayesian posterior); hess_init: h_0 > 0 (the paper uses 0.01-1; the initial sd is
+    1 / sqrt(lambda (h_0 + delta)); 0.1 diverged on the digits above); beta1: gradient momentum; beta2: the
+    Hessian's momentum (default None: 1 - 1/steps with `steps`, else the paper's 0.99999); weight_decay: delta
+    (default None: from the model's Normal prior, 1 / (s^2 N) per weight: the module docstring's derivation).
+    InputError naming the argument for a bad value.
     """
+    if steps is not None:
+        validation.check_positive_ints(steps=steps)
     if not callable(learning_rate):
-        validation.check_real("learning_rate", learning_rate, low=0.0)
+        learning_rate = validation.check_real("learning_rate", learning_rate, low=0.0)
+        if steps is not None:
+            learning_rate = optax.cosine_decay_schedule(learning_rate, float(steps))
+    if beta2 is None:
+        beta2 = 0.99999 if steps is None else 1.0 - 1.0 / steps
     if ess is not None:
         validation.check_real("ess", ess, low=0.0)
     validation.check_real("hess_init", hess_init, low=0.0)
@@ -162,10 +178,8 @@ def ivon(learning_rate=0.05, *, ess: float | None = None, hess_init: float = 1.0
     validation.check_real("beta2", beta2, low=0.0, high=1.0, low_open=False, high_open=False)
     if weight_decay is not None:
         validation.check_real("weight_decay", weight_decay, low=0.0, low_open=False)
-    floats = (None if v is None else float(v) for v in (ess, hess_init, beta1, beta2, weight_decay))
-    ess, hess_init, beta1, beta2, weight_decay = floats
-    return IVON(learning_rate if callable(learning_rate) else float(learning_rate), ess, hess_init, beta1, beta2,
-                weight_decay)
+    return IVON(learning_rate, None if ess is None else float(ess), float(hess_init), float(beta1), float(beta2),
+                None if weight_decay is None else float(weight_decay))
 
 
 # ----- the SVI pair (module-level, bound by `IVON.build_svi`) ------------------------------------------------------
@@ -230,7 +244,7 @@ def log_likelihood_at(model, theta: dict, mutable: dict, key, x, y, n_data):
     the model run with its latent sites at `theta` {site: value}."""
     seeded = handlers.seed(handlers.substitute(model, data={**theta, **mutable}), key)
     trace = handlers.trace(seeded).get_trace(x, y, n_data)
-    total = 0.0
+    total: Any = 0.0
     for site in trace.values():
         if site["type"] == "sample" and site["is_observed"]:
             total = total + (1.0 if site["scale"] is None else site["scale"]) * jnp.sum(site["fn"].log_prob(site["value"]))
@@ -266,7 +280,8 @@ def _step(state: svi.SVIState, batch, key, *, ivon: IVON, model, guide, n_data, 
     sites = _sites(guide, x)
     constraints = param_constraints(guide, batch, n_data)
     means = {s: state.params[loc] for s, (loc, _, _, _) in sites.names.items()}  # a location is unconstrained
-    sigma = ivon.sigma(state.opt_state)  # = the guide's free scale, without a softplus of it
+    opt_state: IVONState = state.opt_state  # type: ignore[assignment]  # build_svi's state holds an IVONState
+    sigma = ivon.sigma(opt_state)  # = the guide's free scale, without a softplus of it
     sds = {s: family.sd(site, sigma[s]) for s, (_, _, site, family) in sites.names.items()}
     draw_key, model_key = jax.random.split(key)
     eps = _normals(draw_key, means)
@@ -278,7 +293,7 @@ def _step(state: svi.SVIState, batch, key, *, ivon: IVON, model, guide, n_data, 
         return -log_lik * scale, (log_lik, mutable)
 
     (_, (log_lik, mutable)), g_hat = jax.value_and_grad(data_loss, has_aux=True)(theta)
-    opt_state = state.opt_state._replace(noise={s: eps[s] / sds[s] for s in means})
+    opt_state = opt_state._replace(noise={s: eps[s] / sds[s] for s in means})
     kl = sum(_normal_kl(means[s], sds[s], sites.priors[s]) for s in means)
     loss = -log_lik / temperature + beta * kl
     grad_norm = n_data * optax.tree.norm(jax.tree.map(lambda g, d, m: g + d * m, g_hat, opt_state.weight_decay, means))

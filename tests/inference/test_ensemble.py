@@ -35,6 +35,10 @@ def test_the_vmapped_ensemble_equals_separate_fits_with_the_same_seeds(moons, to
         for site, value in alone.median().items():
             # the same arithmetic batched over members: equal to float32 rounding
             np.testing.assert_allclose(together.samples[site][0, m], value, rtol=1e-5, atol=1e-6)
+    # the fallback when the members do not fit in memory together: the same fits one after another
+    apart = inference.ensemble(moons.model, moons.train, members=MEMBERS, together=False, **SETTINGS)
+    for site, value in apart.samples.items():
+        np.testing.assert_allclose(together.samples[site], value, rtol=1e-5, atol=1e-6)
     # the members differ (their own initialisation and minibatches), so the ensemble is not one network twice
     w = together.samples["mlp/~/linear_0/w"][0]
     assert np.max(np.abs(w[0] - w[1])) > 0.1
