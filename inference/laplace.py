@@ -15,10 +15,11 @@ import numpy as np
 from base.errors import ArgumentTypeError, InputError
 from base.validation import check_choice
 from inference.data_args import labelled_arrays
-from inference.laplace_blocks import dense_block, diag_blocks
+from inference.laplace_blocks import dense_block
 from inference.laplace_curvature import check_likelihood, ggn
+from inference.laplace_dense_layer import dense_layer_ggn
 from inference.laplace_evidence import block_evidence, optimise_prior_precision
-from inference.laplace_kfac import kfac_blocks
+from inference.laplace_kfac import diag_layer_blocks, kfac_blocks
 from inference.laplace_layers import find_layers
 from inference.laplace_posterior import PREDICTIVES, LaplacePosterior
 from inference.model_identity import data_fingerprint
@@ -27,13 +28,14 @@ from models.bridge import BNN
 
 STRUCTURES = ("last_layer", "kfac", "diag", "full")
 PRIOR_STRUCTURES = ("layer", "scalar")
+WEIGHT_SCALE = "weight_scale"
 FULL_LIMIT = 10_000
 """The most parameters a dense GGN block ("full", "last_layer") may cover: its P x P float64 matrix (800 MB at
 the limit) and its eigendecomposition (about a minute on 2 cores) grow as P^2 and P^3."""
 
 
 def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", predictive: str = "glm",
-            prior_precision: float | None = None, prior_structure: str = "layer", validation=None,
+            prior_precision: float | str | None = None, prior_structure: str = "layer", validation=None,
             sites=None, chunk_size: int | None = None) -> LaplacePosterior:
     """The Laplace posterior of `model` around the point estimate of `point_posterior` (Daxberger et al. 2021,
     "Laplace Redux"; Immer et al. 2021): N(theta*, (GGN + delta I)^-1) over the covered weights, every other
@@ -45,12 +47,14 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
         data)``; theta* is its ``median()`` (for a point estimate, its location) and its network state is kept.
       data: the training data, a `base.data.Dataset` or (x (N, *feature_shape), y (N,)): the GGN sums over it.
       structure: which GGN blocks are kept (P: the covered parameters):
-        "last_layer": the full GGN over the sites of the network's last layer (its weights and bias, the sites of
-          the last module in the model's order; P <= `FULL_LIMIT`);
+        "last_layer": the full GGN over the sites of the network's last layer (its weights and bias: the sites of
+          the module whose weight the traced network uses last, `last_layer_sites`; P <= `FULL_LIMIT`; a dense
+          layer's GGN comes from its own per-example factors, `inference.laplace_dense_layer`);
         "kfac": one Kronecker-factored block A (x) G per dense or convolution weight (A = E[a a^T] of the layer's
           inputs, G = sum of g g^T of its output gradients, with the exact output-Hessian factor M, so no labels
           are sampled; `inference.laplace_kfac`), every other site (biases) in an exact diagonal block;
-        "diag": the GGN's diagonal over every weight site;
+        "diag": the GGN's exact diagonal over every weight site (a dense layer's from its own factors, no
+          per-example weight gradients; `inference.laplace_kfac.diag_layer_blocks`), a prior precision per site;
         "full": the full GGN over every weight site (P <= `FULL_LIMIT`, InputError naming P otherwise).
       predictive: "glm" (the linearised network f(x, theta*) + J(x)(theta - theta*), Immer et al. 2021: the
         default) or "mc" (the network itself at each weight draw; it underfits, kept for comparison).
@@ -59,19 +63,21 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
         the eigenvalues held), as `prior_structure` says. The point estimate itself was fitted with the model's
         own prior (e.g. Normal(0, s): precision 1/s^2) and is not refitted: as in Laplace Redux, delta is fitted
         post hoc and enters only the curvature (the posterior's spread), so it can differ from 1/s^2.
+        ``prior_precision="weight_scale"``: delta_b = P_b / ||theta*_b||^2 per block, the prior whose variance is
+        the mean square of the block's fitted weights (a rule that needs no held-out data; on USPS digits it beat
+        the point estimate, less than `validation` did: docs/laplace.md).
       prior_structure: with ``prior_precision=None``, "layer" (default): one delta_b per curvature block (a KFAC
         layer's weight, a diag block's site, a dense block), each maximising its own block's evidence terms (the
-        evidence splits by block); or "scalar": one delta for all. Per layer is the default by a rule, not a
-        tuning: one isotropic delta fits ||theta*||^2 of all layers at once, and layers of fan-in 784 and 400 hold
-        weights of very different sizes (He-scaled), so a scalar leaves the wide layers' unconstrained directions
-        far too wide.
+        evidence splits by block); or "scalar": one delta for all. Per layer is the default (the layer-wise prior
+        precision Laplace libraries offer: layers hold weights of different scales); on USPS digits it changed little (KFAC validation NLL 0.71
+        against 0.73 for one delta).
       validation: held-out data (a `base.data.Dataset` or (x, y), never the test set), or None (default). Given
         (and ``prior_precision=None``), one delta for all blocks is chosen instead of the evidence's: the one
         that maximises the log predictive density of these data under the chosen predictive
-        (`select_by_validation`; Laplace Redux's alternative to the evidence, sec. 4). On USPS digits
-        (docs/laplace.md) the evidence's delta (2 to 11) gave posteriors far too wide for the GLM predictive
-        (validation NLL 0.47 to 0.70 against the point estimate's 0.14) and the validation choice beat the point
-        estimate.
+        (`select_by_validation`; the usual alternative to the evidence: the prior precision by held-out data). On
+        USPS digits (docs/laplace.md) the evidence's delta (2 to 13) gave posteriors far too wide for the GLM
+        predictive (validation NLL 0.46 to 0.91 against the point estimate's 0.14) and the validation choice beat
+        the point estimate.
       sites: the site names to cover instead of the structure's own choice (any structure but "kfac" covers
         exactly these).
       chunk_size: examples per compiled curvature chunk (default: as many as fit in 128 MiB of gradients).
@@ -95,9 +101,11 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
     check_choice("predictive", predictive, PREDICTIVES)
     check_choice("prior_structure", prior_structure, PRIOR_STRUCTURES)
     check_likelihood(model.likelihood)
-    if prior_precision is not None and not (isinstance(prior_precision, (int, float, np.floating))
-                                            and np.isfinite(prior_precision) and prior_precision > 0):
-        raise InputError("prior_precision", prior_precision, "None (optimised) or a finite number > 0")
+    if prior_precision is not None and prior_precision != WEIGHT_SCALE and not (
+            isinstance(prior_precision, (int, float, np.floating)) and np.isfinite(prior_precision)
+            and prior_precision > 0):
+        raise InputError("prior_precision", prior_precision,
+                         f"None (by the evidence), {WEIGHT_SCALE!r} or a finite number > 0")
     feature_shape = tuple(point_posterior.feature_shape)
     x, y = labelled_arrays(model, data, "the Laplace curvature")
     center = {k: np.asarray(v, np.float32) for k, v in point_posterior.median().items()}
@@ -114,13 +122,19 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
     if structure == "kfac":
         blocks = kfac_blocks(model, center, covered, x, state, chunk_size)
     elif structure == "diag":
-        blocks = diag_blocks(covered, ggn(model, center, covered, x, state, "diag", chunk_size), shapes)
+        blocks = diag_layer_blocks(model, center, covered, x, state, chunk_size)
     else:
-        blocks = [dense_block(covered, ggn(model, center, covered, x, state, "dense", chunk_size))]
+        matrix = dense_layer_ggn(model, center, covered, x, state)  # one dense layer: by its own factors
+        if matrix is None:
+            matrix = ggn(model, center, covered, x, state, "dense", chunk_size)
+        blocks = [dense_block(covered, matrix)]
     log_lik = float(np.sum(point_posterior.log_likelihood(x, y, draws={k: v[None] for k, v in center.items()})))
     sq_norms = [float(sum(np.sum(np.square(center[k], dtype=np.float64)) for k in b.sites)) for b in blocks]
     eigvals = [b.eigvals() for b in blocks]
-    if prior_precision is not None:
+    if prior_precision == WEIGHT_SCALE:
+        deltas = [b.eigvals().size / n for b, n in zip(blocks, sq_norms)]
+        source = "the fitted weights' scale, one per block"
+    elif prior_precision is not None:
         deltas, source = [float(prior_precision)] * len(blocks), "given"
     elif prior_structure == "scalar":
         deltas = [optimise_prior_precision(sum(sq_norms), np.concatenate(eigvals))] * len(blocks)

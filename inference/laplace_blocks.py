@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import linalg
 
 KINDS = ("dense", "diag", "kfac")
 
@@ -82,10 +83,18 @@ class Block:
                    perm=tuple(record["perm"]), split=int(record["split"]), meta=dict(record.get("meta") or {}))
 
 
+FLOAT32_EIGH_ABOVE = 2000
+"""Dense blocks larger than this are eigendecomposed in float32 (LAPACK's divide and conquer, about 3x faster
+than float64 at P = 2000, and 4010 x 4010 float64 took 137 s on 2 shared cores): the eigenvalues' error, about
+1e-7 ||GGN||, is negligible beside any prior precision the evidence or validation data choose."""
+
+
 def dense_block(sites, matrix: np.ndarray) -> Block:
-    """A ``"dense"`` block of the symmetric GGN `matrix` (P, P) over `sites` (eigendecomposed in float64)."""
-    lam, vec = np.linalg.eigh(np.asarray(matrix, np.float64))
-    return Block("dense", tuple(sites), {"eigvals": lam, "eigvecs": vec})
+    """A ``"dense"`` block of the symmetric GGN `matrix` (P, P) over `sites` (eigendecomposed by LAPACK's divide
+    and conquer, in float64 up to `FLOAT32_EIGH_ABOVE` parameters, in float32 above)."""
+    matrix = np.asarray(matrix, np.float64 if len(matrix) <= FLOAT32_EIGH_ABOVE else np.float32)
+    lam, vec = linalg.eigh(matrix, driver="evd")
+    return Block("dense", tuple(sites), {"eigvals": np.asarray(lam, np.float64), "eigvecs": vec})
 
 
 def diag_blocks(sites, diagonal: np.ndarray, shapes: dict) -> list:

@@ -1,5 +1,7 @@
-"""`Posterior`: the interface of a fitted posterior, and its two kinds: `SVIPosterior` (a guide and its
-parameters, from `inference.fit`) and `MCMCPosterior` (stored draws, from `inference.nuts`).
+"""`Posterior`: the interface of a fitted posterior, and its kinds: `SVIPosterior` (a guide and its
+parameters, from `inference.fit`), `MCMCPosterior` (stored draws, from `inference.nuts`) and
+`inference.LaplacePosterior` (a Gaussian around a point estimate, from `inference.laplace`; it lives in
+`inference.laplace_posterior`). `OnDemandPosterior` is what the SVI and Laplace kinds share (draws made on demand).
 
 Everything downstream (predict, to_arviz, evals.score, save/load) takes a `Posterior` and asks nothing of it
 beyond this interface: `draws`, `draws_by_chain`, `median`, `num_chains`, `num_draws` and the per-draw

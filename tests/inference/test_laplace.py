@@ -81,6 +81,9 @@ def test_blr_laplace_posterior_predictive_and_evidence_are_exact(blr):
     np.testing.assert_allclose(opt.prior_precision, [delta0], rtol=1e-3)
     # ... and its value equals the exact log evidence there (Laplace is exact for a Gaussian posterior)
     np.testing.assert_allclose(opt.config["laplace"]["log_evidence"], exact_log_evidence(delta0, phi, y), rtol=1e-4)
+    # the weight-scale rule: P / ||theta*||^2
+    scaled = inference.laplace(model, point, (x, y), structure="last_layer", prior_precision="weight_scale")
+    np.testing.assert_allclose(scaled.prior_precision, [4 / np.sum(mean**2)], rtol=1e-5)
     # GLM predictive: the linearised network is the network (linear in its weights) at any weights ...
     draws = opt.draws(4000, seed=1)
     theta = np.c_[draws[B], draws[W][..., 0]]
@@ -136,6 +139,11 @@ def test_full_diag_and_kfac_match_a_brute_force_ggn(small):
         logits = model.apply(center, x[:4]) + jnp.einsum("nkp,p->nk", jac, theta - theta_star)
         np.testing.assert_allclose(full.predict(x[:4], draws={k: v[s:s + 1] for k, v in draws.items()})[0],
                                    jax.nn.softmax(logits), rtol=1e-4, atol=1e-6)
+    # the last layer (one dense layer: its GGN from the layer's own factors) is the brute-force block
+    last = inference.laplace(model, point, (x, y), structure="last_layer", prior_precision=2.0)
+    assert last.covered_sites == ["mlp/~/linear_1/b", "mlp/~/linear_1/w"]
+    tail = exact[-15:, -15:]  # model order: linear_0/b, linear_0/w, linear_1/b (3), linear_1/w (4 x 3)
+    np.testing.assert_allclose(dense_covariance(last), np.linalg.inv(tail + 2 * np.eye(15)), rtol=1e-4, atol=1e-6)
     # the "mc" predictive runs the network itself at each draw
     mc = inference.laplace(model, point, (x, y), structure="full", predictive="mc", prior_precision=2.0)
     one_draw = {k: v[:1] for k, v in draws.items()}
