@@ -109,7 +109,7 @@ def test_command_line_refuses_another_suites_options_and_a_foreign_folder(tmp_pa
 
 
 def test_goal_checked_row_by_row_on_a_known_table():
-    from zoo.experiments.benchmarks.images_report import ensemble_distance, goal_checks
+    from zoo.experiments.benchmarks.images_report import ensemble_distance, goal_checks, goal_text
 
     rows = []
     for seed in (0, 1):  # per method: nll, ece, cnll, cpu_s (map's cpu 10)
@@ -121,11 +121,15 @@ def test_goal_checked_row_by_row_on_a_known_table():
                          "ece": ece, "cal_nll": nll, "cal_ece": ece, "cnll": cnll, "cece": 0.1, "cpu_s": cpu,
                          "cpu_vs_map": cpu / 10})
     checks = goal_checks(pd.DataFrame(rows)).set_index("check")
-    verdicts = {c.split(": ")[1].split(" ")[0]: v for c, v in checks.verdict.items()}
+    verdicts = {c[:6] + " " + c.split(": ")[1].split(" ")[0]: v for c, v in checks.verdict.items()}
     # kfac: 1.6 x map's cost > 1.5 (not met); last layer: ECE 0.04 >= 0.03; ivon: 1.4 x, 0.025 < 0.035 (NLL), 0.02
     # < 0.03 (ECE), 0.95 < 1.0 (cNLL): met. Goal 2: ivon's NLL 0.249 <= 0.245 + 0.005 and 14 <= 0.5 x 30: met
-    assert verdicts == {"laplace_last_layer": "not met", "laplace_kfac": "not met", "laplace_last_layer_val":
-                        "not measured", "laplace_kfac_val": "not measured", "ivon": "met", "ivon's": "met"}
+    assert verdicts == {"goal 1 laplace_last_layer": "not met", "goal 1 laplace_kfac": "not met",
+                        "goal 1 laplace_last_layer_val": "not measured", "goal 1 laplace_kfac_val": "not measured",
+                        "goal 1 ivon": "met", "goal 1 ivon_half": "not measured", "goal 2 ivon's": "met",
+                        "goal 2 ivon_half's": "not measured"}
+    text = goal_text(pd.DataFrame(rows))
+    assert "- mlp, goal 1: met by ivon (seeds per row: 2, 2, 0, 0, 2, 0;" in text and "- mlp, goal 2: met by ivon " in text
     assert checks.numbers.iloc[1].startswith("cost 1.600 >= 1.500 (x map); NLL 0.225 < 0.255 (map_temperature)")
     text = ensemble_distance(pd.DataFrame(rows))
     assert "| mlp | map | 2 | 0.100 +- 0.000 | 0.030 +- 0.000 | 0.200 +- 0.000 | 0.20 +- 0.00 |" in text

@@ -9,7 +9,9 @@ of `METHODS` is fitted on the training part and scored on the test images (`Sett
   ensemble            ``inference.ensemble``: `Settings.ensemble_size` point estimates, the members as draws
   mc_dropout          ``inference.binary_dropout`` on every weight matrix (rate `Settings.dropout_rate`, untuned)
   mean_field          ``inference.mean_field`` with `inference.fit`'s defaults (Adam)
-  ivon                ``inference.mean_field`` fitted by ``inference.ivon`` (its defaults)
+  ivon                ``inference.mean_field`` fitted by ``inference.ivon(steps=S)`` over the same S steps (its rule:
+                      the rate cosine-decayed over S, beta2 = 1 - 1/S)
+  ivon_half           the same over S / 2 steps (issue 43's goal asks IVON at half mean field's training time)
   k_tied              ``inference.k_tied``, k = 2
   low_rank            ``inference.low_rank`` (rank `Settings.low_rank`)
   laplace_last_layer  ``inference.laplace(model, map, train, structure="last_layer", predictive="glm")``
@@ -58,7 +60,7 @@ import pandas as pd
 from base.errors import InputError
 
 JOB = "zoo benchmark images"
-METHODS = ("map", "map_temperature", "ensemble", "mc_dropout", "mean_field", "ivon", "k_tied", "low_rank",
+METHODS = ("map", "map_temperature", "ensemble", "mc_dropout", "mean_field", "ivon", "ivon_half", "k_tied", "low_rank",
            "laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val")
 """Every method, in the order each (network, seed) fits them (map first: the others' reference and start)."""
 NETWORKS = ("mlp", "lenet5")
@@ -202,7 +204,7 @@ def fit_quietly(model, guide, data, settings: Settings, seed: int, **kwargs):
 
 
 def guide_for(method: str, model, settings: Settings):
-    """The guide of the SVI method `method` (map, mc_dropout, mean_field, ivon, k_tied, low_rank)."""
+    """The guide of the SVI method `method` (map, mc_dropout, mean_field, ivon(_half), k_tied, low_rank)."""
     import inference
 
     if method == "map":
@@ -238,7 +240,11 @@ def fit_method(method: str, entry, images: Images, settings: Settings, seed: int
             post = inference.ensemble(entry.model, entry.train, members=settings.ensemble_size, seed=seed,
                                       steps=settings.steps, batch_size=settings.batch_size)
         else:
-            extra = {"optimizer": inference.ivon()} if method == "ivon" else {}
+            steps = settings.steps or inference.default_steps(len(entry.train.y), settings.batch_size)
+            if method.startswith("ivon"):
+                steps = steps // 2 if method == "ivon_half" else steps
+                settings = replace(settings, steps=steps)
+            extra = {"optimizer": inference.ivon(steps=steps)} if method.startswith("ivon") else {}
             post = fit_quietly(entry.model, guide_for(method, entry.model, settings), entry.train, settings, seed,
                                **extra)
     draws = 1 if method == "map" else settings.ensemble_size if method == "ensemble" else settings.num_samples
