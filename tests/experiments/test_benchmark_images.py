@@ -130,6 +130,6 @@ def test_goal_checked_row_by_row_on_a_known_table():
                         "goal 2 ivon_half's": "not measured"}
     text = goal_text(pd.DataFrame(rows))
     assert "- mlp, goal 1: met by ivon (seeds per row: 2, 2, 0, 0, 2, 0;" in text and "- mlp, goal 2: met by ivon " in text
-    assert checks.numbers.iloc[1].startswith("cost 1.600 >= 1.500 (x map); NLL 0.225 < 0.255 (map_temperature)")
+    assert checks.numbers.iloc[1].startswith("cost 1.6000 >= 1.5000 (x map); NLL 0.2250 < 0.2550 (map_temperature)")
     text = ensemble_distance(pd.DataFrame(rows))
     assert "| mlp | map | 2 | 0.100 +- 0.000 | 0.030 +- 0.000 | 0.200 +- 0.000 | 0.20 +- 0.00 |" in text

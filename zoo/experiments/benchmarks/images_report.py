@@ -131,8 +131,8 @@ def goal_checks(table: pd.DataFrame) -> pd.DataFrame:
                      ("NLL", mean(cand, "nll"), mean("map_temperature", "nll"), "map_temperature"),
                      ("ECE", mean(cand, "ece"), mean("map_temperature", "ece"), "map_temperature"),
                      ("cNLL", mean(cand, "cnll"), mean("map", "cnll"), "map")]
-            words = [f"{what} {v:.3f} {'<=' if what == 'cost' and v <= bar else '<' if v < bar else '>='} "
-                     f"{bar:.3f} ({ref})" for what, v, bar, ref in tests]
+            words = [f"{what} {v:.4f} {'<=' if what == 'cost' and v <= bar else '<' if v < bar else '>='} "
+                     f"{bar:.4f} ({ref})" for what, v, bar, ref in tests]
             ok = all((v <= bar) if what == "cost" else (v < bar) for what, v, bar, _ in tests)
             rows.append({"network": network, "check": check, "verdict": "met" if ok else "not met",
                          "seeds": seeds(*need), "numbers": "; ".join(words)})
@@ -149,7 +149,7 @@ def goal_checks(table: pd.DataFrame) -> pd.DataFrame:
             ok = nll <= ref + NLL_SLACK and ratio <= IVON_COST_MAX
             rows.append({"network": network, "check": check, "verdict": "met" if ok else "not met",
                          "seeds": seeds(cand, "mean_field"),
-                         "numbers": f"NLL {nll:.3f} vs {ref:.3f} (difference {nll - ref:+.3f}); CPU {ratio:.2f} x "
+                         "numbers": f"NLL {nll:.4f} vs {ref:.4f} (difference {nll - ref:+.4f}); CPU {ratio:.2f} x "
                                     "mean_field's"})
     return pd.DataFrame(rows)
 
