@@ -58,11 +58,9 @@ import numpy as np
 import pandas as pd
 
 from base.errors import InputError
+from zoo.experiments.benchmarks.images_report import METHODS, with_relative_cost, write_report
 
 JOB = "zoo benchmark images"
-METHODS = ("map", "map_temperature", "ensemble", "mc_dropout", "mean_field", "ivon", "ivon_half", "k_tied", "low_rank",
-           "laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val")
-"""Every method, in the order each (network, seed) fits them (map first: the others' reference and start)."""
 NETWORKS = ("mlp", "lenet5")
 NEEDS_MAP = ("map_temperature", "laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val")
 """Methods that start from the map fit (their cost includes it)."""
@@ -386,7 +384,6 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
 
     import inference
     from base.run_folder import claim_run_folder
-    from zoo.experiments.benchmarks.images_report import with_relative_cost, write_report
 
     networks, seeds, methods = check_request(networks, seeds, methods)
     out = Path(claim_run_folder(out_dir, JOB, "--out"))

@@ -17,6 +17,10 @@ import pandas as pd
 
 from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
 
+METHODS = ("map", "map_temperature", "ensemble", "mc_dropout", "mean_field", "ivon", "ivon_half", "k_tied", "low_rank",
+           "laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val")
+"""Every method of `zoo benchmark images` (`zoo.experiments.benchmarks.images`), in the order each (network, seed)
+fits them (map first: the others' reference and start), which is also the order of the report's tables."""
 METRICS = ("accuracy", "nll", "ece", "cal_nll", "cal_ece", "cnll", "cece", "cpu_s", "cpu_vs_map")
 CANDIDATES = ("laplace_last_layer", "laplace_kfac", "laplace_last_layer_val", "laplace_kfac_val", "ivon", "ivon_half")
 IVONS = ("ivon", "ivon_half")
@@ -47,9 +51,7 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def ordered(methods) -> list:
-    """`methods` in the benchmark's order (`images.METHODS`), unknown names last."""
-    from zoo.experiments.benchmarks.images import METHODS
-
+    """`methods` in the benchmark's order (`METHODS`), unknown names last."""
     methods = list(dict.fromkeys(methods))
     return [m for m in METHODS if m in methods] + [m for m in methods if m not in METHODS]
 
