@@ -306,8 +306,9 @@ def build_parser() -> _Parser:
     r.add_argument("--workers", type=_positive_int, default=None,
                    help="processes that run the job's parts side by side (default: BNN_ZOO_WORKERS or the CPU "
                         "cores; 1: one after the other, with progress bars)")
-    b = sub.add_parser("benchmark", help="a benchmark against published numbers: uci (every guide against NUTS)")
-    b.add_argument("suite", choices=("uci",), help="which benchmark")
+    b = sub.add_parser("benchmark", help="a benchmark against published numbers: uci (every guide against NUTS), "
+                                          "images (every posterior beside MAP, temperature, ensembles, dropout)")
+    b.add_argument("suite", choices=("uci", "images"), help="which benchmark")
     b.add_argument("--data-dir", default=None, metavar="DIR",
                    help="folder of UCI data set folders in the standard layout (default: the four shipped sets)")
     b.add_argument("--datasets", type=_names, default=None, metavar="A,B",
@@ -325,6 +326,14 @@ def build_parser() -> _Parser:
                    help="keep the finished splits of the earlier run in --out (same settings and methods) and go on")
     b.add_argument("--quick", action="store_true",
                    help="3 splits, fewer SVI steps and NUTS draws (zoo.experiments.benchmarks.uci.QUICK)")
+    b.add_argument("--data", default=None, metavar="PATH.npz",
+                   help="images: an .npz of 'imgs' (N, H, W) and 'labs' (N,), resized to 28x28 (default: the "
+                        "embedded 8x8 digits)")
+    b.add_argument("--networks", type=_names, default=None, metavar="mlp,lenet5",
+                   help="images: networks among mlp, lenet5 (default: both)")
+    b.add_argument("--seeds", type=_seeds, default=None, metavar="0,1,2", help="images: seeds (default: 0,1,2)")
+    b.add_argument("--resume", action="store_true",
+                   help="images: keep the finished rows of the --out folder and fit only the missing ones")
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -811,6 +820,18 @@ def cmd_run(args):
 
 
 def cmd_benchmark(args):
+    given = [o for o, v in (("--data-dir", args.data_dir), ("--datasets", args.datasets), ("--splits", args.splits),
+                            ("--hidden-layers", args.hidden_layers != (1,)), ("--data", args.data),
+                            ("--networks", args.networks), ("--seeds", args.seeds), ("--resume", args.resume)) if v]
+    other = [o for o in given if (o in ("--data", "--networks", "--seeds", "--resume")) != (args.suite == "images")]
+    if other:
+        raise InputError(other[0], "given", f"the options of zoo benchmark {args.suite}", "another suite's option")
+    if args.suite == "images":
+        from zoo.experiments.benchmarks.images import main as images
+
+        images(data=args.data, networks=args.networks, seeds=args.seeds, methods=args.methods,
+               out=args.out or os.path.join("zoo-results", "images"), quick=args.quick, resume=args.resume)
+        return 0
     from zoo.experiments.benchmarks.uci import main
 
     main(data_dir=args.data_dir, datasets=args.datasets, splits=args.splits, methods=args.methods,
