@@ -323,7 +323,8 @@ def build_parser() -> _Parser:
     b.add_argument("--out", default=None,
                    help="output folder (default: zoo-results/uci): new, empty, or an earlier run's with --resume")
     b.add_argument("--resume", action="store_true",
-                   help="keep the finished splits of the earlier run in --out (same settings and methods) and go on")
+                   help="keep the finished rows of the earlier run in --out (same settings and methods: uci's splits, "
+                        "images' network / seed / method rows) and fit only the missing ones")
     b.add_argument("--quick", action="store_true",
                    help="3 splits, fewer SVI steps and NUTS draws (zoo.experiments.benchmarks.uci.QUICK)")
     b.add_argument("--data", default=None, metavar="PATH.npz",
@@ -332,8 +333,6 @@ def build_parser() -> _Parser:
     b.add_argument("--networks", type=_names, default=None, metavar="mlp,lenet5",
                    help="images: networks among mlp, lenet5 (default: both)")
     b.add_argument("--seeds", type=_seeds, default=None, metavar="0,1,2", help="images: seeds (default: 0,1,2)")
-    b.add_argument("--resume", action="store_true",
-                   help="images: keep the finished rows of the --out folder and fit only the missing ones")
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -822,8 +821,8 @@ def cmd_run(args):
 def cmd_benchmark(args):
     given = [o for o, v in (("--data-dir", args.data_dir), ("--datasets", args.datasets), ("--splits", args.splits),
                             ("--hidden-layers", args.hidden_layers != (1,)), ("--data", args.data),
-                            ("--networks", args.networks), ("--seeds", args.seeds), ("--resume", args.resume)) if v]
-    other = [o for o in given if (o in ("--data", "--networks", "--seeds", "--resume")) != (args.suite == "images")]
+                            ("--networks", args.networks), ("--seeds", args.seeds)) if v]
+    other = [o for o in given if (o in ("--data", "--networks", "--seeds")) != (args.suite == "images")]
     if other:
         raise InputError(other[0], "given", f"the options of zoo benchmark {args.suite}", "another suite's option")
     if args.suite == "images":
