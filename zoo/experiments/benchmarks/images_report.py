@@ -217,9 +217,8 @@ def write_report(out, table: pd.DataFrame, info: dict) -> None:
     settings = ", ".join(f"{k}={v}" for k, v in info.get("settings", {}).items())
     parts = ["# Image leaderboard: posteriors beside MAP, temperature scaling, ensembles and MC dropout", "",
              f"Command: `{info.get('command')}`. Data: {info.get('data')}. Commit: {info.get('commit')}. Machine: "
-             f"{info.get('machine')}; 1-minute load average {info.get('load_at_start')} at the start, "
-             f"{info.get('load_at_end')} at the end (the machine is shared: CPU seconds count this process "
-             f"only). Settings: {settings}.", "",
+             f"{info.get('machine')} (CPU seconds count this process only; run.json has the load). "
+             f"Settings: {settings}.", "",
              "Lower is better for NLL, ECE, cNLL, cECE. Calibrated: after one temperature fitted on the validation "
              "images. cNLL / cECE: mean over severities of the mean over corruption types. Training CPU s: process "
              "CPU seconds of the fit (tracing and compiling included, JAX's in-memory caches cleared before every "
