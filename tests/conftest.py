@@ -250,3 +250,22 @@ def assert_same_draws():
             np.testing.assert_array_equal(got, expected)
 
     return check
+
+
+def run_markdown_examples(path, tmp_path, monkeypatch) -> None:
+    """Run the ```python blocks of the Markdown file `path` in order, in one namespace, in the fresh working
+    directory `tmp_path` (so that paths like runs/mlp stay inside it): tests/test_docs.py and
+    tests/test_docs_walkthroughs.py."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": f"docs_{path.stem}"}
+    blocks = re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M)
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{path.name}[block {i}]", "exec"), namespace)  # noqa: S102
+
+
+@pytest.fixture
+def markdown_examples():
+    """`run_markdown_examples` as a fixture (test files do not import each other)."""
+    return run_markdown_examples
