@@ -83,3 +83,19 @@ def fit_temperature(log_probs, y) -> float:
             break
         lo, hi = (mid, hi) if slope(np.exp(mid)) < 0 else (lo, mid)
     return float(1 / np.exp(0.5 * (lo + hi)))
+
+
+class TemperedPosterior:
+    """A posterior's predictive temperature-scaled: log p_T(y | x) = log_softmax(log p(y | x) / T) of the averaged
+    predictive p (`evals.temperature.calibrated_log_probs`, as `evals.score(..., validation=...)` applies it),
+    one draw (N, C) -> (1, N, C); what `evals.score` and `evals.ood.score_sets` take as a predictor."""
+
+    def __init__(self, posterior, temperature: float):
+        self.posterior, self.temperature, self.model = posterior, float(temperature), posterior.model
+
+    def log_predict(self, x, num_samples: int = 1, seed: int = 0) -> np.ndarray:
+        log_p = np.asarray(self.posterior.log_predict(x, num_samples=num_samples, seed=seed))
+        return calibrated_log_probs(pooled_log_probs(log_p), self.temperature)[None]
+
+    def predict(self, x, num_samples: int = 1, seed: int = 0) -> np.ndarray:
+        return np.exp(self.log_predict(x, num_samples=num_samples, seed=seed))

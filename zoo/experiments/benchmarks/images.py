@@ -257,31 +257,14 @@ def post_hoc(method: str, entry, images: Images, map_posterior):
 
     if method == "map_temperature":
         import evals
+        from evals.temperature import TemperedPosterior
 
-        return Tempered(map_posterior, evals.temperature_scale(map_posterior, validation(entry, images),
-                                                                num_samples=1).temperature)
+        return TemperedPosterior(map_posterior, evals.temperature_scale(map_posterior, validation(entry, images),
+                                                                        num_samples=1).temperature)
     structure = method.removeprefix("laplace_").removesuffix("_val")
     held_out = validation(entry, images) if method.endswith("_val") else None
     return inference.laplace(entry.model, map_posterior, entry.train, structure=structure, predictive="glm",
                              validation=held_out)
-
-
-class Tempered:
-    """A posterior's predictive temperature-scaled: log p_T(y | x) = log_softmax(log p(y | x) / T) of the averaged
-    predictive p (`evals.temperature.calibrated_log_probs`, as `evals.score(..., validation=...)` applies it),
-    one draw (N, C) -> (1, N, C); what `evals.score` and `evals.ood.score_sets` take as a predictor."""
-
-    def __init__(self, posterior, temperature: float):
-        self.posterior, self.temperature, self.model = posterior, float(temperature), posterior.model
-
-    def log_predict(self, x, num_samples: int = 1, seed: int = 0) -> np.ndarray:
-        from evals.temperature import calibrated_log_probs, pooled_log_probs
-
-        log_p = np.asarray(self.posterior.log_predict(x, num_samples=num_samples, seed=seed))
-        return calibrated_log_probs(pooled_log_probs(log_p), self.temperature)[None]
-
-    def predict(self, x, num_samples: int = 1, seed: int = 0) -> np.ndarray:
-        return np.exp(self.log_predict(x, num_samples=num_samples, seed=seed))
 
 
 def validation(entry, images: Images):
