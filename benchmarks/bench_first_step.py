@@ -58,6 +58,7 @@ LOSS.block_until_ready()
 
 OURS = """
 import zoo, inference
+zoo.enable_compilation_cache()  # $BNN_ZOO_COMPILATION_CACHE: "off" (cold) or the folder of a previous run (warm)
 e = zoo.get("mlp", data="digits", hidden=(64, 64))
 p = inference.fit(e.model, inference.mean_field(e.model), e.train, steps=1, batch_size=128, progress=False)
 LOSS = p.losses[0]

@@ -64,7 +64,7 @@ def main(argv=None):
     entry = zoo.get("mlp", data="digits", hidden=(64, 64))
     rank1 = zoo.get("rank1_mlp", data="digits", hidden=(64, 64), factor="cauchy")
     guides = {"mean field": (entry, inference.mean_field(entry.model)),
-              "2-tied": (entry, inference.k_tied(entry.model, k=2)),
+              "2-tied": (entry, inference.k_tied.k_tied(entry.model, k=2)),
               "rank-1 Cauchy, K = 4": (rank1, inference.make_guide("rank1_mixture", rank1.model, family="cauchy"))}
     for label, (e, guide) in guides.items():
         params = guide.init_params(key, e.train.x[:2])

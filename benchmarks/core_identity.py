@@ -57,7 +57,7 @@ def cases():
         for estimator in ESTIMATORS:
             case = f"{name}/{estimator}"
             try:
-                guide = inference.make_guide(name, model, **inference.example_options(name))
+                guide = inference.make_guide(name, model, **inference.registry.example_options(name))
                 posterior = inference.fit(model, guide, (x, y), steps=30, batch_size=16, seed=1, progress=False,
                                           estimator=estimator)
             except (inference.InputError, AttributeError) as error:  # an AttributeError: a refusal without its name

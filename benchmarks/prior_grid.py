@@ -55,7 +55,7 @@ def make_guide(name: str, model):
     import inference
 
     if name == "2-tied":
-        return inference.k_tied(model, k=2)
+        return inference.k_tied.k_tied(model, k=2)
     if name == "mean_field@old":
         return inference.mean_field(model, init_scale=1e-3)
     return getattr(inference, name)(model)

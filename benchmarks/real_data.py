@@ -15,7 +15,7 @@ perm[4000:]. ``--split val`` trains on perm[:3200] and scores on perm[3200:4000]
 the test images). Pixels are scaled to [0, 1], resized (bilinear, `scipy.ndimage.zoom`) and standardised by the
 training images' mean and sd (one number each; corrupted images are corrupted in [0, 1] and standardised the
 same way). ``--steps-mult m`` fits with ``steps = m x`` the default steps for these data
-(`inference.default_steps`). ``--fit-kwargs`` passes settings to every fit and ``--scale-cap`` the sigma cap to
+(`inference.fit.default_steps`). ``--fit-kwargs`` passes settings to every fit and ``--scale-cap`` the sigma cap to
 mean field and k-tied (for trying a candidate default on the validation split; the table of docs/defaults.md
 uses neither).
 """
@@ -34,6 +34,7 @@ from scipy import ndimage
 
 import evals
 import inference
+from inference.fit import default_steps
 import zoo
 from evals import ood
 
@@ -60,11 +61,11 @@ def build(net: str, guide: str, x_train, y_train, x_eval, y_eval, standardise, c
     data = (rows(standardise(x_train)), y_train, rows(standardise(x_eval)), y_eval)
     if guide == "rank1":
         entry = zoo.get("rank1_mlp", data=data, hidden=(400, 400), num_components=4)
-        return entry, inference.rank1_mixture(entry.model)
+        return entry, inference.rank1_mixture.rank1_mixture(entry.model)
     entry = zoo.get(net, data=data, **({"hidden": (400, 400)} if flat else {}))
     cap = dict(cap_kwargs or {})
-    make = {"point_estimate": inference.point_estimate, "mean_field": lambda m: inference.mean_field(m, **cap),
-            "k_tied": lambda m: inference.k_tied(m, k=2, **cap), "low_rank": inference.low_rank}[guide]
+    make = {"point_estimate": inference.point_estimate.point_estimate, "mean_field": lambda m: inference.mean_field(m, **cap),
+            "k_tied": lambda m: inference.k_tied.k_tied(m, k=2, **cap), "low_rank": inference.joint_gaussian.low_rank}[guide]
     return entry, make(entry.model)
 
 
@@ -79,7 +80,7 @@ def run_one(net, guide, seed, mult, arrays, args, fit_kwargs):
     entry, g = build(net, guide, x_train, y_train, x_eval, y_eval, standardise, args.cap_kwargs)
     kwargs = dict(fit_kwargs)
     if mult != 1:
-        kwargs["steps"] = mult * inference.default_steps(len(y_train), **{k: v for k, v in kwargs.items()
+        kwargs["steps"] = mult * default_steps(len(y_train), **{k: v for k, v in kwargs.items()
                                                                           if k == "batch_size"})
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as record:

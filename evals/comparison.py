@@ -76,7 +76,7 @@ def chain_draws(posterior, num_samples: int = 1000, seed: int = 0) -> dict:
 
 def to_inference_data(draws: dict):
     """The installed ArviZ's data (``az.InferenceData`` under 0.x, ``xarray.DataTree`` under 1.x) with a posterior
-    group from {name: (chains, draws, ...)} arrays: each variable named ``inference.arviz_name(name)`` ("/" ->
+    group from {name: (chains, draws, ...)} arrays: each variable named ``inference.site_names.arviz_name(name)`` ("/" ->
     ".", which a DataTree and netCDF need) with `name` in ``attrs["site"]`` (`chain_draws` keys by it)."""
     from inference.arviz_compat import from_groups
     from inference.site_names import arviz_name
@@ -171,7 +171,7 @@ def compare(a, b, data=None, sites=None, *, num_samples: int = 1000, seed: int =
     Args:
       a, b: `inference.Posterior` (SVI or MCMC) or ``az.InferenceData`` with a posterior group.
       data: optional `base.data.Dataset` or (x, y) / (x, None) for the function-space rows.
-      sites: site names (or their ArviZ names, `inference.arviz_name`) to compare (default: those both
+      sites: site names (or their ArviZ names, `inference.site_names.arviz_name`) to compare (default: those both
         posteriors have, in a's order).
       num_samples: draws taken from an SVI posterior and for the predictive; seed: their seed.
       jitter: diagonal jitter of the Gaussian fits (appendix B).

@@ -1,41 +1,34 @@
 """Guides, variational families, SVI (`fit`, over the pure core `svi`), NUTS (`nuts`), the `Posterior` type, ArviZ conversion and checkpoints.
 
-Every guide and family registers itself where it is defined (`inference.registry`: ``@register_guide(name)``,
-``@register_family``); importing its module here is what makes a built-in one known by name (`GUIDES`,
-`FAMILIES`)."""
+The top level holds what a user needs (`__all__`, at most 30 names, a test holds the bound); everything else is
+imported from its module (``from inference.k_tied import k_tied, KTiedFamily``). A guide is found by name through
+the registry: ``inference.make_guide("k_tied", model, k=2)``, ``inference.GUIDES`` (`base.registry`). Every guide
+and family registers itself where it is defined (``@register_guide(name)``, ``@register_family``); importing its
+module here is what makes a built-in one known by name."""
 
-from inference.by_site import by_site
+# the built-in guides and families register themselves when their modules load, in this order
+import inference.by_site
+import inference.point_estimate
+import inference.mean_field
+import inference.zero_mean
+import inference.dropout
+import inference.k_tied
+import inference.joint_gaussian
+import inference.rank1_mixture  # noqa: F401
+import inference.kl_schedules  # noqa: F401  (inference.kl_schedules.linear(...), as before)
+from inference import svi
 from inference.checkpoint import load, save
 from inference.collapse import PosteriorCollapseWarning
 from inference.convergence import ConvergenceWarning
-from inference.dropout import BinaryDropoutFamily, binary_dropout
-from inference.families import Family, ParamSpec
-from inference.ensemble import ensemble, member_start
-from inference.fit import Callback, FitRun, NonFiniteLossError, default_optimizer, default_steps, fit
-from inference.guide_base import BNNGuide
-from inference.ivon import IVON, IVONState, ivon
-from inference.guide_protocol import Guide, HasSiteMoments
-from inference import kl_schedules, svi
-from inference.joint_gaussian import JointGaussian, block_diagonal, full_covariance, low_rank
-from inference.k_tied import KTiedFamily, k_tied
+from inference.ensemble import ensemble
+from inference.fit import NonFiniteLossError, fit
+from inference.ivon import ivon
 from inference.laplace import laplace
-from inference.laplace_posterior import LaplacePosterior
-from inference.mean_field import NormalFamily, mean_field
+from inference.mean_field import mean_field
 from inference.nuts import DivergenceWarning, nuts
-from inference.point_estimate import DeltaFamily, point_estimate
-from inference.posterior import ConstrainedParams, MCMCPosterior, Posterior, SVIPosterior
-from inference.predictive_density import PredictiveDensity, log_predictive_density, predictive_density_table
-from inference.rank1_mixture import Rank1FactorFamily, batch_ensemble, rank1_mixture
-from inference.registry import FAMILIES, GUIDES, Registry, example_options, make_guide, register_family, register_guide
-from inference.run_info import FitInfo, NutsInfo
-from inference.site_guide import SiteGuide
-from inference.site_names import arviz_name, site_name
-from inference.sites import Site, site_table
-from inference.training_data import remember_training_data
-from inference.warm_start import from_mean_field
-from base.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
-from inference.zero_mean import (VarianceLayerFamily, ZeroMeanFamily, predictions_by_procedure, variance_layers,
-                                 zero_mean)
+from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
+from inference.registry import GUIDES, make_guide, register_family, register_guide
+from base.errors import InputError, ZooError
 
 
 def to_arviz(posterior, data=None, **kwargs):
@@ -46,21 +39,13 @@ def to_arviz(posterior, data=None, **kwargs):
 
 
 __all__ = [
-    # guides (swap with one argument) and their registry
-    "mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers", "rank1_mixture", "batch_ensemble",
-    "full_covariance", "low_rank", "block_diagonal", "by_site", "binary_dropout", "GUIDES", "make_guide",
-    "register_guide", "example_options", "Registry",
-    # the machinery under them
-    "SiteGuide", "JointGaussian", "BNNGuide", "Guide", "HasSiteMoments", "Site", "site_table",
-    "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
-    "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily", "BinaryDropoutFamily",
-    # training, sampling, results
-    "fit", "svi", "ensemble", "member_start", "ivon", "IVON", "IVONState", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "laplace", "LaplacePosterior", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
-    "ConstrainedParams", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
-    "predictions_by_procedure",
-    # ArviZ names <-> site names, the training data a posterior remembers, held-out scores
-    "arviz_name", "site_name", "remember_training_data", "log_predictive_density", "predictive_density_table",
-    "PredictiveDensity",
-    # the errors every bad input raises (base.errors)
-    "ZooError", "InputError", "ArgumentTypeError", "CheckpointError",
+    # guides: the default one, and every other by name through the registry (`base.registry.GUIDES`)
+    "mean_field", "GUIDES", "make_guide", "register_guide", "register_family",
+    # training, sampling, after-training posteriors
+    "fit", "svi", "nuts", "laplace", "ivon", "ensemble",
+    # results: one Posterior type for SVI and MCMC, saved and loaded, converted to ArviZ
+    "Posterior", "SVIPosterior", "MCMCPosterior", "save", "load", "to_arviz",
+    # what a run may warn or raise (every bad input raises an InputError, a ZooError: base.errors)
+    "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "NonFiniteLossError", "ZooError",
+    "InputError",
 ]

@@ -5,7 +5,7 @@ Variables are named by `inference.site_names.arviz_name` (netCDF-safe: ``mlp/~/l
 ``mlp.~.linear_0.w``), so ``data.to_netcdf`` / ``az.from_netcdf`` round-trip them; each keeps its Haiku site
 path in ``attrs["site"]``. The log_likelihood group is built only from the data the posterior was fitted to
 (`inference.training_data`), so ``az.loo`` and ``az.compare`` estimate what they say; held-out data are
-scored by `inference.log_predictive_density`.
+scored by `inference.predictive_density.log_predictive_density`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
     ``az.loo`` / ``az.compare`` / ``az.summary`` of either ArviZ take it) with groups posterior, sample_stats (MCMC), and with `data`: log_likelihood,
     posterior_predictive and observed_data.
 
-    Variables: one per site, named ``inference.arviz_name(site)`` ("/" -> ".", e.g. ``mlp.~.linear_0.w``)
+    Variables: one per site, named ``inference.site_names.arviz_name(site)`` ("/" -> ".", e.g. ``mlp.~.linear_0.w``)
     with the site path in ``attrs["site"]``, dims (chain, draw, *shape) named ``{name}_dim_{i}``; ``y`` in
     log_likelihood (chain, draw, N) and posterior_predictive (chain, draw, N). SVI: one chain of
     `num_samples` guide draws; MCMC: every stored draw. `var_names`: the sites to keep (site names or their
@@ -38,9 +38,9 @@ def to_arviz(posterior: Posterior, data=None, *, num_samples: int = 500, seed: i
       True (default): `data` must be the data the posterior was fitted to (``az.loo`` / ``az.compare``
         estimate the predictive density of new data from them); other data raise InputError naming
         `data`. A posterior that does not record its training data (built by hand, or loaded from one's checkpoint)
-        cannot be checked: a UserWarning says so (`inference.remember_training_data` records them).
+        cannot be checked: a UserWarning says so (`inference.training_data.remember_training_data` records them).
       "held_out": the log-likelihood of `data` whatever they are, unchecked, the group's ``attrs["data"]``
-        saying so (``az.loo`` of it is not a LOO estimate; `inference.log_predictive_density` is the
+        saying so (``az.loo`` of it is not a LOO estimate; `inference.predictive_density.log_predictive_density` is the
         held-out score).
       False: no log_likelihood group; posterior_predictive and observed_data of any `data`.
     The group's ``attrs["data"]`` is "training" (checked), "unchecked" or "held_out".
@@ -93,7 +93,7 @@ def _log_likelihood_source(posterior, data, log_likelihood) -> str:
         return "training"
     warnings.warn("to_arviz: this posterior does not record the data it was fitted to, so the log_likelihood "
                   "group cannot be checked to be of its training data (az.loo / az.compare need them); "
-                  "inference.remember_training_data(posterior, train) records them", UserWarning,
+                  "inference.training_data.remember_training_data(posterior, train) records them", UserWarning,
                   stacklevel=4)  # the line that called inference.to_arviz
     return "unchecked"
 

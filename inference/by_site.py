@@ -1,6 +1,6 @@
 """`by_site`: one guide whose variational family is chosen per site by shell pattern.
 
-    inference.by_site(model, {"*/linear_0/*": "zero_mean", "*/w": ("k_tied", {"k": 2})},
+    inference.by_site.by_site(model, {"*/linear_0/*": "zero_mean", "*/w": ("k_tied", {"k": 2})},
                       default="point_estimate")
 
 puts the zero-mean family on the first dense layer (a variance layer, variance networks paper

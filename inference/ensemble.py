@@ -4,7 +4,7 @@ save / load take it as they take NUTS's draws (Lakshminarayanan et al. 2017, "Si
 uncertainty estimation using deep ensembles": the predictive is the members' average, p(y | x) = (1/M) sum_m
 p(y | x, w_m)).
 
-Member m is exactly ``inference.fit(model, inference.point_estimate(model), data, seed=seed + m,
+Member m is exactly ``inference.fit(model, inference.point_estimate.point_estimate(model), data, seed=seed + m,
 init_params=member_start(model, x, seed + m), ...)``: its own minibatch order and noise (`inference.fit`'s seed)
 and its own random initialisation (the network's initialiser under key ``PRNGKey(seed + m)``; a plain `fit` of a
 point estimate starts every seed at the same initial weights). All members run in one compiled program: the
@@ -52,8 +52,8 @@ def ensemble(model, data, *, members: int = 5, steps: int | None = None, batch_s
     Args:
       model: a `models.BNN`; data: a `Dataset` or (x (N, ...), y (N,)).
       members: M >= 1; seed: member m uses seed + m (minibatches, noise, initialisation: the module docstring).
-      steps, batch_size, optimizer, chunk_size: as `inference.fit` (default `inference.default_steps`, 128,
-        `inference.default_optimizer(steps)`, 500), the same for every member.
+      steps, batch_size, optimizer, chunk_size: as `inference.fit` (default `inference.fit.default_steps`, 128,
+        `inference.fit.default_optimizer(steps)`, 500), the same for every member.
       together: True: one vmapped program for all members; False: one `fit` after another; None (default):
         together when M x weights x `TOGETHER_BYTES_PER_WEIGHT` bytes fit in the free memory.
       progress: `fit`'s progress bars (members fitted one after another only).

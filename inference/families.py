@@ -10,7 +10,7 @@ shape, support, prior, initial location) it
 * counts its parameters by the paper's formula: ``num_params(site)``;
 * and, where it has them, gives the closed-form moments ``moments(site, values) -> (mean, variance)``.
 
-`inference.SiteGuide` turns a {site pattern: family} map into a NumPyro guide; ``mean_field(model)`` is
+`inference.site_guide.SiteGuide` turns a {site pattern: family} map into a NumPyro guide; ``mean_field(model)`` is
 that guide with the Normal family on every site, ``by_site`` any mix. The families of the zoo live
 beside their guides: `inference.mean_field.NormalFamily`, `inference.point_estimate.DeltaFamily`,
 `inference.k_tied.KTiedFamily`, `inference.zero_mean.ZeroMeanFamily` and ``VarianceLayerFamily``,

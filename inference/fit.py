@@ -32,6 +32,7 @@ import optax
 
 from inference import data_args, kl_schedules, svi
 from base import validation
+from base.defaults import DEFAULT_STEPS
 from base.atomic_dir import check_folder, check_writable, folder_lock
 from inference.batches import MinibatchOrder, minibatch_blocks
 from inference.checkpoint import check_config
@@ -67,9 +68,6 @@ def minibatch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndar
 
 DEFAULT_LR = 1e-2
 DEFAULT_FINAL_LR = 1e-4
-
-
-DEFAULT_STEPS = 1000
 
 
 def default_steps(n_data: int, batch_size: int = 128) -> int:

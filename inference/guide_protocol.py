@@ -1,6 +1,6 @@
 """What a guide of the zoo offers, as typing Protocols (checked with ``isinstance`` at run time).
 
-Every guide (`inference.SiteGuide`, `inference.JointGaussian`, or your own) is a NumPyro AutoGuide and
+Every guide (`inference.site_guide.SiteGuide`, `inference.joint_gaussian.JointGaussian`, or your own) is a NumPyro AutoGuide and
 `Guide` says what `fit`, `Posterior`, checkpoints and the tables use besides that. `HasSiteMoments` is
 optional: a guide whose sites are slices of one auxiliary Gaussian offers the marginal moments, and the
 ELBO then uses the exact expected log-prior of Normal-prior sites (`inference.gaussian_kl`).

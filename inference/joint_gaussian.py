@@ -34,7 +34,7 @@ from numpyro.distributions.util import sum_rightmost
 from inference.families import positive_number
 from inference.gaussian_kl import row_variances
 from inference.guide_base import BNNGuide
-from inference.registry import register_guide
+from inference.registry import plain_model_under, register_guide
 from inference.sites import constrain
 from base.errors import InputError
 
@@ -272,7 +272,7 @@ def check_max_latent_dim(max_latent_dim) -> int:
     return int(max_latent_dim)
 
 
-@register_guide("full_covariance")
+@register_guide("full_covariance", suits=plain_model_under(DEFAULT_MAX_LATENT_DIM))
 def full_covariance(model, *, init_scale: float = 1e-3, max_latent_dim: int = DEFAULT_MAX_LATENT_DIM,
                     prefix: str = "auto") -> JointGaussian:
     """One full-covariance Gaussian N(mu, L Lᵀ) over all D unconstrained weights (refused beyond `max_latent_dim`)."""
@@ -288,7 +288,7 @@ def low_rank(model, *, rank: int = 2, init_scale: float = 1e-3, prefix: str = "a
                          config={"name": "low_rank", "rank": rank, "init_scale": init_scale})
 
 
-@register_guide("block_diagonal")
+@register_guide("block_diagonal", suits=plain_model_under(DEFAULT_MAX_LATENT_DIM, per_site=True))
 def block_diagonal(model, *, blocks: str = "site", init_scale: float = 1e-3,
                    max_latent_dim: int = DEFAULT_MAX_LATENT_DIM, prefix: str = "auto") -> JointGaussian:
     """A full-covariance Gaussian per weight tensor (``blocks="site"``) or per layer (``"layer"``)."""

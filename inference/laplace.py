@@ -43,7 +43,7 @@ def laplace(model, point_posterior, data, /, *, structure: str = "last_layer", p
 
     Args:
       model: the `models.BNN` the point estimate was fitted for.
-      point_posterior: a `Posterior` of `model`, usually ``inference.fit(model, inference.point_estimate(model),
+      point_posterior: a `Posterior` of `model`, usually ``inference.fit(model, inference.point_estimate.point_estimate(model),
         data)``; theta* is its ``median()`` (for a point estimate, its location) and its network state is kept.
       data: the training data, a `base.data.Dataset` or (x (N, *feature_shape), y (N,)): the GGN sums over it.
       structure: which GGN blocks are kept (P: the covered parameters):

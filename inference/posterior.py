@@ -1,6 +1,6 @@
 """`Posterior`: the interface of a fitted posterior, and its kinds: `SVIPosterior` (a guide and its
 parameters, from `inference.fit`), `MCMCPosterior` (stored draws, from `inference.nuts`) and
-`inference.LaplacePosterior` (a Gaussian around a point estimate, from `inference.laplace`; it lives in
+`inference.laplace_posterior.LaplacePosterior` (a Gaussian around a point estimate, from `inference.laplace`; it lives in
 `inference.laplace_posterior`). `OnDemandPosterior` is what the SVI and Laplace kinds share (draws made on demand).
 
 Everything downstream (predict, to_arviz, evals.score, save/load) takes a `Posterior` and asks nothing of it
@@ -143,7 +143,7 @@ class Posterior(abc.ABC):
     # ----- checkpoints -------------------------------------------------------------------------
     def checkpoint_arrays(self) -> dict:
         """{name: array} `inference.save` writes beyond guide params, samples, losses and state ({} here; a
-        `inference.LaplacePosterior` adds its theta* and curvature)."""
+        `inference.laplace_posterior.LaplacePosterior` adds its theta* and curvature)."""
         return {}
 
     def checkpoint_record(self) -> dict | None:
@@ -236,7 +236,7 @@ class Posterior(abc.ABC):
 
     def _network(self, fn):
         """(fn, state): the per-draw function to run for the model's method `fn` and the state it is given: the
-        model's own and the network state here (`inference.LaplacePosterior` swaps in its linearised network)."""
+        model's own and the network state here (`inference.laplace_posterior.LaplacePosterior` swaps in its linearised network)."""
         return fn, self.state
 
     def _check_chunk_memory(self, chunk_size: int) -> None:
@@ -284,7 +284,7 @@ class Posterior(abc.ABC):
 
 
 class OnDemandPosterior(Posterior):
-    """A posterior whose draws are made on demand as one chain (`SVIPosterior`, `inference.LaplacePosterior`):
+    """A posterior whose draws are made on demand as one chain (`SVIPosterior`, `inference.laplace_posterior.LaplacePosterior`):
     ``num_chains`` 1, ``num_draws`` None, ``draws_by_chain`` = ``draws`` with a chain axis."""
 
     @property

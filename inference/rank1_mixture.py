@@ -27,7 +27,7 @@ from numpyro.distributions import constraints
 
 from inference.families import ParamSpec, site_size
 from inference.point_estimate import DeltaFamily
-from inference.registry import register_family, register_guide
+from inference.registry import has_rank1_factors, register_family, register_guide
 from inference.site_guide import SiteGuide
 from models.rank1 import RANK1_SITE_SUFFIXES, log_factor_init, random_sign_init, scale_from_dropout
 from base.errors import InputError
@@ -124,7 +124,7 @@ class Rank1FactorFamily:
                 "factor_sites": list(self.factor_sites)}
 
 
-@register_guide("rank1_mixture")
+@register_guide("rank1_mixture", suits=has_rank1_factors)
 def rank1_mixture(model, *, family: str = "normal", dropout_rate: float = 1e-3, sign_init: float = 0.5,
                   factor_sites=DEFAULT_FACTOR_SITES, prefix: str = "auto") -> SiteGuide:
     """The rank-1 mixture guide: `Rank1FactorFamily` (Normal, Cauchy or, with ``family="delta"``,

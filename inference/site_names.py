@@ -60,7 +60,7 @@ def resolve_sites(names, sites, arg: str = "var_names") -> list:
     for name in names:
         site = name if name in available else (site_name(name) if isinstance(name, str) and name else None)
         if site not in available:
-            raise InputError(arg, name, "site names or their ArviZ names (inference.arviz_name)",
+            raise InputError(arg, name, "site names or their ArviZ names (inference.site_names.arviz_name)",
                              f"the sites are {available}")
         out.append(site)
     return out

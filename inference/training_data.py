@@ -6,7 +6,7 @@ log-likelihood of the data the posterior was conditioned on (PSIS-LOO, Vehtari, 
 the log-likelihood of held-out data they estimate nothing (the issue's SVI example: elpd_loo -79.9 with every
 Pareto k > 0.7, for a posterior whose actual held-out log predictive density was -3.2). So the fingerprint of
 the training data, as `fit` and `nuts` saw them (validated and cast, `inference.data_args.labelled_arrays`), is
-recorded and compared. Held-out data are scored by `inference.log_predictive_density`.
+recorded and compared. Held-out data are scored by `inference.predictive_density.log_predictive_density`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def check_training_data(posterior, data, arg: str = "data") -> bool:
             arg, f"<data x {tuple(x.shape)}, y {tuple(y.shape)} that are not the posterior's training data "
                  f"(x {tuple(known['x']['shape'])}, SHA-256 {known['sha256'][:12]}...)>",
             "the data the posterior was fitted to, for the log_likelihood group (az.loo / az.compare)",
-            "pass the training data; score held-out data with inference.log_predictive_density(posterior, "
+            "pass the training data; score held-out data with inference.predictive_density.log_predictive_density(posterior, "
             "data); or pass log_likelihood='held_out' to store this data's log-likelihood anyway (az.loo of it "
             "is then not a LOO estimate), or log_likelihood=False to leave the group out")
     return same is True

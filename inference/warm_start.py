@@ -8,9 +8,9 @@ refined at a small learning rate, the same guide improves on mean field's ELBO (
 steps at lr 1e-4), as a richer family must.
 
     mf = inference.fit(model, inference.mean_field(model), data, ...)
-    guide = inference.full_covariance(model)
+    guide = inference.joint_gaussian.full_covariance(model)
     post = inference.fit(model, guide, data, optimizer=optax.adam(1e-4),
-                         init_params=inference.from_mean_field(guide, mf, data))
+                         init_params=inference.warm_start.from_mean_field(guide, mf, data))
 """
 
 from __future__ import annotations

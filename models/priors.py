@@ -28,6 +28,7 @@ from typing import Callable, Mapping
 import numpyro.distributions as dist
 
 from base.errors import ArgumentTypeError, InputError
+from base.registry import PRIORS
 
 Prior = Callable[[str, tuple], dist.Distribution]
 
@@ -87,11 +88,13 @@ def layer_fan_in(name: str, shapes: dict) -> int:
     return sum(kernels) if kernels else own
 
 
+@PRIORS.register("normal")
 def normal(scale: float = 1.0, loc: float = 0.0) -> Prior:
     """Independent Normal(loc, scale) on every entry of the tensor."""
     return _iid("normal", dist.Normal, scale, loc)
 
 
+@PRIORS.register("fan_in_normal")
 def fan_in_normal(scale: float = 1.0) -> Prior:
     """Normal(0, scale / sqrt(fan_in)) on every entry, fan_in as `fan_in` counts it (dense (in, out): in;
     conv (kh, kw, c_in, c_out): kh kw c_in; biases and embedding tables: 1, so Normal(0, scale)). Neal's
@@ -105,6 +108,7 @@ def fan_in_normal(scale: float = 1.0) -> Prior:
     return _tagged(prior, spec={"kind": "fan_in_normal", "scale": scale})
 
 
+@PRIORS.register("he_normal")
 def he_normal(gain: float = 2.0) -> Prior:
     """Normal(0, sqrt(gain / fan_in)) with fan_in as `fan_in` counts it (1 for biases): the `fan_in_normal`
     prior with scale sqrt(gain)."""
@@ -112,6 +116,7 @@ def he_normal(gain: float = 2.0) -> Prior:
     return _tagged(fan_in_normal(math.sqrt(gain)), spec={"kind": "he_normal", "gain": gain})
 
 
+@PRIORS.register("cauchy")
 def cauchy(scale: float = 1.0, loc: float = 0.0) -> Prior:
     """Independent Cauchy(loc, scale) on every entry (heavy tails)."""
     return _iid("cauchy", dist.Cauchy, scale, loc)
@@ -135,6 +140,7 @@ def scaled(kind: str, scale: float) -> Prior:
     return {"normal": normal, "fan_in": fan_in_normal, "cauchy": cauchy}[kind](scale)
 
 
+@PRIORS.register("per_site")
 def per_site(kind="normal", scale=1.0, *, default_kind: str = "normal", default_scale: float = 1.0) -> Prior:
     """The prior of a catalogue entry's ``prior`` and ``prior_scale`` arguments.
 
@@ -279,6 +285,7 @@ def describe(spec) -> str:
     return str(kind)
 
 
+@PRIORS.register("log_uniform")
 def log_uniform() -> Prior:
     """The improper log-uniform prior p(w) ∝ 1/|w| (variance networks; see `models.variance`)."""
     from models.variance import log_uniform_prior
@@ -286,12 +293,9 @@ def log_uniform() -> Prior:
     return log_uniform_prior()
 
 
-PRIORS = {"normal": normal, "fan_in_normal": fan_in_normal, "he_normal": he_normal, "cauchy": cauchy,
-          "log_uniform": log_uniform, "per_site": per_site}
-
-
 def from_spec(spec) -> Prior:
-    """Rebuild a prior from its ``.spec`` dict (used by checkpoints and the CLI)."""
+    """Rebuild a prior from its ``.spec`` dict (used by checkpoints and the CLI): ``PRIORS[kind](**rest)``, the
+    kind's factory as registered in `base.registry.PRIORS` (a ``by_pattern`` spec rebuilds its rules)."""
     if callable(spec):
         return spec
     spec = dict(spec)

@@ -4,7 +4,8 @@ built once and shared (tiny networks, few steps and draws)."""
 import os
 from pathlib import Path
 
-# JAX's persistent compilation cache (on with `import zoo`): the suite's own folder, shared by the xdist workers
+# JAX's persistent compilation cache (turned on below, `zoo.enable_compilation_cache`): the suite's own folder, shared
+# by the xdist workers
 os.environ.setdefault("BNN_ZOO_COMPILATION_CACHE",
                       str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax-compilation-cache"))
 
@@ -35,6 +36,8 @@ import pytest  # noqa: E402
 
 import inference  # noqa: E402
 import zoo  # noqa: E402
+
+zoo.enable_compilation_cache()  # $BNN_ZOO_COMPILATION_CACHE (set above, or by the caller); `import zoo` sets nothing
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -188,7 +191,7 @@ def registries_restored():
     from zoo.data.registry import DATASETS
     from zoo.registry import ENTRIES
 
-    registries = (inference.GUIDES, inference.FAMILIES, ENTRIES, DATASETS)
+    registries = (inference.GUIDES, inference.registry.FAMILIES, ENTRIES, DATASETS)
     saved = [r.snapshot() for r in registries]
     yield
     for registry, snapshot in zip(registries, saved):

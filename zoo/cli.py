@@ -21,6 +21,7 @@ import threading
 import types
 import traceback
 
+from base.defaults import DEFAULT_STEPS
 from base.errors import InputError, ZooError
 from zoo import guide_options, startup
 
@@ -238,11 +239,12 @@ def build_parser() -> _Parser:
                         "(default: the guide's own defaults)")
     f.add_argument("--guide-options", type=guide_options.parse_options_object, default=None, metavar="JSON",
                    help="the guide's options as one JSON object, e.g. '{\"k\": 2}' (default: none)")
-    f.add_argument("--steps", type=_positive_int, default=3000, help="SVI steps")
+    f.add_argument("--steps", type=_positive_int, default=None,
+                   help=f"SVI steps (default: fit's own, {DEFAULT_STEPS:,}: base.defaults.DEFAULT_STEPS)")
     f.add_argument("--batch-size", type=_positive_int, default=128, help="minibatch size")
     f.add_argument("--lr", type=_learning_rate, default=None,
                    help="a constant Adam learning rate (> 0); not given: fit's default, Adam with its rate "
-                        "cosine-decayed from 1e-2 to 1e-4 over --steps (inference.default_optimizer)")
+                        "cosine-decayed from 1e-2 to 1e-4 over --steps (inference.fit.default_optimizer)")
     f.add_argument("--kl-warmup", type=_non_negative_int, default=0,
                    help="steps over which the KL weight rises linearly from 0 to 1")
     f.add_argument("--temperature", type=_positive_float, default=1.0, metavar="T",
@@ -375,6 +377,8 @@ def _main(argv, previous) -> int:
             compilation_cache.configure(False)
         elif args.compilation_cache is not None:
             compilation_cache.configure(args.compilation_cache)
+        else:  # the command's default (``import zoo`` sets nothing): $BNN_ZOO_COMPILATION_CACHE or the user's folder
+            compilation_cache.configure_default()
         return EXIT_OK
 
     status = _run(None, configure_cache, args.debug)
@@ -460,6 +464,7 @@ def cmd_fit(args):
     import evals
     import inference
     from base.atomic_dir import remove_folder
+    from inference.fit import default_steps
     from inference.fit_state import saved_step
 
     check_out(args.out, args.overwrite)  # before any work: nothing is trained that cannot be saved
@@ -468,6 +473,8 @@ def cmd_fit(args):
     check_apart(args.out, state_dir)
     options = _guide_options(args)  # before any work: an unknown option or a value of the wrong kind
     entry = _entry(args)
+    if args.steps is None:  # the one default of `fit` and `zoo fit`
+        args.steps = default_steps(len(entry.train), args.batch_size)
     fitted = "point_estimate" if args.guide == LAPLACE else args.guide  # laplace: its options are inference.laplace's
     guide_options.check_required_options(args.guide, _guide_factory(args.guide), options,
                                          sites=list(entry.model.site_shapes(entry.train.feature_shape)))
@@ -619,6 +626,7 @@ def check_fit_state_dir(path: str, resume: bool) -> None:
     without --resume (it would be started afresh), or a place where no folder can be written. Raises InputError
     (exit status 2)."""
     from base.atomic_dir import check_writable, folder_kind
+    from inference.fit import default_steps
     from inference.fit_state import saved_step
     from base.errors import FolderNotOwnedError, InputError
 

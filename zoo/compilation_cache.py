@@ -1,14 +1,15 @@
-"""JAX's persistent compilation cache, on by default for the `zoo` command and ``import zoo``.
+"""JAX's persistent compilation cache: on by default for the `zoo` command, one call for a library user.
 
 Most of the time a first fit, NUTS run or prediction waits on XLA compiling. JAX can keep compiled code on
-disk and load it in the next process instead of compiling again; `zoo` turns that on when it is imported,
-in a per-user folder, unless the user chose otherwise:
+disk and load it in the next process instead of compiling again. ``import zoo`` changes no global JAX setting;
+the cache is turned on, in a per-user folder unless the user chose otherwise, by
 
-* ``BNN_ZOO_COMPILATION_CACHE=/some/folder`` uses that folder; ``BNN_ZOO_COMPILATION_CACHE=off`` (or ``0``,
-  ``false``, ``no``, empty) leaves the cache off;
-* ``zoo --compilation-cache DIR`` / ``zoo --no-compilation-cache`` do the same for one command;
-* ``zoo.compilation_cache.configure(path)`` / ``configure(False)`` from Python, before the first compile;
-* a ``jax_compilation_cache_dir`` the user set in JAX's own configuration is left as it is.
+* the `zoo` command (``zoo --compilation-cache DIR`` / ``zoo --no-compilation-cache`` for one command);
+* ``zoo.enable_compilation_cache(path=None)`` from Python, before the first compile (`enable`);
+
+where ``BNN_ZOO_COMPILATION_CACHE=/some/folder`` chooses the folder and ``BNN_ZOO_COMPILATION_CACHE=off`` (or
+``0``, ``false``, ``no``, empty) leaves the cache off, and a ``jax_compilation_cache_dir`` the user set in
+JAX's own configuration is left as it is. ``configure(path)`` / ``configure(False)`` set it unconditionally.
 
 The default folder is ``$XDG_CACHE_HOME/bnn-zoo/jax`` (``~/.cache/bnn-zoo/jax`` when XDG_CACHE_HOME is unset).
 JAX keys every entry by the computation, the JAX/XLA versions and the device, so a stale entry is never
@@ -43,8 +44,8 @@ def configure(path: str | bool | None = None) -> str | None:
     Raises:
       ValueError naming `path` when the folder cannot be created or written.
 
-    JAX reads this setting when it compiles for the first time in a process; call it before any compile
-    (``import zoo`` does, with path=None).
+    JAX reads this setting when it compiles for the first time in a process; call it before any compile.
+    `enable` (``zoo.enable_compilation_cache``) is the call for a library user.
     """
     import jax
 
@@ -67,9 +68,36 @@ def configure(path: str | bool | None = None) -> str | None:
     return path
 
 
+def enable(path: str | bool | None = None) -> str | None:
+    """Turn JAX's persistent compilation cache on for this process (``zoo.enable_compilation_cache``; ``import
+    zoo`` does not: it changes no global JAX setting). Call it before anything compiles.
+
+    Args:
+      path: a folder (created if missing); None: ``$BNN_ZOO_COMPILATION_CACHE`` if set (a folder, or "off"),
+        else `default_dir()` (``~/.cache/bnn-zoo/jax``); False or "off": off.
+    Returns:
+      The folder in use, or None when the cache is off.
+    Raises:
+      InputError naming `path` when the folder cannot be created or written.
+
+    With ``path=None``, a ``jax_compilation_cache_dir`` already set in JAX's configuration is kept (and
+    returned). Example::
+
+        import zoo
+        zoo.enable_compilation_cache()          # before the first fit: later processes load, not compile
+    """
+    import jax
+
+    if path is None:
+        current: str | None = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
+        if current:
+            return current
+    return configure(path)
+
+
 def configure_default() -> str | None:
-    """What ``import zoo`` does: `configure()` unless JAX's ``jax_compilation_cache_dir`` is already set;
-    a folder that cannot be used leaves the cache off with a warning (the library still works)."""
+    """What the `zoo` command does unless told otherwise: `enable()`; a folder that cannot be used leaves the
+    cache off with a warning (the command still works)."""
     import warnings
 
     import jax

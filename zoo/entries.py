@@ -67,8 +67,7 @@ def _model(net, train, name, prior, prior_scale, likelihood=None, special=None):
     return model
 
 
-@register("mlp", default_data="digits", description="multilayer perceptron (widths, activation as arguments)",
-          guides=("mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers"))
+@register("mlp", default_data="digits", description="multilayer perceptron (widths, activation as arguments)")
 def build_mlp(train, hidden=(64, 64), activation="relu", prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR,
               noise=0.1, log_uniform_sites=(), noise_prior_scale=1.0):
     """An MLP BNN: ``hidden`` widths, ``activation``, the `prior` of kind ``prior`` at ``prior_scale``;
@@ -105,7 +104,7 @@ def _check_site_patterns(model, train, argument: str, patterns):
     return model
 
 
-@register("deep_linear", default_data="digits", guides=("mean_field", "point_estimate"),
+@register("deep_linear", default_data="digits",
           description="deep linear network x W1...WL, product matrix exposed (Liberty or Depth)")
 def build_deep_linear(train, depth=3, width=32, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, noise=0.1):
     """A deep linear BNN of `depth` bias-free linear layers of `width` units."""
@@ -113,7 +112,7 @@ def build_deep_linear(train, depth=3, width=32, prior_scale=DEFAULT_PRIOR_SCALE,
                   _likelihood(train, noise))
 
 
-@register("moons_mlp", default_data="two_moons", guides=("mean_field", "point_estimate"),
+@register("moons_mlp", default_data="two_moons",
           description="ReLU MLP of a given depth, widest under a weight budget (Liberty or Depth, app. B)")
 def build_moons_mlp(train, depth=2, budget=1000, activation="relu", prior_scale=DEFAULT_PRIOR_SCALE,
                     prior=DEFAULT_PRIOR):
@@ -142,7 +141,7 @@ def _small_image_kwargs(train, kwargs):
     return {"padding": "SAME", **kwargs} if side < 16 else kwargs
 
 
-@register("lenet5", default_data="mnist", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
+@register("lenet5", default_data="mnist",
           description="Caffe LeNet-5 (variance networks, MNIST); digits use SAME padding")
 def build_lenet5(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, activation="relu", log_uniform_sites=(),
                  **kwargs):
@@ -154,28 +153,28 @@ def build_lenet5(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, ac
     return _check_site_patterns(model, train, "log_uniform_sites", log_uniform_sites)
 
 
-@register("lenet_cnn", default_data="cifar100", guides=("mean_field", "point_estimate", "k_tied"),
+@register("lenet_cnn", default_data="cifar100",
           description="k-tied paper's LeNet CNN: conv 32, conv 64 (3x3), dense 512, dense classes")
 def build_lenet_cnn(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
     """The k-tied paper's CNN (k-tied on its dense layers)."""
     return _image_bnn(lenet_cnn, "lenet_cnn", train, prior, prior_scale, kwargs)
 
 
-@register("vgg", default_data="cifar10", guides=("mean_field", "point_estimate", "zero_mean", "variance_layers"),
+@register("vgg", default_data="cifar10",
           description="VGG-like CIFAR network (variance networks); width_multiplier shrinks it")
 def build_vgg(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
     """VGG-like network with batch norm (state, not random variables; its scale / offset sites have fan_in 1)."""
     return _image_bnn(vgg, "vgg", train, prior, prior_scale, kwargs)
 
 
-@register("resnet18", default_data="cifar10", guides=("mean_field", "point_estimate", "k_tied"),
+@register("resnet18", default_data="cifar10",
           description="ResNet-18 with a CIFAR stem; width_multiplier shrinks it")
 def build_resnet18(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, **kwargs):
     """ResNet-18 (batch norm as state)."""
     return _image_bnn(resnet18, "resnet18", train, prior, prior_scale, kwargs)
 
 
-@register("wide_resnet", default_data="cifar10", guides=("mean_field", "point_estimate", "rank1_mixture"),
+@register("wide_resnet", default_data="cifar10",
           description="Wide ResNet depth-k (rank-1 paper: WRN-28-10; default 28-2); num_components=K: rank-1")
 def build_wide_resnet(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, num_components=None,
                       factor="normal", **kwargs):
@@ -185,7 +184,7 @@ def build_wide_resnet(train, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIO
     return _maybe_rank1(net, train, "wide_resnet", prior, prior_scale, num_components, factor)
 
 
-@register("lstm", default_data="imdb_reviews", guides=("mean_field", "point_estimate", "k_tied", "rank1_mixture"),
+@register("lstm", default_data="imdb_reviews",
           description="IMDB LSTM classifier: embedding 128, LSTM 128, dense (k-tied paper); num_components=K: rank-1")
 def build_lstm(train, vocab_size=20_000, prior_scale=DEFAULT_PRIOR_SCALE, prior=DEFAULT_PRIOR, num_components=None,
                factor="normal", **kwargs):
@@ -207,7 +206,7 @@ def _maybe_rank1(net, train, name, prior, prior_scale, num_components, factor):
                   lambda base: rank1_prior(factor, weight_prior=base))
 
 
-@register("rank1_mlp", default_data="digits", guides=("rank1_mixture",),
+@register("rank1_mlp", default_data="digits",
           description="rank-1 MLP: shared W with K per-component factors r, s (rank-1 BNN paper)")
 def build_rank1_mlp(train, hidden=(64, 64), num_components=4, activation="relu", factor="normal",
                     objective="average", sign_init=0.5, fixed=None, prior_scale=DEFAULT_PRIOR_SCALE,

@@ -1,9 +1,11 @@
 """The catalogue: named, ready-made BNNs (architecture + prior + likelihood + data).
 
-Two registries of `inference.registry.Registry`, filled where their items are defined: `ENTRIES` (``@register``
-on a builder, ``zoo.entries``) and the data sets, ``zoo.data.registry.DATASETS`` (`register_data`; the shipped
-loaders register themselves in ``zoo.data``). Everything else here is derived from them: `DATA_SHAPES`,
-`TFDS_DATA` and `NAMED_DATA` are live views, never tables of their own.
+Two registries of `base.registry` (where every registry of the package lives), filled where their items are
+defined: `ENTRIES` (``@register`` on a builder, ``zoo.entries``) and the data sets, `DATASETS` (`register_data`;
+the shipped loaders register themselves in ``zoo.data``). Everything else here is derived from them and from the
+guides' own registrations: `DATA_SHAPES`, `TFDS_DATA` and `NAMED_DATA` are live views, never tables of their
+own, and an entry's guides (``zoo list``) are those whose registered ``suits`` accepts its model
+(``inference.registry.guides_for``).
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ import zoo.data.embedded  # registers the shipped data sets
 import zoo.data.tfds_loaders  # registers the TFDS data sets
 import zoo.data.uci  # noqa: F401  (registers "uci")
 from base.data import Dataset
-from inference.registry import Registry
+from base.registry import DATASETS, ENTRIES
+from inference.registry import guides_for
 from base.validation import (as_array, check_inputs, check_num_classes, check_real, infer_num_classes,
                                   is_int)
 from models import priors
 from models.bridge import BNN
 from base.errors import ArgumentTypeError, InputError
 from base.value_key import Identity, frozen
-from zoo.data.registry import DATASETS, register_data  # noqa: F401  (zoo.registry.register_data, as before)
+from zoo.data.registry import register_data  # noqa: F401  (zoo.registry.register_data, as before)
 from zoo.entry_identity import set_entry_identity
 
 DATA_SHAPES = DATASETS.view(lambda record: (record.feature_shape, record.num_classes),
@@ -70,25 +73,21 @@ class Spec:
     build: Callable
     default_data: str
     description: str
-    guides: tuple = ("mean_field",)
 
 
-ENTRIES = Registry("zoo entry", "name")
-"""{name: `Spec`} of the catalogue's entries; `register` adds one."""
-_REGISTRY = ENTRIES  # the name this registry had before `inference.registry.Registry`
 
 
-def register(name: str, *, default_data: str, description: str, guides=("mean_field",)):
+def register(name: str, *, default_data: str, description: str):
     """Decorator adding ``build(train: Dataset, **kwargs) -> BNN`` to the catalogue as `name` (`ENTRIES`).
 
     default_data: a data set name of `DATASETS` (e.g. "digits") the entry is built on unless ``zoo.get`` is
-    given other data; description: one line for ``zoo list``; guides: names of ``inference.GUIDES`` that suit
-    the entry (shown by ``zoo list``)."""
+    given other data; description: one line for ``zoo list``. The guides ``zoo list`` shows for the entry are
+    derived from the guides' registrations (`guides`), never listed here."""
 
     def wrap(build):
         if not callable(build):
             raise ArgumentTypeError("build", build, "a function build(train, **kwargs) -> BNN")
-        return ENTRIES.register(name, Spec(name, build, default_data, description, tuple(guides)))
+        return ENTRIES.register(name, Spec(name, build, default_data, description))
 
     return wrap
 
@@ -267,6 +266,13 @@ def placeholder_data(data: str) -> Dataset:
                    image_shape=record.image_shape)
 
 
+def guides(model: BNN, feature_shape: tuple) -> list:
+    """The names of the registered guides meant for `model` on inputs of `feature_shape`: those whose
+    registered ``suits`` accepts its latent sites {name: shape} (``inference.registry.guides_for``; e.g. a plain mlp's
+    mean_field, point_estimate, k_tied, ...; a rank-1 mlp's rank1_mixture)."""
+    return guides_for(model.site_shapes(feature_shape))
+
+
 def list_entries() -> list:
     """One dict per entry: name, description, default data, weight count on it (counted from shapes,
     nothing is loaded), applicable guides, and its default prior in words (`models.priors.describe`)."""
@@ -276,7 +282,7 @@ def list_entries() -> list:
         train = placeholder_data(s.default_data)
         model = s.build(train)
         rows.append({"name": n, "data": s.default_data, "weights": model.num_weights(train.feature_shape),
-                     "guides": ", ".join(s.guides), "description": s.description,
+                     "guides": ", ".join(guides(model, train.feature_shape)), "description": s.description,
                      "prior": priors.describe(getattr(model.prior, "spec", None))})
     return rows
 

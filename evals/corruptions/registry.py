@@ -1,4 +1,5 @@
-"""The 19 corruptions: names, aliases, functions and their five severity parameters.
+"""The 19 corruptions: names, aliases, functions and their five severity parameters, registered in
+`base.registry.CORRUPTIONS` (`REGISTRY` here), where a user's own corruption joins them (`register_corruption`).
 
 Parameters are those of the CIFAR-10-C generation script at 32x32 (Hendrycks and Dietterich, 2019);
 elastic_transform's are written as fractions of the image side. ``spatial`` says whether the corruption
@@ -9,6 +10,7 @@ from typing import Any, Callable, NamedTuple
 
 from evals.corruptions import blur, digital, noise, weather
 from base.errors import InputError
+from base.registry import CORRUPTIONS as REGISTRY
 
 
 class Corruption(NamedTuple):
@@ -26,7 +28,7 @@ def _prefixes(values):
     return tuple(tuple(values[: s + 1]) for s in range(len(values)))
 
 
-_TABLE = [
+_BUILT_IN = [
     Corruption("gaussian_noise", noise.gaussian_noise, (0.04, 0.06, 0.08, 0.09, 0.10), False, True),
     Corruption("shot_noise", noise.shot_noise, (500, 250, 100, 75, 50), False, True),
     Corruption("impulse_noise", noise.impulse_noise, _prefixes((0.01, 0.02, 0.03, 0.05, 0.07)), False, True),
@@ -84,8 +86,19 @@ _TABLE = [
     Corruption("saturate", digital.saturate, ((0.3, 0), (0.1, 0), (1.5, 0), (2, 0.1), (2.5, 0.2)), False, False),
 ]
 
-REGISTRY = {c.name: c for c in _TABLE}
-CORRUPTIONS = tuple(REGISTRY)
+
+def register_corruption(corruption: Corruption) -> Corruption:
+    """Make `corruption` known by its name (``corrupt(x, name, severity)``, `resolve`); returns it. Raises
+    InputError for anything but a `Corruption` with five severity parameters."""
+    if not isinstance(corruption, Corruption) or len(corruption.params) != 5:
+        raise InputError("corruption", corruption, "a Corruption(name, fn, params, spatial, random) with five params")
+    return REGISTRY.register(corruption.name, corruption)
+
+
+for _corruption in _BUILT_IN:
+    register_corruption(_corruption)
+CORRUPTIONS = tuple(c.name for c in _BUILT_IN)
+"""The 19 built-in corruptions' names, in the CIFAR-10-C order (`REGISTRY` also holds any registered since)."""
 BENCHMARK_CORRUPTIONS = CORRUPTIONS[:15]
 EXTRA_CORRUPTIONS = CORRUPTIONS[15:]
 # TFDS cifar10_corrupted config names that differ from the CIFAR-10-C file names.
@@ -98,7 +111,7 @@ def resolve(kind):
     name = ALIASES.get(kind, kind)
     if name not in REGISTRY:
         raise InputError.worded("kind",
-                                f"kind: unknown corruption {kind!r}; expected one of {CORRUPTIONS} or aliases {tuple(ALIASES)}")
+                                f"kind: unknown corruption {kind!r}; expected one of {tuple(REGISTRY)} or aliases {tuple(ALIASES)}")
     return name
 
 

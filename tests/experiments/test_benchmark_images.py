@@ -39,7 +39,7 @@ def test_csv_columns_and_numbers_against_direct_calls(finished, data):
     assert len(data.y_fit) + len(data.y_val) == 1348 and len(data.y_val) == 270 and len(data.y_test) == 449
     # the map row equals a direct fit with the same seed and settings, scored by evals.score
     entry = images.build_entry("mlp", data, SETTINGS)
-    direct = inference.fit(entry.model, inference.point_estimate(entry.model), entry.train, steps=SETTINGS.steps,
+    direct = inference.fit(entry.model, inference.point_estimate.point_estimate(entry.model), entry.train, steps=SETTINGS.steps,
                            batch_size=SETTINGS.batch_size, seed=0, progress=False)
     row = csv.set_index("method").loc["map"]
     clean = evals.score(direct, entry.test, num_samples=1, verbose=False).iloc[0]

@@ -47,7 +47,7 @@ def test_dense_layer_shortcut_equals_the_exact_diagonal(moons):
 
 
 def test_layer_kappa_uses_the_guide_variance(moons):
-    guide = inference.variance_layers(moons.model, variance_sites=[SITE], granularity="weight", init_log_alpha=0.0)
+    guide = inference.zero_mean.variance_layers(moons.model, variance_sites=[SITE], granularity="weight", init_log_alpha=0.0)
     post = inference.fit(moons.model, guide, moons.train, steps=20, batch_size=50, optimizer=optax.adam(1e-2),
                          progress=False)
     k = layer_kappa(post, SITE, moons.train.x, moons.train.y)

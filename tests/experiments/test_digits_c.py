@@ -10,7 +10,7 @@ from zoo.experiments.run import digits_c
 
 def test_point_estimate_accuracy_falls_with_severity():
     entry = zoo.get("mlp", data="digits", hidden=(64, 64))
-    post = inference.fit(entry.model, inference.point_estimate(entry.model), entry.train, steps=1500,
+    post = inference.fit(entry.model, inference.point_estimate.point_estimate(entry.model), entry.train, steps=1500,
                          batch_size=128, progress=False)
     results, summary = digits_c({"point_estimate": post}, None, num_samples=1, verbose=False)
     acc = ood.by_severity(results.table).loc["point_estimate"]["accuracy"]

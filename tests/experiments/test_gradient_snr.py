@@ -38,7 +38,7 @@ def k_tied_fit():
     e = zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", inference.ConvergenceWarning)
-        post = inference.fit(e.model, inference.k_tied(e.model, k=2), e.train, steps=10, batch_size=20,
+        post = inference.fit(e.model, inference.k_tied.k_tied(e.model, k=2), e.train, steps=10, batch_size=20,
                              progress=False)
     return e, post
 

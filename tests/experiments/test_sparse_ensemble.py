@@ -13,7 +13,7 @@ SITE = "mlp/~/linear_0/w"
 @pytest.fixture(scope="module")
 def posterior():
     e = zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100}, log_uniform_sites=[SITE])
-    guide = inference.variance_layers(e.model, variance_sites=[SITE], granularity="layer", init_log_alpha=-1.0)
+    guide = inference.zero_mean.variance_layers(e.model, variance_sites=[SITE], granularity="layer", init_log_alpha=-1.0)
     return e, inference.fit(e.model, guide, e.train, steps=30, batch_size=50, optimizer=optax.adam(1e-2),
                             progress=False)
 

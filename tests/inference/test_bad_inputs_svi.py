@@ -149,7 +149,7 @@ def test_a_traced_negative_kl_weight_stops_the_step_instead_of_training(core):
 
 @pytest.mark.parametrize("other", ["k_tied", "point_estimate"])
 def test_a_mean_field_state_stepped_by_another_guide_is_refused(core, other):
-    guide = inference.k_tied(core["model"], k=1) if other == "k_tied" else inference.point_estimate(core["model"])
+    guide = inference.k_tied.k_tied(core["model"], k=1) if other == "k_tied" else inference.point_estimate.point_estimate(core["model"])
     step = svi.build(core["model"], guide, optax.adam(1e-2), n_data=80).step
     err = _refused(lambda: jax.jit(step)(core["state"], (core["x"], core["y"]), core["key"]), "state")
     assert "w_auto_scale" in str(err)
@@ -242,7 +242,7 @@ def shuffled_and_healthy():
     for case, labels in (("shuffled", np.random.default_rng(0).permutation(y)), ("healthy", y)):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            out[case] = inference.fit(entry.model, inference.point_estimate(entry.model), (x[:cut], labels[:cut]),
+            out[case] = inference.fit(entry.model, inference.point_estimate.point_estimate(entry.model), (x[:cut], labels[:cut]),
                                       steps=600, batch_size=128, optimizer=optax.adam(1e-2), progress=False,
                                       validation_data=(x[cut:], labels[cut:]))
         out[case + "_warned"] = any(isinstance(w.message, inference.collapse.PosteriorCollapseWarning) for w in seen)

@@ -7,6 +7,7 @@ import pytest
 from jax import monitoring
 
 import inference
+from inference.fit import default_optimizer
 import zoo
 
 COMPILES = []  # the compiled functions' names
@@ -51,12 +52,12 @@ def test_a_second_fit_of_the_same_structure_compiles_nothing():
 def test_optimisers_are_values_and_a_users_schedule_function_is_not():
     from base.value_key import value_key
 
-    assert value_key(inference.default_optimizer(40)) == value_key(inference.default_optimizer(40)) != \
-        value_key(inference.default_optimizer(41))
-    _fit(_entry(), optimizer=inference.default_optimizer(40), seed=0)
+    assert value_key(default_optimizer(40)) == value_key(default_optimizer(40)) != \
+        value_key(default_optimizer(41))
+    _fit(_entry(), optimizer=default_optimizer(40), seed=0)
     _fit(_entry(), seed=0)
     before = len(COMPILES)
-    runs = [_fit(_entry(), optimizer=inference.default_optimizer(40), seed=1),  # another object, equal arguments
+    runs = [_fit(_entry(), optimizer=default_optimizer(40), seed=1),  # another object, equal arguments
             _fit(_entry(), optimizer=optax.adam(1.5e-3), seed=2)]  # another optax object, the same arguments
     assert COMPILES[before:] == [] and [r.info.traces for r in runs] == [0, 0]
     # a schedule the user wrote is keyed by identity: another function object, another compile (never a stale hit)
@@ -98,7 +99,7 @@ def test_value_keys_see_every_setting_of_the_computation():
         "activation": program(_entry(activation="tanh")),
         "data set": program(zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.2})),
         "guide init scale": program(guide=inference.mean_field(_entry().model, init_scale=0.05)),
-        "guide kind": program(guide=inference.k_tied(_entry().model, k=2)),
+        "guide kind": program(guide=inference.k_tied.k_tied(_entry().model, k=2)),
         "learning rate": program(optimizer=optax.adam(2e-3)), "optimizer kind": program(optimizer=optax.sgd(1.5e-3)),
         "user's schedule": program(optimizer=optax.adam(lambda t: 1.5e-3)), "n_data": program(n_data=161),
         "particles": program(num_particles=2), "estimator": program(estimator="local"),

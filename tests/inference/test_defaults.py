@@ -39,7 +39,7 @@ def test_default_learning_rate_schedule():
 def test_guides_start_sigma_at_0_01():
     assert NormalFamily().init_scale == 1e-2
     assert KTiedFamily(2).init_scale == 1e-2
-    for factory in (inference.mean_field, inference.k_tied):
+    for factory in (inference.mean_field, inference.k_tied.k_tied):
         assert inspect.signature(factory).parameters["init_scale"].default == 1e-2
 
 

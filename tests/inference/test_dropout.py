@@ -26,7 +26,7 @@ def test_a_binary_dropout_posterior_round_trips_through_inference_load_and_zoo_l
     import inference
     import zoo
 
-    guide = inference.binary_dropout(moons_tiny.model, dropout_sites=["*/w"], rate=0.25)
+    guide = inference.dropout.binary_dropout(moons_tiny.model, dropout_sites=["*/w"], rate=0.25)
     post = inference.fit(moons_tiny.model, guide, moons_tiny.train, steps=5, batch_size=16,
                          optimizer=optax.adam(1e-2), progress=False, config={"entry": moons_tiny.config})
     path = inference.save(post, tmp_path / "dropout")

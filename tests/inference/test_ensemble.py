@@ -7,6 +7,7 @@ import pytest
 
 import evals
 import inference
+from inference.ensemble import member_start
 import zoo
 from base.errors import InputError
 
@@ -29,9 +30,9 @@ def test_the_vmapped_ensemble_equals_separate_fits_with_the_same_seeds(moons, to
     assert together.kind == "mcmc" and together.num_chains == 1 and together.num_draws == MEMBERS
     for m in range(MEMBERS):
         seed = SETTINGS["seed"] + m
-        alone = inference.fit(moons.model, inference.point_estimate(moons.model), moons.train,
+        alone = inference.fit(moons.model, inference.point_estimate.point_estimate(moons.model), moons.train,
                               **{**SETTINGS, "seed": seed}, progress=False,
-                              init_params=inference.member_start(moons.model, moons.train.x[:1], seed))
+                              init_params=member_start(moons.model, moons.train.x[:1], seed))
         for site, value in alone.median().items():
             # the same arithmetic batched over members: equal to float32 rounding
             np.testing.assert_allclose(together.samples[site][0, m], value, rtol=1e-5, atol=1e-6)

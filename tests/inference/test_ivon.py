@@ -107,7 +107,7 @@ def test_bad_ivon_settings_and_guides_are_refused_by_name(moons):
         with pytest.raises(InputError, match=f"^{arg}:"):
             inference.ivon(**kwargs)
     with pytest.raises(InputError, match="^guide:"):
-        inference.fit(moons.model, inference.k_tied(moons.model, k=2), moons.train, **{**SETTINGS, "steps": 2})
+        inference.fit(moons.model, inference.k_tied.k_tied(moons.model, k=2), moons.train, **{**SETTINGS, "steps": 2})
     with pytest.raises(InputError, match="^num_particles:"):
         inference.fit(moons.model, inference.mean_field(moons.model), moons.train,
                       **{**SETTINGS, "steps": 2, "num_particles": 2})

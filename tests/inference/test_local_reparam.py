@@ -88,8 +88,8 @@ OUT = "mlp/~/linear_1/w"  # Normal prior (a dropped weight has log-uniform densi
 # term -log p(W) being evaluated at one mask per minibatch instead of one per example (one mask for everything:
 # 5.46).
 GUIDES = {
-    "zero-mean sigma": (lambda m: inference.zero_mean(m, variance_sites=SITE), f"{SITE}_auto_sigma", 1.1),
-    "layer-wise log alpha": (lambda m: inference.by_site(m, {SITE: ("variance_layers", {"init_log_alpha": 0.0})}),
+    "zero-mean sigma": (lambda m: inference.zero_mean.zero_mean(m, variance_sites=SITE), f"{SITE}_auto_sigma", 1.1),
+    "layer-wise log alpha": (lambda m: inference.by_site.by_site(m, {SITE: ("variance_layers", {"init_log_alpha": 0.0})}),
                              f"{SITE}_auto_log_alpha", 1.1),
     "binary dropout loc": (lambda m: binary_dropout(m, dropout_sites=[OUT]), f"{OUT}_auto_loc", 1.7),
 }
@@ -113,19 +113,19 @@ def test_same_expected_loss_and_gradient_no_higher_variance(setup, label):
 
 def test_rules_cover_the_dense_gaussian_and_dropout_sites_only(setup):
     e, x, y = setup
-    guide = inference.by_site(e.model, {SITE: ("variance_layers", {"init_log_alpha": 1.0})})
+    guide = inference.by_site.by_site(e.model, {SITE: ("variance_layers", {"init_log_alpha": 1.0})})
     params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(e.train.y))
     params = constrain_params(params_u, constraints)
     rules = local_rules(guide, params)
     assert list(rules) == ["mlp/linear_0"]  # the output layer is a point estimate: no noise to move
     mu = params[f"{SITE}_auto_loc"]
     np.testing.assert_allclose(rules["mlp/linear_0"].variance, np.e * mu ** 2, rtol=1e-5)  # alpha mu², eq. 17
-    tied = {cap: inference.k_tied(e.model, k=2, scale_cap=cap) for cap in (None, 1.5)}
+    tied = {cap: inference.k_tied.k_tied(e.model, k=2, scale_cap=cap) for cap in (None, 1.5)}
     for cap, guide in tied.items():  # sd = U Vᵀ only without the cap (tanh): the O(k² (m + n)) rule needs it
         pu, pc, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(e.train.y))
         kinds = {path: type(rule) for path, rule in local_rules(guide, constrain_params(pu, pc)).items()}
         assert kinds == dict.fromkeys(["mlp/linear_0", "mlp/linear_1"], KTiedRule if cap is None else GaussianRule)
-    point = inference.point_estimate(e.model)
+    point = inference.point_estimate.point_estimate(e.model)
     pu, pc, _ = guide_param_init(point, jax.random.PRNGKey(0), x, y, len(e.train.y))
     with pytest.raises(InputError, match="estimator"):
         local_reparam_elbo_loss(jax.random.PRNGKey(0), constrain_params(pu, pc), e.model, point, 1.0, 1, x, y, 100)
@@ -135,7 +135,7 @@ def test_rules_cover_the_dense_gaussian_and_dropout_sites_only(setup):
 
 def test_fit_passes_local_through(setup):
     e, *_ = setup
-    guide = inference.zero_mean(e.model, variance_sites=SITE)
+    guide = inference.zero_mean.zero_mean(e.model, variance_sites=SITE)
     post = inference.fit(e.model, guide, e.train, steps=10, batch_size=16, progress=False, chunk_size=10,
                          estimator="local")
     assert np.all(np.isfinite(post.losses)) and len(post.losses) == 10

@@ -124,7 +124,7 @@ def test_a_k_tied_guide_on_a_batch_norm_network_on_two_devices_equals_one_device
     # it turns float rounding into steps of the learning rate's size (measured on a batch-norm LeNet-5, one
     # device, Adam 1e-2, 6 steps: inputs scaled by 1 + 1e-7 moved such an offset by 7e-3, two devices by 2e-4)
     kw = {**KW, "steps": 20, "optimizer": optax.sgd(1e-2)}
-    fits = [inference.fit(model, inference.k_tied(model, k=2), entry.train, mesh=m, **kw) for m in (None, data_mesh(2))]
+    fits = [inference.fit(model, inference.k_tied.k_tied(model, k=2), entry.train, mesh=m, **kw) for m in (None, data_mesh(2))]
     _close(*fits)
     assert jax.tree.leaves(fits[0].state)
     for a, b in zip(jax.tree.leaves(fits[0].state), jax.tree.leaves(fits[1].state)):

@@ -17,7 +17,7 @@ SITE = "mlp/~/linear_0/w"
 @pytest.fixture(scope="module")
 def setup():
     e = zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100}, log_uniform_sites=[SITE])
-    guide = inference.zero_mean(e.model, variance_sites=SITE)
+    guide = inference.zero_mean.zero_mean(e.model, variance_sites=SITE)
     x, y = np.asarray(e.train.x[:16], np.float32), np.asarray(e.train.y[:16])
     params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(e.train.y))
     return e, guide, x, y, params_u, constraints
@@ -58,7 +58,7 @@ def test_refuses_mutable_state(setup):
 
 def test_fit_passes_it_through(setup):
     e, *_ = setup
-    guide = inference.zero_mean(e.model, variance_sites=SITE)
+    guide = inference.zero_mean.zero_mean(e.model, variance_sites=SITE)
     post = inference.fit(e.model, guide, e.train, steps=20, batch_size=16, progress=False, chunk_size=20,
                          estimator="per_example")
     assert np.all(np.isfinite(post.losses)) and len(post.losses) == 20

@@ -72,18 +72,18 @@ def test_stored_and_on_demand_draws_give_the_same_predictions(svi, mcmc):
 
 
 def test_the_constrained_params_are_refused_by_their_type(svi):
-    assert isinstance(svi.params, inference.ConstrainedParams) and isinstance(svi.params, dict)
+    assert isinstance(svi.params, inference.posterior.ConstrainedParams) and isinstance(svi.params, dict)
     with pytest.raises(InputError, match=r"init_params: .*posterior.params.*pass init_params=posterior"):
         start_params(svi.params)
     plain = dict(svi.unconstrained_params())
     assert start_params(plain) is plain
     # a pytree like a dict: through jit and back it keeps its type and values
     back = jax.jit(lambda p: jax.tree.map(lambda v: v * 2.0, p))(svi.params)
-    assert type(back) is inference.ConstrainedParams
+    assert type(back) is inference.posterior.ConstrainedParams
     for k, v in svi.params.items():
         np.testing.assert_allclose(back[k], 2.0 * np.asarray(v), rtol=1e-6)
     again = pickle.loads(pickle.dumps(svi.params))
-    assert type(again) is inference.ConstrainedParams and set(again) == set(svi.params)
+    assert type(again) is inference.posterior.ConstrainedParams and set(again) == set(svi.params)
 
 
 def test_a_checkpoint_of_each_kind_loads_as_its_class(svi, mcmc, model, tmp_path):

@@ -84,12 +84,12 @@ def test_every_guide_satisfies_the_guide_protocol():
     model = MODELS["mlp"]()
     x = np.zeros((2, 3), np.float32)
     for name, factory in inference.GUIDES.items():
-        kwargs = None if name == "rank1_mixture" else inference.example_options(name)  # rank-1: no rank-1 sites here
+        kwargs = None if name == "rank1_mixture" else inference.registry.example_options(name)  # rank-1: no rank-1 sites here
         if kwargs is None:
             continue
         guide = factory(model, **kwargs).setup(x)
-        assert isinstance(guide, inference.Guide), name
-        assert isinstance(guide, inference.HasSiteMoments) == (name in ("full_covariance", "low_rank", "block_diagonal")), name
+        assert isinstance(guide, inference.guide_protocol.Guide), name
+        assert isinstance(guide, inference.guide_protocol.HasSiteMoments) == (name in ("full_covariance", "low_rank", "block_diagonal")), name
         # the parameters' shapes from an abstract trace of the initialiser (nothing compiled or computed)
         params = jax.eval_shape(lambda key: guide.init_params(key, x), jax.random.PRNGKey(0))
         assert guide.num_params_formula() == guide.num_free_params(params), name

@@ -39,13 +39,13 @@ def test_every_built_in_is_registered_by_the_same_mechanism():
     from zoo.data.registry import DATASETS
     from zoo.registry import DATA_SHAPES, ENTRIES, NAMED_DATA, TFDS_DATA
 
-    for registry in (inference.GUIDES, inference.FAMILIES, ENTRIES, DATASETS):
+    for registry in (inference.GUIDES, inference.registry.FAMILIES, ENTRIES, DATASETS):
         assert isinstance(registry, Registry)
     assert set(inference.GUIDES) == {"mean_field", "point_estimate", "k_tied", "zero_mean", "variance_layers",
                                      "rank1_mixture", "full_covariance", "low_rank", "block_diagonal", "by_site",
                                      "binary_dropout"}
-    assert inference.GUIDES["binary_dropout"] is inference.binary_dropout
-    assert inference.FAMILIES["binary_dropout"] is inference.BinaryDropoutFamily
+    assert inference.GUIDES["binary_dropout"] is inference.dropout.binary_dropout
+    assert inference.registry.FAMILIES["binary_dropout"] is inference.dropout.BinaryDropoutFamily
     digits = DATASETS["digits"]
     assert (digits.feature_shape, digits.num_classes, digits.image_shape) == ((64,), 10, (8, 8, 1))
     assert DATA_SHAPES["cifar100"] == ((32, 32, 3), 100) and "uci" not in DATA_SHAPES  # uci: shape from its folder

@@ -176,7 +176,7 @@ def test_the_same_seed_and_guide_give_the_same_elbo_curve_nuts_draws_and_scores(
         np.testing.assert_allclose(value, runs["eqx"].samples[eqx_name], rtol=1e-4, atol=1e-4)
         assert scores[library]["nll"] == pytest.approx(scores["haiku"]["nll"], rel=1e-4)
         idata = inference.to_arviz(fitted[library], (X, Y), num_samples=3)
-        assert set(idata.posterior.data_vars) == {inference.arviz_name(s) for s in mlps[library].site_shapes(X)}
+        assert set(idata.posterior.data_vars) == {inference.site_names.arviz_name(s) for s in mlps[library].site_shapes(X)}
 
 
 class NnxBN(nnx.Module):
@@ -243,7 +243,7 @@ def test_batch_statistics_ride_in_the_state_site_and_checkpoints(library, tmp_pa
         np.testing.assert_allclose(got, expected, rtol=1e-6)
     np.testing.assert_allclose(model.apply(params, X, state1), want_eval, rtol=1e-5, atol=1e-6)  # evaluation mode
 
-    post = inference.fit(model, inference.point_estimate(model), (X, Y), steps=6, batch_size=16, progress=False)
+    post = inference.fit(model, inference.point_estimate.point_estimate(model), (X, Y), steps=6, batch_size=16, progress=False)
     moved = [name for name, value in model.flatten_state(post.state).items()
              if np.asarray(value).dtype.kind == "f" and not np.allclose(value, model.flatten_state(state0)[name])]
     assert moved  # the running statistics were carried from step to step

@@ -12,6 +12,7 @@ from numpyro.distributions import constraints
 import inference
 import models
 import zoo
+from inference.mean_field import NormalFamily
 from models.networks.mlp import mlp
 
 
@@ -24,8 +25,8 @@ class PluginLaplaceFamily:
     name = "plugin_laplace"
 
     def params(self, site):
-        return {"loc": inference.ParamSpec(site.init_loc),
-                "scale": inference.ParamSpec(jnp.full(site.shape, self.init_scale), constraints.softplus_positive)}
+        return {"loc": inference.families.ParamSpec(site.init_loc),
+                "scale": inference.families.ParamSpec(jnp.full(site.shape, self.init_scale), constraints.softplus_positive)}
 
     def distribution(self, site, values):
         return dist.Laplace(values["loc"], values["scale"]).to_event(len(site.shape))
@@ -41,7 +42,7 @@ class PluginLaplaceFamily:
 def plugin_laplace(model, *, laplace_sites: list, init_scale: float = 1e-2, prefix: str = "auto"):
     """Laplace on the sites matching `laplace_sites` (required), mean field elsewhere."""
     family = PluginLaplaceFamily(init_scale)
-    return inference.SiteGuide(model, {p: family for p in laplace_sites}, default=inference.NormalFamily(init_scale),
+    return inference.site_guide.SiteGuide(model, {p: family for p in laplace_sites}, default=NormalFamily(init_scale),
                                prefix=prefix, config={"name": "plugin_laplace", "laplace_sites": list(laplace_sites),
                                                       "init_scale": init_scale})
 
@@ -56,7 +57,7 @@ def plugin_blobs(n: int = 120, seed: int = 0):
     return (zoo.data.Dataset(x[:cut], y[:cut], 2, "plugin_blobs"), zoo.data.Dataset(x[cut:], y[cut:], 2, "plugin_blobs"))
 
 
-@zoo.register("plugin_net", default_data="plugin_blobs", guides=("plugin_laplace", "mean_field"),
+@zoo.register("plugin_net", default_data="plugin_blobs",
               description="one hidden layer of `width` tanh units")
 def build_plugin_net(train, width=4, prior_scale=1.0):
     return models.bnn(mlp((width,), train.num_classes, "tanh"), models.priors.normal(prior_scale),

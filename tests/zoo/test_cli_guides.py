@@ -49,7 +49,7 @@ def guide_run(guide: str) -> tuple:
     registered example options (``inference.register_guide(..., example=...)``)."""
     if guide in GUIDE_RUNS:
         return GUIDE_RUNS[guide]
-    example = inference.example_options(guide)
+    example = inference.registry.example_options(guide)
     return "mlp", ["--guide-options", json.dumps(example)], example
 
 

@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from base.defaults import DEFAULT_STEPS
 from zoo import cli
 from zoo.cli import EXIT_USAGE, main
 from zoo.version import package_version, source_tree_version
@@ -100,6 +101,6 @@ def test_fit_help_shows_the_defaults_as_numbers(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for shown in ("SVI steps (default: 3000)", "minibatch size (default: 128)", "not given: fit's default, Adam with its rate cosine-decayed from 1e-2 to 1e-4 over --steps",
+    for shown in (f"SVI steps (default: fit's own, {DEFAULT_STEPS:,}: base.defaults.DEFAULT_STEPS)", "minibatch size (default: 128)", "not given: fit's default, Adam with its rate cosine-decayed from 1e-2 to 1e-4 over --steps",
                   "to 1 (default: 0)", "random seed (default: 0)", "(default: mean_field)"):
         assert shown in text

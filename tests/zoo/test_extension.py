@@ -45,5 +45,5 @@ def test_a_guide_network_and_data_set_from_one_module_work_end_to_end(request, t
 
 
 def test_the_registrations_of_a_test_are_undone_after_it():
-    assert "plugin_laplace" not in inference.GUIDES and "plugin_laplace" not in inference.FAMILIES
+    assert "plugin_laplace" not in inference.GUIDES and "plugin_laplace" not in inference.registry.FAMILIES
     assert "plugin_net" not in zoo.names() and "plugin_blobs" not in zoo.data.DATASETS

@@ -1,4 +1,5 @@
-"""The data sets known by name: one `DataSet` record each in `DATASETS`, filled by `register_data`.
+"""The data sets known by name: one `DatasetRecord` each in `DATASETS` (a `base.registry` registry), filled by
+`register_data`. (The data themselves are `base.data.Dataset` containers; a record describes a named set.)
 
 A record holds everything the package knows about a data set: its loader, the feature shape and class count
 ``zoo list`` sizes networks with (nothing is loaded), the image shape of flat image rows, and for a TFDS data
@@ -11,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inference.registry import Registry
+from base.registry import DATASETS
 from base.errors import ArgumentTypeError, InputError
 
-__all__ = ["DATASETS", "DataSet", "TfdsSpec", "register_data"]
+__all__ = ["DATASETS", "DatasetRecord", "TfdsSpec", "register_data"]
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,8 @@ class TfdsSpec:
 
 
 @dataclass(frozen=True)
-class DataSet:
-    """One named data set.
+class DatasetRecord:
+    """What the package knows of one named data set (the data are loaded by its `loader`).
 
     Attributes:
       name: what ``zoo.get(entry, data=name)`` takes.
@@ -50,10 +51,6 @@ class DataSet:
     num_classes: int | None
     image_shape: tuple | None = None
     tfds: TfdsSpec | None = None
-
-
-DATASETS = Registry("data set", "data")
-"""{name: `DataSet`} of every data set known by name, in registration order."""
 
 
 def register_data(name: str, loader: Callable | None = None, *, feature_shape, num_classes: int | None,
@@ -83,7 +80,7 @@ def register_data(name: str, loader: Callable | None = None, *, feature_shape, n
         raise InputError("num_classes", num_classes, "an integer >= 2 or None (regression)")
     if tfds is not None and not isinstance(tfds, TfdsSpec):
         raise ArgumentTypeError("tfds", tfds, "None or a zoo.data.registry.TfdsSpec")
-    DATASETS.register(name, DataSet(name, loader, shape, num_classes, image_shape, tfds))
+    DATASETS.register(name, DatasetRecord(name, loader, shape, num_classes, image_shape, tfds))
     return loader
 
 

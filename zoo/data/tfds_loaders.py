@@ -47,7 +47,7 @@ Not a data set of its own (`zoo.data.cifar10_c` reads it beside CIFAR-10's recor
 
 
 def tfds_pair(name: str):
-    """The `DataSet` loader of the TFDS data set `name`: (train, test) `load_tfds` parts under the same
+    """The `DatasetRecord` loader of the TFDS data set `name`: (train, test) `load_tfds` parts under the same
     arguments (see `load_tfds`; `vocab_size`, `maxlen`, `vocabulary` matter for IMDB only)."""
 
     def load(data_dir=None, *, num_validation: int | None = None, vocab_size: int = 20_000, maxlen: int = 80,
@@ -96,7 +96,7 @@ def default_num_validation(name: str) -> int:
 
 
 def _spec(name: str) -> tuple[int, TfdsSpec]:
-    """(classes, `TfdsSpec`) of a name of `tfds_names()`: from its `DataSet` record, or for a cifar10_corrupted
+    """(classes, `TfdsSpec`) of a name of `tfds_names()`: from its `DatasetRecord` record, or for a cifar10_corrupted
     config, CIFAR-10's classes and `CORRUPTED`."""
     base, _, config = name.partition("/")
     plain = plain_names()

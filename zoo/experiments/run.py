@@ -54,7 +54,7 @@ class FitSettings:
         that a shortened run gets a learning-rate schedule over its own steps.
       kl_warmup_fraction: the KL term is annealed linearly over this fraction of the steps (0: none).
       warm_start: label of an earlier DIGITS_GUIDES row, the mean field of the same network, whose
-        fit starts this one (`inference.from_mean_field`); None: the guide's own initialisation.
+        fit starts this one (`inference.warm_start.from_mean_field`); None: the guide's own initialisation.
     """
 
     steps: int
@@ -64,7 +64,7 @@ class FitSettings:
 
 
 def _default_optimizer(steps):
-    """`inference.default_optimizer`: Adam, rate cosine-decayed 1e-2 -> 1e-4 over `steps` (imported on use)."""
+    """`inference.fit.default_optimizer`: Adam, rate cosine-decayed 1e-2 -> 1e-4 over `steps` (imported on use)."""
     from inference.fit import default_optimizer
 
     return default_optimizer(steps)
@@ -89,7 +89,7 @@ _RANK1_INIT = {"sign_init": -0.5}
 VARIANCE_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(3e-3), kl_warmup_fraction=0.0)
 # Dense-covariance guides on the digits MLP 16-16 (D = 1,482; a full Cholesky factor is 1.1 M parameters;
 # on the 64-64 net, D = 8,970, it would be 40 M, and block diagonal alone took 0.25-0.3 s a step there):
-# started at the converged mean field of the same net (`inference.from_mean_field`) and refined at
+# started at the converged mean field of the same net (`inference.warm_start.from_mean_field`) and refined at
 # lr 1e-4. From a cold start Adam's noisy steps on the D² factor entries stall them far above mean
 # field's loss (~4,600 vs ~1,150; inference/warm_start.py).
 REFINE_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(1e-4), kl_warmup_fraction=0.0,
@@ -260,7 +260,7 @@ class MoonsExperiment(Experiment):
       comparison: ``az.compare`` of the two posteriors (`inference.arviz_compat.compare`: ArviZ 0.x's columns
         under either ArviZ), one row each: PSIS-LOO of the log-likelihood of the 2,000 TRAINING points
         (``to_arviz(post, train)``), an estimate of the predictive density of new data.
-      test_lpd: `inference.predictive_density_table` of the two posteriors on the test set (lpd, its se,
+      test_lpd: `inference.predictive_density.predictive_density_table` of the two posteriors on the test set (lpd, its se,
         lpd per example), the held-out quantity that elpd_loo estimates, best first.
       predictive_summary: ArviZ summary of NUTS's p(y=c|x) at 20 test points (function space).
       weight_summary: ArviZ summary of NUTS's output-layer biases (`inference.arviz_compat.summary`).
@@ -451,14 +451,14 @@ def _fit_digits_row(spec: DigitsGuide, sizes: RunSizes, fitted: dict, seed: int,
     steps = sizes.steps_of(spec.settings)
     _say(f"    {spec.label}: {spec.guide} {spec.guide_kwargs or ''}, {steps} steps", progress)
     start = spec.settings.warm_start
-    init = inference.from_mean_field(guide, fitted[start], digits.train) if start else None
+    init = inference.warm_start.from_mean_field(guide, fitted[start], digits.train) if start else None
     post = fit_with_settings(digits, guide, spec.settings, steps=steps, seed=seed, progress=bars,
                              init_params=init)
     row = _row("digits", spec.label, post, digits, sizes.draws, seed)
     row.update({"network": spec.network, "steps": steps,
                 "final_loss": float(np.mean(post.losses[-max(1, steps // 20):]))})
     row["deterministic_acc"] = evals.metrics.accuracy(
-        inference.predictions_by_procedure(post, digits.test.x, num_samples=2, seed=seed)["deterministic"],
+        inference.zero_mean.predictions_by_procedure(post, digits.test.x, num_samples=2, seed=seed)["deterministic"],
         digits.test.y)
     row["formula_params"] = guide.num_params_formula()
     return row, post, digits.test
@@ -484,7 +484,7 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     """Two-moons MLP 2-16-16-2 (2,000 points, noise 0.1): mean-field SVI for `sizes.moons_steps`, then
     NUTS (2 chains) on the same model started from draws of the SVI posterior; scores, divergences,
     function-space R-hat at 20 test points, ArviZ summaries, ``az.compare`` of the training-data
-    log-likelihoods and the test-set log predictive density (`inference.predictive_density_table`), both from
+    log-likelihoods and the test-set log predictive density (`inference.predictive_density.predictive_density_table`), both from
     ``2 * sizes.draws_per_chain`` draws of each posterior.
     progress: lines at its steps; bars: progress bars of SVI and NUTS (default `progress`).
     Returns the MoonsExperiment with posteriors {"mean_field", "nuts"}."""
@@ -509,15 +509,15 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
     draws = sizes.draws_per_chain * 2
     posteriors = {"mean_field": svi, "nuts": mcmc}
-    assert isinstance(mcmc.info, inference.NutsInfo) and mcmc.info.divergences is not None  # nuts records them
+    assert isinstance(mcmc.info, inference.run_info.NutsInfo) and mcmc.info.divergences is not None  # nuts records them
     # az.compare needs the log-likelihood of the data each posterior was fitted to (to_arviz checks it)
     idata = {"mean_field": inference.to_arviz(svi, moons.train, num_samples=draws, seed=seed),
              "nuts": inference.to_arviz(mcmc, moons.train, seed=seed)}
     return MoonsExperiment(
         table.set_index(["data", "posterior"]), posteriors, moons.test, comparison=arviz_compat.compare(idata),
-        test_lpd=inference.predictive_density_table(posteriors, moons.test, num_samples=draws, seed=seed),
+        test_lpd=inference.predictive_density.predictive_density_table(posteriors, moons.test, num_samples=draws, seed=seed),
         predictive_summary=diagnostics.predictive_summary(mcmc, probe),
-        weight_summary=arviz_compat.summary(idata["nuts"], var_names=[inference.arviz_name("mlp/~/linear_2/b")],
+        weight_summary=arviz_compat.summary(idata["nuts"], var_names=[inference.site_names.arviz_name("mlp/~/linear_2/b")],
                                             round_to=4),
         rhat_max_predictive=nuts_row["rhat_max_predictive"], divergences=mcmc.info.divergences)
 

@@ -87,7 +87,7 @@ def results_markdown(table: pd.DataFrame, ood_table: pd.DataFrame, ood_summary: 
         `divergences`) and "two_moons" (`zoo.experiments.run.main_job`'s table).
       ood_table: `evals.ood.OODResults.table` of the digits posteriors, one row per (method, type, severity).
       ood_summary: `evals.ood.summary_table` of it (rows in any order; shown in `table`'s order).
-      comparison: ``az.compare`` of the two-moons posteriors; test_lpd: their `inference.predictive_density_table`.
+      comparison: ``az.compare`` of the two-moons posteriors; test_lpd: their `inference.predictive_density.predictive_density_table`.
       title: the report's first line, after "# " (the size, seed and time of the run).
       draws, ood_draws: predictive draws per posterior on the clean test sets and on each digits-C set.
     Returns the Markdown text.

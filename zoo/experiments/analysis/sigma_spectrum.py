@@ -55,12 +55,12 @@ def variance_explained(matrix, k: int) -> float:
 
 def posterior_moments(posterior) -> dict:
     """{site: (mean, sd)} of every latent site of an SVI posterior whose guide is factorised per site
-    (`inference.SiteGuide`: mean field, k-tied, ...), each of the site's shape, from the guide's
+    (`inference.site_guide.SiteGuide`: mean field, k-tied, ...), each of the site's shape, from the guide's
     distributions of the (unconstrained) site values: mean and sqrt(variance) elementwise."""
     guide = getattr(posterior, "guide", None)
     if guide is None or getattr(posterior, "kind", None) != "svi" or not hasattr(guide, "distributions"):
         raise InputError("posterior", f"<a {getattr(posterior, 'kind', type(posterior).__name__)!r} posterior>",
-                         "an SVI Posterior of a per-site guide (e.g. inference.mean_field, inference.k_tied)")
+                         "an SVI Posterior of a per-site guide (e.g. inference.mean_field, inference.k_tied.k_tied)")
     out = {}
     for name, fn in guide.distributions(posterior.params).items():
         out[name] = (np.asarray(fn.mean), np.sqrt(np.asarray(fn.variance)))

@@ -18,7 +18,7 @@ def fit_step_ms(model, guide, data, *, steps: int = 1200, batch_size: int = 128,
                 seed: int = 0) -> float:
     """Milliseconds per SVI step of ``fit(model, guide, data, ...)``: (fit_s - first_step_s) / (steps -
     chunk_size), i.e. every step after the first chunk (which holds the guide's initialisation and the
-    compile; `inference.FitInfo`). steps: more than `chunk_size`. Wall-clock time: on a shared machine,
+    compile; `inference.run_info.FitInfo`). steps: more than `chunk_size`. Wall-clock time: on a shared machine,
     interleave the guides you compare and repeat."""
     check_positive_ints(steps=steps, batch_size=batch_size, chunk_size=chunk_size)
     if steps <= chunk_size:

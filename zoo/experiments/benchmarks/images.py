@@ -4,16 +4,16 @@ Per network (``mlp``: 784-400-400-10 on flat rows; ``lenet5``: the catalogue's L
 images, e.g. the embedded 8 x 8 digits, gives each network its input size from the data) and seed, every method
 of `METHODS` is fitted on the training part and scored on the test images (`Settings` has the sizes):
 
-  map                 ``inference.point_estimate`` with `inference.fit`'s defaults (the reference of every cost)
+  map                 ``inference.point_estimate.point_estimate`` with `inference.fit`'s defaults (the reference of every cost)
   map_temperature     the map fit with one temperature fitted on the validation images (`evals.temperature_scale`)
   ensemble            ``inference.ensemble``: `Settings.ensemble_size` point estimates, the members as draws
-  mc_dropout          ``inference.binary_dropout`` on every weight matrix (rate `Settings.dropout_rate`, untuned)
+  mc_dropout          ``inference.dropout.binary_dropout`` on every weight matrix (rate `Settings.dropout_rate`, untuned)
   mean_field          ``inference.mean_field`` with `inference.fit`'s defaults (Adam)
   ivon                ``inference.mean_field`` fitted by ``inference.ivon(steps=S)`` over the same S steps (its rule:
                       the rate cosine-decayed over S, beta2 = 1 - 1/S)
   ivon_half           the same over S / 2 steps (issue 43's goal asks IVON at half mean field's training time)
-  k_tied              ``inference.k_tied``, k = 2
-  low_rank            ``inference.low_rank`` (rank `Settings.low_rank`)
+  k_tied              ``inference.k_tied.k_tied``, k = 2
+  low_rank            ``inference.joint_gaussian.low_rank`` (rank `Settings.low_rank`)
   laplace_last_layer  ``inference.laplace(model, map, train, structure="last_layer", predictive="glm")``
   laplace_kfac        the same with ``structure="kfac"``
   laplace_*_val       the same two with the prior precision chosen on the validation images (``validation=``, the
@@ -73,7 +73,7 @@ CSV = "images.csv"
 class Settings:
     """What one run does (`FULL`, `QUICK`); part of the folder's identity (a resumed run must match it).
 
-    steps, batch_size: every SVI fit (None: `inference.default_steps`, 1,000 of 128). hidden: the mlp's hidden
+    steps, batch_size: every SVI fit (None: `inference.fit.default_steps`, 1,000 of 128). hidden: the mlp's hidden
     widths. num_samples: draws on the clean test images; corrupt_images, corrupt_draws, corruption_types (None:
     all 19), severities: the corruption suite. ensemble_size, dropout_rate, low_rank: the baselines' own settings,
     fixed a priori (the issue's). validation_fraction: the last part of the training images held back.
@@ -206,13 +206,13 @@ def guide_for(method: str, model, settings: Settings):
     import inference
 
     if method == "map":
-        return inference.point_estimate(model)
+        return inference.point_estimate.point_estimate(model)
     if method == "mc_dropout":
-        return inference.binary_dropout(model, dropout_sites=["*/w"], rate=settings.dropout_rate)
+        return inference.dropout.binary_dropout(model, dropout_sites=["*/w"], rate=settings.dropout_rate)
     if method == "k_tied":
-        return inference.k_tied(model, k=2)
+        return inference.k_tied.k_tied(model, k=2)
     if method == "low_rank":
-        return inference.low_rank(model, rank=settings.low_rank)
+        return inference.joint_gaussian.low_rank(model, rank=settings.low_rank)
     return inference.mean_field(model)
 
 
@@ -224,6 +224,7 @@ def fit_method(method: str, entry, images: Images, settings: Settings, seed: int
     import jax
 
     import inference
+    from inference.fit import default_steps
 
     jax.clear_caches()  # every fit traces and compiles (or loads from the persistent cache) its own programs
     if method in NEEDS_MAP:
@@ -238,7 +239,7 @@ def fit_method(method: str, entry, images: Images, settings: Settings, seed: int
             post = inference.ensemble(entry.model, entry.train, members=settings.ensemble_size, seed=seed,
                                       steps=settings.steps, batch_size=settings.batch_size)
         else:
-            steps = settings.steps or inference.default_steps(len(entry.train.y), settings.batch_size)
+            steps = settings.steps or default_steps(len(entry.train.y), settings.batch_size)
             if method.startswith("ivon"):
                 steps = steps // 2 if method == "ivon_half" else steps
                 settings = replace(settings, steps=steps)

@@ -5,11 +5,11 @@ Per data set (a folder of the standard layout, `zoo.data.uci`) and split K, the 
 site ``likelihood/noise`` under the prior `Settings.noise_prior`, sigma^2 ~ InverseGamma(1, 0.1), on the sd of the
 standardised target) is fitted by each method of `METHODS`:
 
-  map              the point estimate (``inference.point_estimate``; seed 0)
+  map              the point estimate (``inference.point_estimate.point_estimate``; seed 0)
   mean_field       ``inference.mean_field``
-  full_covariance  ``inference.full_covariance`` (one Gaussian over all weights)
-  low_rank         ``inference.low_rank`` (rank `Settings.low_rank`)
-  k_tied           ``inference.k_tied`` (k = 2)
+  full_covariance  ``inference.joint_gaussian.full_covariance`` (one Gaussian over all weights)
+  low_rank         ``inference.joint_gaussian.low_rank`` (rank `Settings.low_rank`)
+  k_tied           ``inference.k_tied.k_tied`` (k = 2)
   mc_dropout       ``inference.dropout.binary_dropout`` on every weight matrix (rate `Settings.dropout_rate`)
   ensemble         `Settings.ensemble_size` point estimates (seeds 0, 1, ...; seed 0 is the ``map`` row's fit),
                    the predictive an equal mixture of their Normals
@@ -141,13 +141,13 @@ def guide_for(method: str, model, settings: Settings):
     from inference.dropout import binary_dropout
 
     if method in ("map", "ensemble"):
-        return inference.point_estimate(model)
+        return inference.point_estimate.point_estimate(model)
     if method == "mc_dropout":
         return binary_dropout(model, dropout_sites=["*/w"], rate=settings.dropout_rate)
     if method == "low_rank":
-        return inference.low_rank(model, rank=settings.low_rank)
+        return inference.joint_gaussian.low_rank(model, rank=settings.low_rank)
     if method == "k_tied":
-        return inference.k_tied(model, k=2)
+        return inference.k_tied.k_tied(model, k=2)
     return inference.make_guide(method, model)
 
 
@@ -191,7 +191,7 @@ def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
     f, ll, sigma = predictions(post, entry.test, total)
     diag = ess_rhat(f.reshape(settings.nuts_chains, settings.nuts_draws, -1))
     info = post.info
-    assert isinstance(info, inference.NutsInfo)  # nuts records one
+    assert isinstance(info, inference.run_info.NutsInfo)  # nuts records one
     stats = {"divergences": info.divergences, "max_rhat": diag["rhat_max"], "min_ess": diag["ess_bulk_min"],
              "leapfrog": info.mean_leapfrog_steps,
              "converged": bool(diag["rhat_max"] <= RHAT_MAX and diag["ess_bulk_min"] >= ESS_MIN)}

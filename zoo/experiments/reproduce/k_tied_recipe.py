@@ -22,7 +22,9 @@ import numpy as np
 import optax
 import pandas as pd
 
-from inference import ConvergenceWarning, PosteriorCollapseWarning, fit, point_estimate
+from inference import ConvergenceWarning, PosteriorCollapseWarning, fit
+
+from inference.point_estimate import point_estimate
 from inference.kl_schedules import stepwise_linear
 from zoo.experiments.reproduce.k_tied_runs import make_guide
 from zoo.experiments.reproduce.tuning import Choice, choose_on_validation, grid

@@ -14,7 +14,8 @@ import pandas as pd
 
 from zoo.experiments.analysis.elbo_draws import negative_elbo_draws
 from zoo.experiments.analysis.gradient_snr import snr_summary
-from inference import ConvergenceWarning, fit, k_tied, mean_field
+from inference import ConvergenceWarning, fit, mean_field
+from inference.k_tied import k_tied
 from zoo.experiments.analysis.elbo_gradients import elbo_gradients
 from zoo.experiments.analysis.step_time import fit_step_ms
 from zoo.data.tfds_loaders import load_tfds

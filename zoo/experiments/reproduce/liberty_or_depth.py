@@ -33,7 +33,8 @@ from zoo.experiments.analysis.product_covariance import (
     simulate_product_covariance,
 )
 from zoo.experiments.analysis.verdicts import combine, judge, paired_interval, t_interval
-from inference import NutsInfo, fit, mean_field, nuts
+from inference import fit, mean_field, nuts
+from inference.run_info import NutsInfo
 from base.errors import InputError
 from base.run_folder import claim_run_folder
 from models.networks.budget_mlp import mlp_param_count, widest_mlp_under_budget

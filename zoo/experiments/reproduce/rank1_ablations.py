@@ -148,7 +148,7 @@ def _placement_model(split, settings, with_prior):
                        rank1_likelihood(models.likelihoods.categorical(), k, settings.objective), name="rank1_mlp")
     model.feature_shape = split.train.feature_shape
     sites = ("*/alpha", "*/gamma") if with_prior is None else (f"*/{with_prior}",)
-    guide = inference.rank1_mixture(model, family="normal", dropout_rate=settings.dropout_rate,
+    guide = inference.rank1_mixture.rank1_mixture(model, family="normal", dropout_rate=settings.dropout_rate,
                                     sign_init=settings.sign_init, factor_sites=sites)
     return model, guide
 

@@ -112,14 +112,14 @@ def split_validation(train, fraction: float):
 def guide_of(settings, method: Method, model):
     """The guide of ``method`` on ``model``: its family on ``method.sites``, point estimates elsewhere."""
     if method.guide == "point_estimate":
-        return inference.point_estimate(model)
+        return inference.point_estimate.point_estimate(model)
     if method.guide == "binary_dropout":
         return binary_dropout(model, dropout_sites=[method.sites], rate=settings.dropout_rate)
     family = {"zero_mean": ("zero_mean", {}),
               "additive": ("mean_field", {"init_scale": settings.additive_init_scale}),
               "variance_layers": ("variance_layers", {"granularity": method.granularity,
                                                       "init_log_alpha": settings.init_log_alpha})}[method.guide]
-    return inference.by_site(model, {method.sites: family}, default="point_estimate")
+    return inference.by_site.by_site(model, {method.sites: family}, default="point_estimate")
 
 
 def variance_param_labels(params: dict) -> dict:
@@ -157,7 +157,7 @@ def scores(settings, post, test, seed: int, validation=None) -> dict:
     x = np.concatenate([d.x for _, d in parts])
     rows = min(SCORE_ROWS, len(x))
     padded = np.concatenate([x, np.zeros((-len(x) % rows,) + x.shape[1:], x.dtype)])
-    blocks = [inference.predictions_by_procedure(post, padded[i:i + rows], num_samples=settings.ensemble_draws,
+    blocks = [inference.zero_mean.predictions_by_procedure(post, padded[i:i + rows], num_samples=settings.ensemble_draws,
                                                  seed=seed) for i in range(0, len(padded), rows)]
     preds = {k: np.concatenate([b[k] for b in blocks])[:len(x)] for k in blocks[0]}
     out, start = {}, 0
@@ -235,7 +235,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
                          optimizer=optimizer_of(settings, rate), seed=seed, progress=False, chunk_size=per_epoch,
                          on_chunk=record if curve else None,
                          estimator=per_example(settings, method))
-    assert isinstance(post.info, inference.FitInfo) and post.losses is not None  # fit records both
+    assert isinstance(post.info, inference.run_info.FitInfo) and post.losses is not None  # fit records both
     row = {"method": method.label, "seed": seed, "learning_rate": rate, **scores(settings, post, e.test, seed,
                                                                                   validation),
            "elbo": -float(np.mean(post.losses[-per_epoch:])), "log_alpha": mean_log_alpha(post, method),
