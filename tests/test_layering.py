@@ -260,10 +260,16 @@ def test_the_experiment_check_sees_every_way_of_importing_them(tmp_path, monkeyp
         "m.py:6 imports zoo.experiments"]
 
 
-def test_importing_the_library_and_the_command_line_loads_no_experiment():
-    code = ("import sys, models, inference, evals, zoo, zoo.cli\n"
+def test_importing_the_library_and_the_command_line_loads_no_experiment_and_sets_no_jax_option(tmp_path):
+    """... and changes no global JAX setting: the persistent compilation cache stays off although
+    BNN_ZOO_COMPILATION_CACHE names a folder (the CLI or ``zoo.enable_compilation_cache()`` turn it on)."""
+    code = ("import sys, jax\n"
+            "import models, inference, evals, zoo, zoo.cli\n"
+            "assert jax.config.jax_compilation_cache_dir is None, jax.config.jax_compilation_cache_dir\n"
             f"print(sorted(m for m in sys.modules if m.startswith({EXPERIMENTS!r})))")
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "BNN_ZOO_COMPILATION_CACHE": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"importing the library loaded {done.stdout.strip()}"
+    assert not (tmp_path / "cache").exists()

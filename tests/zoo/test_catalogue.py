@@ -38,7 +38,13 @@ def test_catalogue_lists_entries_with_weight_counts():
     rows = {r["name"]: r for r in zoo.list()}
     assert rows["mlp"]["weights"] == 64 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10
     assert rows["deep_linear"]["weights"] == 64 * 32 + 32 * 32 + 32 * 10
-    assert "mean_field" in rows["mlp"]["guides"]
+    # an entry's guides, derived from the guides' registered `suits` (no list beside the entry): a plain network
+    # gets every plain guide, the dense covariances only under their size limit (16,384 latent values), a rank-1
+    # network the rank-1 guide
+    plain = ["by_site", "point_estimate", "mean_field", "zero_mean", "variance_layers", "binary_dropout", "k_tied"]
+    assert rows["mlp"]["guides"].split(", ") == plain + ["full_covariance", "low_rank", "block_diagonal"]  # 8,970
+    assert rows["resnet18"]["guides"].split(", ") == plain + ["low_rank"]  # 11.2 M weights: no dense covariance
+    assert rows["rank1_mlp"]["guides"] == "rank1_mixture"
 
 
 def test_entry_config_rebuilds_the_entry():
