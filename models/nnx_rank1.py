@@ -10,7 +10,7 @@ through the bridge (`models.adapters.nnx`): ``kernel`` (W: (in, out) or (kh, kw,
 (``pip install 'bnn-zoo[flax]'``; `base.errors.MissingDependencyError` otherwise).
 
 The variance layers of Neklyudov et al. (2018) need no layer of their own: they are a guide
-(``inference.variance_layers``) over the kernels of ordinary ``nnx.Linear`` / ``nnx.Conv`` layers with the
+(``inference.zero_mean.variance_layers``) over the kernels of ordinary ``nnx.Linear`` / ``nnx.Conv`` layers with the
 log-uniform prior (`models.variance.log_uniform_prior`).
 """
 

@@ -626,7 +626,6 @@ def check_fit_state_dir(path: str, resume: bool) -> None:
     without --resume (it would be started afresh), or a place where no folder can be written. Raises InputError
     (exit status 2)."""
     from base.atomic_dir import check_writable, folder_kind
-    from inference.fit import default_steps
     from inference.fit_state import saved_step
     from base.errors import FolderNotOwnedError, InputError
 

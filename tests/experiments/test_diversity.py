@@ -8,7 +8,7 @@ import pytest
 import models
 from zoo.experiments.analysis.diversity import component_probs, diversity_table, member_scores, plot_diversity
 from inference import fit
-from inference.rank1_mixture.rank1_mixture import batch_ensemble
+from inference.rank1_mixture import batch_ensemble
 from base.errors import InputError
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
 

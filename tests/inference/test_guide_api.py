@@ -10,7 +10,7 @@ import models
 from inference import GUIDES, fit, load, register_guide, save, to_arviz
 from inference.site_names import arviz_name
 from inference.k_tied import k_tied
-from inference.rank1_mixture.rank1_mixture import batch_ensemble, rank1_mixture
+from inference.rank1_mixture import batch_ensemble, rank1_mixture
 from inference.zero_mean import variance_layers, zero_mean
 from models.networks.mlp import mlp
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior

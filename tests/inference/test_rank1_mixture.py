@@ -11,7 +11,7 @@ import models
 from inference import fit, nuts
 from inference.by_site import by_site
 from inference.elbo import elbo_terms
-from inference.rank1_mixture.rank1_mixture import RatioCauchy, batch_ensemble, rank1_mixture
+from inference.rank1_mixture import RatioCauchy, batch_ensemble, rank1_mixture
 from models.networks.mlp import mlp
 from models.rank1 import rank1_likelihood, rank1_mlp, rank1_prior
 
@@ -153,7 +153,7 @@ def test_lognormal_factors_are_positive_and_their_kl_is_the_log_space_normal_kl(
     (log q - log p, no closed form registered) averages to the KL of the log-space Normals, summed over components."""
     from types import SimpleNamespace
 
-    from inference.rank1_mixture.rank1_mixture import Rank1FactorFamily
+    from inference.rank1_mixture import Rank1FactorFamily
 
     model = _model("lognormal")
     zeros = _init_params(rank1_mixture(model, family="lognormal", sign_init=0.5))

@@ -103,7 +103,7 @@ def clipped_entries(posterior, k: int, floor: float = DEFAULT_FLOOR) -> tuple[in
 def k_tied_param_count(model, feature_shape, k: int | None) -> int:
     """Variational parameters of `model` (inputs of `feature_shape`) with the sigma matrices tied at rank k:
     sum over weight matrices (m x n) of mn + k(m + n), plus 2 per bias entry (Table 1; the k-tied guide's
-    own formula, `inference.KTiedFamily.num_params`); k None: mean field, 2 per entry."""
+    own formula, `inference.k_tied.KTiedFamily.num_params`); k None: mean field, 2 per entry."""
     guide = mean_field(model) if k is None else k_tied(model, k=k)
     guide.setup(jnp.zeros((1,) + tuple(feature_shape), jnp.float32))
     return guide.num_params_formula()
