@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from numpyro.distributions import constraints
 
 from inference.sites import Site
+from models.priors import fan_in
 from base.errors import InputError
 
 
@@ -65,16 +66,12 @@ DEFAULT_SCALE_CAP = 1.5
 """c of the default sigma cap: a weight's sd in q stays below c / sqrt(fan_in) (`scale_limit`)."""
 
 
-def fan_in(shape) -> int:
-    """Inputs per output unit of a weight of `shape`: prod(shape[:-1]) for ndim >= 2 (dense (in, out): in; conv
-    (kh, kw, cin, cout): kh kw cin), 1 for biases and scalars."""
-    return math.prod(shape[:-1]) if len(shape) >= 2 else 1
-
-
 def scale_limit(site: Site, cap: float | None, bias_limit: str = "layer") -> float | None:
     """The largest sd q may give an entry of `site`: cap / sqrt(fan_in), or None (no limit) for ``cap=None``.
 
-    fan_in is read off the site's shape (`fan_in`), except for a bias under ``bias_limit="layer"``: one more weight
+    fan_in is the site's own (`models.priors.fan_in`, the one rule of the package: dense (in, out): in; conv
+    (kh, kw, cin, cout): kh kw cin; 1 for biases, rank-1 per-component biases (K, out) and embedding tables),
+    except for a bias under ``bias_limit="layer"``: one more weight
     on each output unit, it takes its layer's (``site.layer_fan_in``, its kernel's), so its kernel's limit. Under ``"own"`` (the rule before biases followed their layer;
     checkpoints fitted so keep it) fan_in is read off the site's shape alone, 1 for a bias, whose sd could then
     reach c. With unit-variance inputs, the noise a layer's capped weights add to a pre-activation then has sd at
@@ -83,7 +80,7 @@ def scale_limit(site: Site, cap: float | None, bias_limit: str = "layer") -> flo
     if cap is None:
         return None
     layer = site.layer_fan_in if len(site.shape) == 1 and bias_limit == "layer" else None
-    n = layer if layer is not None else fan_in(site.shape)
+    n = layer if layer is not None else fan_in(site.name, site.shape)
     return cap / math.sqrt(n)
 
 

@@ -72,11 +72,12 @@ def test_readme_states_the_defaults():
 def test_the_sigma_cap_limits_q_and_is_the_identity_for_small_scales():
     import jax.numpy as jnp
 
-    from inference.families import DEFAULT_SCALE_CAP, capped, fan_in
+    from inference.families import DEFAULT_SCALE_CAP, capped, scale_limit
     from inference.sites import Site
+    from models.priors import fan_in
 
-    assert DEFAULT_SCALE_CAP == 1.5 and fan_in((784, 400)) == 784 and fan_in((5, 5, 20, 50)) == 500
-    assert fan_in((400,)) == 1
+    assert DEFAULT_SCALE_CAP == 1.5 and fan_in("w", (784, 400)) == 784 and fan_in("w", (5, 5, 20, 50)) == 500
+    assert fan_in("b", (400,)) == 1
     limit = 1.5 / 28.0
     scales = jnp.array([1e-4, limit / 6, limit, 10.0])
     sd = np.asarray(capped(scales, limit))
@@ -94,6 +95,11 @@ def test_the_sigma_cap_limits_q_and_is_the_identity_for_small_scales():
     assert float(var.max()) == pytest.approx(limit ** 2, rel=1e-5)  # U Vᵀ = 2 everywhere: at the cap too
     with pytest.raises(ValueError, match="scale_cap"):
         NormalFamily(scale_cap=0.0)
+    # one fan_in rule, the priors' (`models.priors.fan_in`): an embedding table (vocab, d) and a rank-1
+    # per-component bias (K, out) have fan_in 1, so their limit is c (the shape-only rule gave c / sqrt(vocab), c / sqrt(K))
+    embedding = Site("lstm/~/embed/embeddings", (20_000, 128), None, None, jnp.zeros((20_000, 128)))
+    rank1_bias = Site("r1/b", (4, 10), None, None, jnp.zeros((4, 10)))
+    assert scale_limit(embedding, 1.5) == scale_limit(rank1_bias, 1.5) == 1.5 and scale_limit(site, 1.5) == limit
 
 
 def test_a_bias_takes_its_layers_limit_and_old_checkpoints_keep_their_own(entry):

@@ -6,7 +6,8 @@ import pytest
 import inference
 import zoo
 from inference.elbo import elbo_terms
-from inference.families import DEFAULT_SCALE_CAP, fan_in
+from inference.families import DEFAULT_SCALE_CAP
+from models.priors import fan_in
 from inference.fit import minibatch_indices
 from inference.svi import constrain as constrain_params, guide_param_init
 from inference.run_info import FitInfo
@@ -49,7 +50,7 @@ def test_kl_term_is_the_closed_form_normal_kl(tiny):
     want = 0.0
     for site in tiny.model.site_shapes(x):
         m, s = post.params[f"{site}_auto_loc"], post.params[f"{site}_auto_scale"]
-        limit = DEFAULT_SCALE_CAP / np.sqrt(fan_in(tiny.model.site_shapes(x)[site]))
+        limit = DEFAULT_SCALE_CAP / np.sqrt(fan_in(site, tiny.model.site_shapes(x)[site]))
         s = limit * np.tanh(s / limit)  # q's sd under the default sigma cap (`inference.families.capped`)
         want += np.sum(np.log(1.0 / s) + (s**2 + m**2) / 2.0 - 0.5)  # KL(N(m, s) || N(0, 1))
     np.testing.assert_allclose(kl, want, rtol=1e-5)
