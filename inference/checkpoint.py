@@ -36,7 +36,7 @@ from base.atomic_dir import atomic_directory, check_folder, check_writable, read
 from inference.model_identity import first_difference, model_identity
 from inference.laplace_posterior import LaplacePosterior
 from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
-from inference.registry import make_guide
+from inference.registry import make_guide, saved_settings
 from inference.run_info import info_from_record, info_record
 from base.errors import ArgumentTypeError, CheckpointError, InputError
 
@@ -45,9 +45,6 @@ ARRAYS = "arrays.npz"
 META = "posterior.json"
 FIELDS = ("kind", "feature_shape", "site_shapes", "model", "identity", "guide", "config", "info_type", "info",
           "training_data")  # the fields of posterior.json, all of them written by `save` (values may be null)
-GUIDE_SETTINGS: dict[str, tuple[str, ...]] = {"mean_field": ("scale_cap", "bias_limit"), "k_tied": ("scale_cap", "bias_limit")}
-"""Settings a saved config of these guides names (their defaults changed before the release: a config without
-them was fitted under other settings and is refused)."""
 SLACK_BYTES = 1 << 16  # the archive's and the manifest's own bytes, beyond the arrays and the metadata
 
 
@@ -120,12 +117,14 @@ def read_meta(path) -> dict:
 
 def check_guide_config(folder: str, config: dict) -> None:
     """Raise `CheckpointError` naming `folder` when the saved guide config {"name": ..., **kwargs} lacks a setting
-    of `GUIDE_SETTINGS` (rebuilt with today's default it would be another guide than the one fitted)."""
-    missing = [k for k in GUIDE_SETTINGS.get(str(config.get("name")), ()) if k not in config]
+    its guide registered as ``saved_settings`` (rebuilt with today's default it would be another guide than the one
+    fitted; `inference.registry.saved_settings`)."""
+    required = saved_settings(config.get("name"))
+    missing = [k for k in required if k not in config]
     if missing:
         raise CheckpointError(folder, f"its {config['name']} guide config lacks {missing}: it was written by a "
                                       f"pre-release version; this version reads guide configs that name "
-                                      f"{list(GUIDE_SETTINGS[config['name']])}. Fit and save it again", META)
+                                      f"{list(required)}. Fit and save it again", META)
 
 
 def load(path, model=None) -> Posterior:

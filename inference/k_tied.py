@@ -119,7 +119,7 @@ class KTiedFamily:
                 "bias_limit": self.bias_limit}
 
 
-@register_guide("k_tied")
+@register_guide("k_tied", saved_settings=("scale_cap", "bias_limit"))
 def k_tied(model, *, k: int = 2, init_scale: float = 1e-2, init_noise: float = 0.1,
            scale_cap: float | None = DEFAULT_SCALE_CAP, bias_limit: str = "layer", prefix: str = "auto",
            rank: int | None = None) -> SiteGuide:

@@ -62,7 +62,7 @@ class NormalFamily:
         return {"init_scale": self.init_scale, "scale_cap": self.scale_cap, "bias_limit": self.bias_limit}
 
 
-@register_guide("mean_field")
+@register_guide("mean_field", saved_settings=("scale_cap", "bias_limit"))
 def mean_field(model, *, init_scale: float = 1e-2, scale_cap: float | None = DEFAULT_SCALE_CAP,
                bias_limit: str = "layer", prefix: str = "auto") -> SiteGuide:
     """The mean-field guide for `model` (a `models.BNN`): `NormalFamily` on every site.

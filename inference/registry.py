@@ -20,7 +20,7 @@ from base.registry import ESTIMATORS, FAMILIES, GUIDES
 from models.rank1 import RANK1_SITE_SUFFIXES
 
 __all__ = ["ESTIMATORS", "FAMILIES", "GUIDES", "example_options", "guides_for", "has_rank1_factors", "make_guide",
-           "plain_model", "plain_model_under", "register_family", "register_guide", "suits"]
+           "plain_model", "plain_model_under", "register_family", "register_guide", "saved_settings", "suits"]
 
 
 def has_rank1_factors(site_shapes: Mapping) -> bool:
@@ -46,7 +46,7 @@ def plain_model_under(max_latent_dim: int, *, per_site: bool = False) -> Callabl
 
 
 def register_guide(name: str, factory: Callable | None = None, *, example: dict | None = None,
-                   suits: Callable[[Mapping], bool] = plain_model):
+                   suits: Callable[[Mapping], bool] = plain_model, saved_settings: tuple = ()):
     """Make ``factory(model, **options) -> guide`` available as `name` (`make_guide`, the CLI's ``--guide``,
     `by_site`'s checkpoints, ``zoo run``'s table); without `factory`, a decorator. Returns `factory`.
 
@@ -56,6 +56,8 @@ def register_guide(name: str, factory: Callable | None = None, *, example: dict 
     names (e.g. ``{"dropout_sites": ["*/w"]}``); tools that try every guide (``zoo run``) use them. `suits`:
     ``suits(site_shapes) -> bool`` over a model's latent sites {name: shape}, whether the guide is meant for
     that model (default `plain_model`); ``zoo list`` derives each entry's guides from it (`guides_for`).
+    `saved_settings`: options a saved config of the guide must name (their defaults changed before the
+    release: `inference.load` refuses a config without them, `saved_settings`).
     Raises InputError for an empty name, a factory or `suits` that is not callable or an `example` that is not
     a dict.
     """
@@ -65,7 +67,8 @@ def register_guide(name: str, factory: Callable | None = None, *, example: dict 
         raise InputError("factory", factory, "a callable factory(model, **options) -> guide")
     if not callable(suits):
         raise InputError("suits", suits, "a callable suits(site_shapes) -> bool")
-    return GUIDES.register(name, factory, example=dict(example or {}), suits=suits)
+    return GUIDES.register(name, factory, example=dict(example or {}), suits=suits,
+                           saved_settings=tuple(saved_settings))
 
 
 def register_family(family_class):
@@ -86,6 +89,12 @@ def make_guide(name: str, model, **options):
 def example_options(name: str) -> dict:
     """The ``example`` options registered with guide `name` ({} when none were given)."""
     return dict(GUIDES.info(name).get("example") or {})
+
+
+def saved_settings(name) -> tuple:
+    """The options a saved config of guide `name` must name (registered as ``saved_settings``; () for a guide
+    registered without them or a name no guide has: its rebuild then reports the unknown name)."""
+    return tuple(GUIDES.info(name).get("saved_settings", ())) if name in GUIDES else ()
 
 
 def suits(name: str, site_shapes: Mapping) -> bool:

@@ -186,12 +186,12 @@ def moons_tiny_svi(moons_tiny):
 
 @pytest.fixture
 def registries_restored():
-    """Tests that register guides, families, entries or data sets (the walkthroughs, a user's extension) keep
-    them for the test only, so that tests run later in the same process see the package's own registrations."""
-    from zoo.data.registry import DATASETS
-    from zoo.registry import ENTRIES
+    """Tests that register guides, families, priors, corruptions, entries or data sets (the walkthroughs, a user's
+    extension) keep them for the test only, so that tests run later in the same process see the package's own
+    registrations: every registry of `base.registry` is restored."""
+    import base.registry
 
-    registries = (inference.GUIDES, inference.registry.FAMILIES, ENTRIES, DATASETS)
+    registries = [r for r in vars(base.registry).values() if isinstance(r, base.registry.Registry)]
     saved = [r.snapshot() for r in registries]
     yield
     for registry, snapshot in zip(registries, saved):

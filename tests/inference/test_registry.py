@@ -74,39 +74,29 @@ def test_every_built_in_is_registered_by_the_same_mechanism():
     assert zoo.registry.placeholder_data("digits_28").image_shape == (28, 28, 1)
 
 
-def test_a_registered_corruption_is_known_by_name_and_a_prior_kind_rebuilds_from_its_spec():
-    registered = base.registry.CORRUPTIONS.snapshot(), base.registry.PRIORS.snapshot()
-    try:
-        flip = evals.corruptions.registry.Corruption("flip", lambda x, p, rng, scale: x[:, ::-1], (0,) * 5, False,
-                                                     False)
-        evals.corruptions.registry.register_corruption(flip)
-        x = np.arange(12, dtype=np.float32).reshape(1, 2, 2, 3) / 12
-        np.testing.assert_array_equal(evals.corruptions.corrupt(x, "flip", 1), x[:, ::-1])
-        with pytest.raises(InputError, match="five params"):
-            evals.corruptions.registry.register_corruption(flip._replace(params=(0,)))
-        base.registry.PRIORS.register("unit_laplace", lambda: lambda name, shape: dist.Laplace(0.0, 1.0).expand(shape))
-        assert isinstance(priors.from_spec({"kind": "unit_laplace"})("w", (2,)).base_dist, dist.Laplace)
-    finally:
-        base.registry.CORRUPTIONS.restore(registered[0])
-        base.registry.PRIORS.restore(registered[1])
-    with pytest.raises(InputError, match="unknown corruption 'flip'"):
-        evals.corruptions.corrupt(x, "flip", 1)
+def test_a_registered_corruption_is_known_by_name_and_a_prior_kind_rebuilds_from_its_spec(registries_restored):
+    flip = evals.corruptions.registry.Corruption("flip", lambda x, p, rng, scale: x[:, ::-1], (0,) * 5, False, False)
+    evals.corruptions.registry.register_corruption(flip)
+    x = np.arange(12, dtype=np.float32).reshape(1, 2, 2, 3) / 12
+    np.testing.assert_array_equal(evals.corruptions.corrupt(x, "flip", 1), x[:, ::-1])
+    with pytest.raises(InputError, match="five params"):
+        evals.corruptions.registry.register_corruption(flip._replace(params=(0,)))
+    with pytest.raises(InputError, match="unknown corruption 'nope'"):
+        evals.corruptions.corrupt(x, "nope", 1)
+    base.registry.PRIORS.register("unit_laplace", lambda: lambda name, shape: dist.Laplace(0.0, 1.0).expand(shape))
+    assert isinstance(priors.from_spec({"kind": "unit_laplace"})("w", (2,)).base_dist, dist.Laplace)
 
 
-def test_an_entrys_guides_are_derived_from_the_guides_registrations():
+def test_an_entrys_guides_are_derived_from_the_guides_registrations(registries_restored):
     """An entry's guides (``zoo list``; tests/zoo/test_catalogue.py checks the catalogue's) are those whose
     registered ``suits`` accepts the model's sites: a guide registered later joins the lists it suits."""
     shapes = {"mlp/~/linear_0/w": (4, 3), "mlp/~/linear_0/b": (3,)}
     rank1 = {"r1/w": (4, 3), "r1/alpha": (2, 4), "r1/gamma": (2, 3)}
-    saved = inference.GUIDES.snapshot()
-    try:
-        inference.register_guide("rank1_only", lambda model: None, suits=inference.registry.has_rank1_factors)
-        inference.register_guide("mine", lambda model: None)  # default: plain models
-        assert guides_for(shapes)[-1] == "mine" and guides_for(rank1) == ["rank1_mixture", "rank1_only"]
-        with pytest.raises(InputError, match="suits: expected a callable"):
-            inference.register_guide("bad", lambda model: None, suits="plain")
-    finally:
-        inference.GUIDES.restore(saved)
+    inference.register_guide("rank1_only", lambda model: None, suits=inference.registry.has_rank1_factors)
+    inference.register_guide("mine", lambda model: None)  # default: plain models
+    assert guides_for(shapes)[-1] == "mine" and guides_for(rank1) == ["rank1_mixture", "rank1_only"]
+    with pytest.raises(InputError, match="suits: expected a callable"):
+        inference.register_guide("bad", lambda model: None, suits="plain")
 
 
 # what a user needs at the top level; everything else from its module (the core adds a few: room up to 30)
