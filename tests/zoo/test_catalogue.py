@@ -1,7 +1,10 @@
+import sys
+
 import numpy as np
 import pytest
 
 import zoo
+from base.defaults import DEFAULT_STEPS
 from zoo.cli import main
 from zoo.data import digits, regression_1d, two_moons
 
@@ -60,13 +63,18 @@ def test_regression_entry_uses_a_normal_likelihood():
 
 
 @pytest.mark.smoke
-def test_cli_list_fit_score(tmp_path, capsys):
+def test_cli_list_fit_score(tmp_path, capsys, monkeypatch):
     assert main(["list"]) == 0
     assert "deep_linear" in capsys.readouterr().out
     out = tmp_path / "fit"
-    assert main(["fit", "mlp", "--data", "two_moons", "--n", "200", "--hidden", "8", "--steps", "40",
+    # without --steps, `zoo fit` trains `fit`'s own default (`inference.fit.default_steps`, which returns
+    # base.defaults.DEFAULT_STEPS, 1,000): made 40 here, the saved posterior has 40 losses
+    fit_module = sys.modules["inference.fit"]
+    assert fit_module.default_steps(200, 32) == DEFAULT_STEPS == 1000
+    monkeypatch.setattr(fit_module, "DEFAULT_STEPS", 40)
+    assert main(["fit", "mlp", "--data", "two_moons", "--n", "200", "--hidden", "8",
                  "--batch-size", "32", "--quiet", "--out", str(out)]) == 0
-    assert "accuracy" in capsys.readouterr().out
+    assert "accuracy" in capsys.readouterr().out and len(zoo.load(out).losses) == 40
     assert main(["score", str(out), "--samples", "10"]) == 0
     assert "nll" in capsys.readouterr().out
     assert main(["fit", "nope", "--out", str(tmp_path / "x")]) == 2

@@ -104,3 +104,4 @@ def test_fit_help_shows_the_defaults_as_numbers(capsys):
     for shown in (f"SVI steps (default: fit's own, {DEFAULT_STEPS:,}: base.defaults.DEFAULT_STEPS)", "minibatch size (default: 128)", "not given: fit's default, Adam with its rate cosine-decayed from 1e-2 to 1e-4 over --steps",
                   "to 1 (default: 0)", "random seed (default: 0)", "(default: mean_field)"):
         assert shown in text
+

@@ -86,14 +86,15 @@ assert entry.num_weights() == 3 * 4 + 4 + 4 * 2 + 2
 assert inference.registry.FAMILIES["plugin_laplace"].__name__ == "PluginLaplaceFamily"
 assert "plugin_laplace" in guides(entry.model, (3,))  # the entry's guide list: derived, no list edited
 guide = inference.make_guide("plugin_laplace", entry.model, laplace_sites=["*/w"])
-assert guide.config == {"name": "plugin_laplace", "laplace_sites": ["*/w"], "init_scale": 0.01}
+assert (guide.config["name"], guide.config["laplace_sites"]) == ("plugin_laplace", ["*/w"]), guide.config
 print("ok")
 """
 
 
 def _package_with(root: Path, changes: dict) -> None:
-    """At `root`, the repository with `changes` ({relative path: text}) applied, without copying it: every folder
-    on the way to a changed file is a real folder of links to the repository's entries, the rest are links."""
+    """At `root` (a new folder), the repository with `changes` ({relative path: text}) applied, without copying it:
+    every folder on the way to a changed file is a real folder of links to the repository's entries, the rest are
+    links."""
     for path, text in changes.items():
         parts = Path(path).parts
         for depth in range(len(parts)):
@@ -120,9 +121,10 @@ def test_adding_a_guide_a_network_or_a_data_set_to_the_package_touches_at_most_2
         for path, (how, content) in files.items():
             assert (how == "new") != (REPO / path).exists(), path  # a new module, or an edit of one file there is
             changes[path] = content.read_text() if how == "new" else (REPO / path).read_text() + content
-    _package_with(tmp_path, changes)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}  # the repository untouched
-    done = subprocess.run([sys.executable, "-c", CHECK], env=env, cwd=tmp_path, capture_output=True, text=True,
+    root = tmp_path / "repository"
+    _package_with(root, changes)
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}  # the repository untouched
+    done = subprocess.run([sys.executable, "-c", CHECK], env=env, cwd=root, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-3000:]
     assert not any((REPO / path).exists() for files in ADDITIONS.values() for path, (how, _) in files.items()
