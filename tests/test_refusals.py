@@ -31,6 +31,7 @@ from base.data import Dataset
 from base.validation import MAX_SEED, check_optimizer
 from base.errors import ArgumentTypeError, CheckpointError, InputError, ZooError
 from zoo.cli import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, main
+from inference.predictive_density import log_predictive_density, predictive_density_table
 
 ROOT = Path(__file__).resolve().parent.parent
 X2 = np.random.default_rng(0).normal(size=(6, 2)).astype(np.float32)
@@ -259,9 +260,9 @@ def test_resuming_with_other_steps_names_steps(moons_tiny, tmp_path):
 def test_to_arviz_and_predictive_density_table_refuse_what_they_cannot_read(moons_tiny_svi):
     refused(lambda: inference.to_arviz({"mlp/~/linear_0/w": np.zeros((3, 2, 4))}), ArgumentTypeError, "posterior",
             "an inference.Posterior")
-    refused(lambda: inference.predictive_density.predictive_density_table({}, (X2, [0] * 6)), InputError, "posteriors",
+    refused(lambda: predictive_density_table({}, (X2, [0] * 6)), InputError, "posteriors",
             "a non-empty dict")
-    refused(lambda: inference.predictive_density.log_predictive_density({"a": 1}, (X2, [0] * 6)), ArgumentTypeError, "posterior")
+    refused(lambda: log_predictive_density({"a": 1}, (X2, [0] * 6)), ArgumentTypeError, "posterior")
 
 
 def test_fit_checks_on_chunk_and_config_before_any_work(moons_tiny):

@@ -11,6 +11,7 @@ import inference
 import zoo
 from inference.guide_params import guide_params
 from base.errors import ZooError
+from inference.predictive_density import predictive_density_table
 from zoo.experiments.run import (CONVERGED, DIGITS_GROUPS, DIGITS_GUIDES, TUNED_DIGITS_GUIDES, FitSettings, RunSizes,
                                   digits_part, fit_with_settings)
 
@@ -188,7 +189,7 @@ def test_results_md_has_one_table_per_question_with_integers_and_no_nan(one_part
     comparison = arviz_compat.compare({"mean_field": inference.to_arviz(moons_tiny_svi, moons_tiny.train,
                                                                         num_samples=30),
                                        "nuts": inference.to_arviz(tiny_nuts, moons_tiny.train)})
-    test_lpd = inference.predictive_density.predictive_density_table(posteriors, moons_tiny.test, num_samples=30)
+    test_lpd = predictive_density_table(posteriors, moons_tiny.test, num_samples=30)
     text = results_markdown(table, one.ood.table, ood.summary_table(one.ood), comparison, test_lpd,
                             title="zoo run: test", draws=2, ood_draws=1)
     _write_results(table, text, str(out), SIZES, 1.0)

@@ -18,6 +18,7 @@ import inference
 from inference.arviz_compat import loo as psis_loo
 from models import bnn, likelihoods, priors
 from models.networks.mlp import mlp
+from inference.predictive_density import log_predictive_density, predictive_density_table
 
 pytestmark = pytest.mark.smoke  # the subset .ci/run runs on the newest stack
 
@@ -39,7 +40,7 @@ def blr():
 def test_loo_of_the_training_data_matches_the_held_out_lpd(blr):
     _, train, test, post = blr
     loo = psis_loo(inference.to_arviz(post, train), pointwise=True)
-    held = inference.predictive_density.log_predictive_density(post, test)
+    held = log_predictive_density(post, test)
     assert held.num_samples == 400 and held.pointwise.shape == (N_TEST,)
     per_point_loo, per_point_test = loo.elpd / N_TRAIN, held.mean
     tolerance = 3 * np.hypot(loo.se / N_TRAIN, held.se / N_TEST)
@@ -56,7 +57,7 @@ def test_log_predictive_density_is_log_mean_exp_of_the_draws(blr):
     f = np.asarray(x, np.float64) @ np.asarray(draws["mlp/~/linear_0/w"], np.float64)[..., 0].T \
         + np.asarray(draws["mlp/~/linear_0/b"], np.float64)[:, 0]  # (N, S)
     pointwise = logsumexp(norm.logpdf(np.asarray(y, np.float64)[:, None], f, NOISE), axis=1) - np.log(f.shape[1])
-    got = inference.predictive_density.log_predictive_density(post, (x, y))
+    got = log_predictive_density(post, (x, y))
     np.testing.assert_allclose(got.pointwise, pointwise, rtol=1e-5, atol=1e-5)
     assert got.lpd == pytest.approx(pointwise.sum(), rel=1e-5)
     assert got.se == pytest.approx(np.sqrt(50 * pointwise.var(ddof=1)), rel=1e-4)
@@ -67,8 +68,8 @@ def test_the_table_ranks_posteriors_by_held_out_lpd(blr):
     prior_only = inference.MCMCPosterior(model=model, feature_shape=(3,), samples={
         "mlp/~/linear_0/w": np.random.default_rng(0).normal(size=(1, 200, 3, 1)).astype(np.float32),
         "mlp/~/linear_0/b": np.random.default_rng(1).normal(size=(1, 200, 1)).astype(np.float32)})
-    table = inference.predictive_density.predictive_density_table({"prior": prior_only, "nuts": post}, test)
+    table = predictive_density_table({"prior": prior_only, "nuts": post}, test)
     assert list(table.index) == ["nuts", "prior"]
     assert table.loc["nuts", "lpd_diff"] == 0.0 and table.loc["prior", "lpd_diff"] > 10 * table.loc["prior", "se_diff"]
-    assert table.loc["nuts", "lpd"] == pytest.approx(inference.predictive_density.log_predictive_density(post, test).lpd)
+    assert table.loc["nuts", "lpd"] == pytest.approx(log_predictive_density(post, test).lpd)
     assert table.loc["nuts", "n"] == N_TEST

@@ -13,6 +13,7 @@ import zoo
 from inference.arviz_compat import group_names, loo
 from inference.site_names import arviz_names, resolve_sites
 from base.errors import InputError
+from inference.site_names import arviz_name, site_name
 
 pytestmark = pytest.mark.smoke  # the subset .ci/run runs on the newest stack
 
@@ -50,7 +51,7 @@ def test_netcdf_round_trip_keeps_every_group_and_variable(which, tiny, tiny_svi,
         assert set(back[group].data_vars) == set(idata[group].data_vars)
         xr.testing.assert_identical(back[group].load(), idata[group])  # values, dtypes, dims, coords, attrs
     for site in post.site_names:
-        name = inference.site_names.arviz_name(site)
+        name = arviz_name(site)
         assert "/" not in name and all("/" not in d for d in back.posterior[name].dims)
         assert back.posterior[name].attrs["site"] == site
         np.testing.assert_array_equal(back.posterior[name].values, np.asarray(post.draws_by_chain(30)[site]))
@@ -58,15 +59,15 @@ def test_netcdf_round_trip_keeps_every_group_and_variable(which, tiny, tiny_svi,
 
 
 def test_names_map_both_ways_and_never_collide():
-    assert inference.site_names.arviz_name(SITE) == "mlp.~.linear_0.w"
-    assert inference.site_names.site_name("mlp.~.linear_0.w") == SITE
-    assert inference.site_names.site_name(SITE) == SITE  # a site name passes through
+    assert arviz_name(SITE) == "mlp.~.linear_0.w"
+    assert site_name("mlp.~.linear_0.w") == SITE
+    assert site_name(SITE) == SITE  # a site name passes through
     sites = ["a/b", "a_b", "a/b_c", "a_b/c", "r", "mlp/~/linear_0/w"]
     names = arviz_names(sites)
     assert len(set(names.values())) == len(sites)  # "/" vs "_" stay apart
-    assert [inference.site_names.site_name(n) for n in names.values()] == sites
+    assert [site_name(n) for n in names.values()] == sites
     with pytest.raises(InputError, match=r"site: expected a site name without '\.'"):
-        inference.site_names.arviz_name("a.b")  # would collide with "a/b"'s name: refused
+        arviz_name("a.b")  # would collide with "a/b"'s name: refused
     assert resolve_sites(["mlp.~.linear_0.w", "mlp/~/linear_0/b"], [SITE, "mlp/~/linear_0/b"]) == \
         [SITE, "mlp/~/linear_0/b"]
     with pytest.raises(InputError, match="var_names: expected site names or their ArviZ names"):
@@ -78,7 +79,7 @@ def test_var_names_take_either_name(tiny_nuts):
     by_name = inference.to_arviz(tiny_nuts, var_names="mlp.~.linear_0.w")
     assert list(by_site.posterior.data_vars) == list(by_name.posterior.data_vars) == ["mlp.~.linear_0.w"]
     np.testing.assert_array_equal(by_site.posterior["mlp.~.linear_0.w"], tiny_nuts.samples[SITE])
-    summary = az.summary(by_name, var_names=[inference.site_names.arviz_name(SITE)])
+    summary = az.summary(by_name, var_names=[arviz_name(SITE)])
     assert len(summary) == 2 * 4
 
 

@@ -35,6 +35,8 @@ from inference.joint_gaussian import block_diagonal, full_covariance, low_rank
 from models import bnn, likelihoods, priors
 from models.networks.lenet5 import lenet5
 from models.networks.mlp import mlp
+from inference.site_names import arviz_name
+from inference.warm_start import from_mean_field
 
 PRIOR_SD, NOISE = 1.0, 0.5
 W, B = "mlp/~/linear_0/w", "mlp/~/linear_0/b"
@@ -169,7 +171,7 @@ def test_every_posterior_api_agrees_with_the_fitted_gaussian(blr, blr_fits, name
     assert np.all(np.abs(f_draws.mean(0) - f_mean) < 4 * np.sqrt(f_var / n))
 
     idata = inference.to_arviz(post, (x, y), num_samples=200)
-    assert idata.posterior[inference.site_names.arviz_name(W)].shape == (1, 200, 3, 1)
+    assert idata.posterior[arviz_name(W)].shape == (1, 200, 3, 1)
     ll = np.asarray(idata.log_likelihood["y"])[0]  # (200, N); E_q log N(y | f, noise²) in closed form:
     expected = -0.5 * ((y - f_mean) ** 2 + f_var) / NOISE**2 - np.log(NOISE) - 0.5 * np.log(2 * np.pi)
     assert np.all(np.abs(ll.mean(0) - expected) < 4 * ll.std(0) / np.sqrt(200) + 1e-6)
@@ -232,7 +234,7 @@ def test_from_mean_field_starts_each_dense_guide_at_the_mean_field_gaussian_and_
     for name, make in BLR_GUIDES.items():
         guide = make(model)
         before = len(compiled)
-        init = inference.warm_start.from_mean_field(guide, mf, (x, y))
+        init = from_mean_field(guide, mf, (x, y))
         # two programs (the guide's initialiser and the placement; "stage" moves host inputs to the device), not
         # one per block and operation (the block-diagonal guide of an MLP 64-4-10 compiled 144)
         programs = [c for c in compiled[before:] if c != "jit(stage)"]
@@ -246,7 +248,7 @@ def test_from_mean_field_starts_each_dense_guide_at_the_mean_field_gaussian_and_
         kl = kl_of(jax.random.PRNGKey(1), start.params, guide)
         assert kl == pytest.approx(mf_kl, rel=1e-4), name
     with pytest.raises(ValueError, match="guide: expected a full_covariance"):
-        inference.warm_start.from_mean_field(inference.mean_field(model), mf, (x, y))
+        from_mean_field(inference.mean_field(model), mf, (x, y))
 
 
 # ----- by_site through the shared posterior-API check ------------------------------------------------------------------

@@ -18,6 +18,8 @@ import models
 from inference.laplace_kfac import kfac_blocks
 from models import bnn, likelihoods, priors
 from models.networks.mlp import mlp
+from inference.laplace_posterior import LaplacePosterior
+from inference.site_names import arviz_name
 
 PRIOR_SD, NOISE = 1.0, 0.5
 W, B = "mlp/~/linear_0/w", "mlp/~/linear_0/b"
@@ -174,7 +176,7 @@ def test_save_load_round_trip_is_exact_and_arviz_and_score_take_it(small, tmp_pa
     assert [b.kind for b in post.blocks] == ["kfac", "kfac", "diag", "diag"]
     inference.save(post, tmp_path / "lap")
     back = inference.load(tmp_path / "lap", model)
-    assert isinstance(back, inference.laplace_posterior.LaplacePosterior) and back.kind == "laplace"
+    assert isinstance(back, LaplacePosterior) and back.kind == "laplace"
     assert (back.structure, back.predictive, back.prior_precision) == (post.structure, post.predictive,
                                                                          post.prior_precision)
     assert back.config == post.config and back.training_data == post.training_data
@@ -187,8 +189,8 @@ def test_save_load_round_trip_is_exact_and_arviz_and_score_take_it(small, tmp_pa
     np.testing.assert_array_equal(back.predict(x, num_samples=20, seed=3), post.predict(x, num_samples=20, seed=3))
     # to_arviz: one variable per weight site, draws around theta*
     idata = inference.to_arviz(post, (x, y), num_samples=20)
-    assert sorted(idata.posterior[inference.site_names.arviz_name(k)].attrs["site"] for k in center) == sorted(center)
-    assert idata.posterior[inference.site_names.arviz_name(W)].shape == (1, 20, 3, 4)
+    assert sorted(idata.posterior[arviz_name(k)].attrs["site"] for k in center) == sorted(center)
+    assert idata.posterior[arviz_name(W)].shape == (1, 20, 3, 4)
     # evals.score: its NLL is -mean log (mean over draws of p(y | x, theta_s)) of the GLM predictive's draws
     table = evals.score(post, (x, y), num_samples=20, verbose=False)
     probs = post.predict(x, num_samples=20, seed=0)

@@ -4,9 +4,9 @@ refused before any work."""
 
 import numpy as np
 
-import inference
 import zoo
 from zoo.cli import main
+from inference.laplace_posterior import LaplacePosterior
 
 
 def test_zoo_fit_guide_laplace_saves_a_laplace_posterior_that_zoo_score_reads(tmp_path, capsys):
@@ -17,7 +17,7 @@ def test_zoo_fit_guide_laplace_saves_a_laplace_posterior_that_zoo_score_reads(tm
     printed = capsys.readouterr().out
     assert "Laplace: kfac curvature over 22 weights, glm predictive" in printed
     post = zoo.load(out)
-    assert isinstance(post, inference.laplace_posterior.LaplacePosterior) and post.structure == "kfac"
+    assert isinstance(post, LaplacePosterior) and post.structure == "kfac"
     assert len(set(post.prior_precision)) == 1 and post.config["laplace"]["prior_structure"] == "scalar"
     assert np.isfinite(post.config["laplace"]["log_evidence"])
     assert main(["score", str(out), "--samples", "10"]) == 0

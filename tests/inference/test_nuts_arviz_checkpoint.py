@@ -10,6 +10,7 @@ import zoo
 from inference import diagnostics
 from inference.run_info import FitInfo, NutsInfo
 from base.errors import CheckpointError
+from inference.site_names import arviz_name, site_name
 
 
 def test_nuts_on_the_same_model_object(moons_entry, moons_svi, moons_nuts):
@@ -28,10 +29,10 @@ def test_arviz_groups_match_between_svi_and_nuts(moons_entry, moons_svi, moons_n
     a = inference.to_arviz(moons_svi, train, num_samples=400)
     b = inference.to_arviz(moons_nuts, train)
     sites = moons_entry.model.site_shapes((2,))
-    assert set(a.posterior.data_vars) == set(b.posterior.data_vars) == {inference.site_names.arviz_name(s) for s in sites}
+    assert set(a.posterior.data_vars) == set(b.posterior.data_vars) == {arviz_name(s) for s in sites}
     for var in a.posterior.data_vars:
         assert a.posterior[var].dims == b.posterior[var].dims
-        assert a.posterior[var].attrs["site"] == b.posterior[var].attrs["site"] == inference.site_names.site_name(var)
+        assert a.posterior[var].attrs["site"] == b.posterior[var].attrs["site"] == site_name(var)
     assert a.log_likelihood["y"].shape == (1, 400, len(train))
     assert b.log_likelihood["y"].shape == (2, 200, len(train))
     assert "diverging" in b.sample_stats

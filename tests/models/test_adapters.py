@@ -31,6 +31,7 @@ from models import eqx_rank1
 from models.nnx_rank1 import Rank1Conv, Rank1Linear
 from models.rank1 import Rank1Conv2D, Rank1Dense, rank1_likelihood, rank1_prior, tile_components
 from models.variance import log_uniform_prior
+from inference.site_names import arviz_name
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(32, 4)).astype(np.float32)
@@ -176,7 +177,7 @@ def test_the_same_seed_and_guide_give_the_same_elbo_curve_nuts_draws_and_scores(
         np.testing.assert_allclose(value, runs["eqx"].samples[eqx_name], rtol=1e-4, atol=1e-4)
         assert scores[library]["nll"] == pytest.approx(scores["haiku"]["nll"], rel=1e-4)
         idata = inference.to_arviz(fitted[library], (X, Y), num_samples=3)
-        assert set(idata.posterior.data_vars) == {inference.site_names.arviz_name(s) for s in mlps[library].site_shapes(X)}
+        assert set(idata.posterior.data_vars) == {arviz_name(s) for s in mlps[library].site_shapes(X)}
 
 
 class NnxBN(nnx.Module):

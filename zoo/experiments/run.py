@@ -37,6 +37,10 @@ from base.run_folder import claim_run_folder
 from inference.posterior import SVIPosterior
 from inference.registry import GUIDES, example_options
 from zoo.guide_options import missing_required_options
+from inference.predictive_density import predictive_density_table
+from inference.run_info import NutsInfo
+from inference.site_names import arviz_name
+from inference.warm_start import from_mean_field
 
 if TYPE_CHECKING:
     from base.data import Dataset
@@ -451,7 +455,7 @@ def _fit_digits_row(spec: DigitsGuide, sizes: RunSizes, fitted: dict, seed: int,
     steps = sizes.steps_of(spec.settings)
     _say(f"    {spec.label}: {spec.guide} {spec.guide_kwargs or ''}, {steps} steps", progress)
     start = spec.settings.warm_start
-    init = inference.warm_start.from_mean_field(guide, fitted[start], digits.train) if start else None
+    init = from_mean_field(guide, fitted[start], digits.train) if start else None
     post = fit_with_settings(digits, guide, spec.settings, steps=steps, seed=seed, progress=bars,
                              init_params=init)
     row = _row("digits", spec.label, post, digits, sizes.draws, seed)
@@ -509,15 +513,15 @@ def two_moons_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = Fal
     table = pd.DataFrame([_row("two_moons", "mean_field", svi, moons, sizes.draws, seed), nuts_row])
     draws = sizes.draws_per_chain * 2
     posteriors = {"mean_field": svi, "nuts": mcmc}
-    assert isinstance(mcmc.info, inference.run_info.NutsInfo) and mcmc.info.divergences is not None  # nuts records them
+    assert isinstance(mcmc.info, NutsInfo) and mcmc.info.divergences is not None  # nuts records them
     # az.compare needs the log-likelihood of the data each posterior was fitted to (to_arviz checks it)
     idata = {"mean_field": inference.to_arviz(svi, moons.train, num_samples=draws, seed=seed),
              "nuts": inference.to_arviz(mcmc, moons.train, seed=seed)}
     return MoonsExperiment(
         table.set_index(["data", "posterior"]), posteriors, moons.test, comparison=arviz_compat.compare(idata),
-        test_lpd=inference.predictive_density.predictive_density_table(posteriors, moons.test, num_samples=draws, seed=seed),
+        test_lpd=predictive_density_table(posteriors, moons.test, num_samples=draws, seed=seed),
         predictive_summary=diagnostics.predictive_summary(mcmc, probe),
-        weight_summary=arviz_compat.summary(idata["nuts"], var_names=[inference.site_names.arviz_name("mlp/~/linear_2/b")],
+        weight_summary=arviz_compat.summary(idata["nuts"], var_names=[arviz_name("mlp/~/linear_2/b")],
                                             round_to=4),
         rhat_max_predictive=nuts_row["rhat_max_predictive"], divergences=mcmc.info.divergences)
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from inference.run_info import NutsInfo
 
 METHODS = ("map", "mean_field", "full_covariance", "low_rank", "k_tied", "mc_dropout", "ensemble", "nuts")
 """Every method the benchmark fits, in the order it fits them (nuts starts from mean field's posterior)."""
@@ -191,7 +192,7 @@ def fit_nuts(entry, settings: Settings, init, seed: int = 0) -> Fitted:
     f, ll, sigma = predictions(post, entry.test, total)
     diag = ess_rhat(f.reshape(settings.nuts_chains, settings.nuts_draws, -1))
     info = post.info
-    assert isinstance(info, inference.run_info.NutsInfo)  # nuts records one
+    assert isinstance(info, NutsInfo)  # nuts records one
     stats = {"divergences": info.divergences, "max_rhat": diag["rhat_max"], "min_ess": diag["ess_bulk_min"],
              "leapfrog": info.mean_leapfrog_steps,
              "converged": bool(diag["rhat_max"] <= RHAT_MAX and diag["ess_bulk_min"] >= ESS_MIN)}

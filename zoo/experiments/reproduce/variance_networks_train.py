@@ -26,6 +26,7 @@ from inference.dropout import binary_dropout
 from base.errors import InputError
 from zoo.registry import get
 from zoo.experiments.reproduce.tuning import choose_on_validation, grid
+from inference.run_info import FitInfo
 
 DENSE1 = "lenet5/dense1/w"
 ALL_WEIGHTS = "lenet5/*/w"
@@ -235,7 +236,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
                          optimizer=optimizer_of(settings, rate), seed=seed, progress=False, chunk_size=per_epoch,
                          on_chunk=record if curve else None,
                          estimator=per_example(settings, method))
-    assert isinstance(post.info, inference.run_info.FitInfo) and post.losses is not None  # fit records both
+    assert isinstance(post.info, FitInfo) and post.losses is not None  # fit records both
     row = {"method": method.label, "seed": seed, "learning_rate": rate, **scores(settings, post, e.test, seed,
                                                                                   validation),
            "elbo": -float(np.mean(post.losses[-per_epoch:])), "log_alpha": mean_log_alpha(post, method),
