@@ -27,6 +27,7 @@ from inference.laplace import laplace
 from inference.mean_field import mean_field
 from inference.nuts import DivergenceWarning, nuts
 from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
+from inference.predictive_density import predictive_density_table
 from inference.registry import GUIDES, make_guide, register_family, register_guide
 from base.errors import InputError, ZooError
 
@@ -43,8 +44,8 @@ __all__ = [
     "mean_field", "GUIDES", "make_guide", "register_guide", "register_family",
     # training, sampling, after-training posteriors
     "fit", "svi", "nuts", "laplace", "ivon", "ensemble",
-    # results: one Posterior type for SVI and MCMC, saved and loaded, converted to ArviZ
-    "Posterior", "SVIPosterior", "MCMCPosterior", "save", "load", "to_arviz",
+    # results: one Posterior type for SVI and MCMC, saved and loaded, converted to ArviZ, scored on held-out data
+    "Posterior", "SVIPosterior", "MCMCPosterior", "save", "load", "to_arviz", "predictive_density_table",
     # what a run may warn or raise (every bad input raises an InputError, a ZooError: base.errors)
     "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "NonFiniteLossError", "ZooError",
     "InputError",

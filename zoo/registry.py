@@ -75,8 +75,6 @@ class Spec:
     description: str
 
 
-
-
 def register(name: str, *, default_data: str, description: str):
     """Decorator adding ``build(train: Dataset, **kwargs) -> BNN`` to the catalogue as `name` (`ENTRIES`).
 
