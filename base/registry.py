@@ -18,8 +18,9 @@ registry       {name: item}                                          filled by
 `ENTRIES`      the catalogue's `zoo.registry.Spec` records            ``zoo.register``
 =============  ===================================================  ==========================================
 
-A registration may carry facts about its item beside it (``Registry.info``): a guide's ``example`` options and
-the models it ``suits`` (from which an entry's guide list is derived, ``zoo list``).
+A registration may carry facts about its item beside it (``Registry.info``): a guide's ``example`` options, the
+models it ``suits`` (from which an entry's guide list is derived, ``zoo list``) and the ``saved_settings`` a saved
+config of it must name (``inference.load``).
 """
 
 from __future__ import annotations
