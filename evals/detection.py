@@ -1,0 +1,163 @@
+"""Out-of-distribution detection: how well a posterior's uncertainty tells inputs like its training data (in) from
+inputs of another distribution (out). Not to be confused with `evals.ood`, which scores accuracy / NLL / ECE on
+corrupted test sets; here the labels of the inputs play no part.
+
+Every input x gets three uncertainty scores u(x), larger = "more likely out-of-distribution", from S predictive
+draws p_s(y | x) (S, N, C) and their average p(y | x) = mean_s p_s:
+
+  max_probability      u = 1 - max_c p(c | x)  (the baseline of Hendrycks and Gimpel 2017, "A baseline for
+                       detecting misclassified and out-of-distribution examples")
+  entropy              u = H[p(y | x)] = -sum_c p_c log p_c (nats), the total predictive uncertainty
+  mutual_information   u = H[mean_s p_s] - mean_s H[p_s], the epistemic part (`evals.metrics.mutual_information`;
+                       0 for a point estimate, whose draws are all alike)
+
+and each score gives four numbers (`detection_metrics`; Hendrycks and Gimpel 2017, Sec. 2; Liang et al. 2018,
+"ODIN", Sec. 4.2), computed with scikit-learn's metrics (``roc_auc_score``, ``average_precision_score``,
+``roc_curve``), the well-kept implementations these benchmarks use:
+
+  auroc      area under the ROC curve with the OUT inputs as the positive class and u as the score (the same number
+             with IN positive and -u): the probability that a random out input scores above a random in input,
+             ties counting 1/2. 1 = perfect, 0.5 = chance, 0 = reversed.
+  aupr_in    area under the precision-recall curve with the IN inputs as the positive class, scored by -u
+             (scikit-learn's average precision: sum_k (R_k - R_{k-1}) P_k, no interpolation). Chance = the fraction
+             of in inputs.
+  aupr_out   the same with the OUT inputs positive, scored by u. Chance = the fraction of out inputs.
+  fpr_at_95_tpr  with the IN inputs as the positive class (ODIN's convention): the fraction of out inputs taken
+             for in-distribution at the threshold that keeps (at least) 95 % of the in inputs, i.e. the false
+             positive rate at the first ROC point whose true positive rate reaches 0.95. 0 = perfect, 1 = worst.
+
+`ood_detection(posterior, in_data, out_data)` (also `evals.ood_detection`) returns them as one table (pandas DataFrame: rows = score, columns
+= metrics, plus n_in and n_out); `detection_scores` / `detection_table` are its two halves, for plots
+(`plot_detection`) and for several out sets scored against one in set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from base.errors import InputError
+from evals import metrics
+
+__all__ = ["SCORES", "METRICS", "uncertainty_scores", "detection_metrics", "detection_scores", "detection_table",
+           "ood_detection", "plot_detection"]
+
+SCORES = ("max_probability", "entropy", "mutual_information")
+METRICS = ("auroc", "aupr_in", "aupr_out", "fpr_at_95_tpr")
+TPR_LEVEL = 0.95
+
+
+def uncertainty_scores(member_probs) -> dict:
+    """{score name: (N,) uncertainty u(x), larger = more likely out-of-distribution} for the `SCORES`, from
+    member probabilities (S, N, C) (an (N, C) array is one draw). Checked by `evals.metrics.checked`."""
+    probs = np.asarray(member_probs)
+    probs = probs[None] if probs.ndim == 2 else probs
+    member = metrics.checked(probs, member=True, arg="member_probs")[0]
+    mean = member.mean(0)
+    return {"max_probability": 1.0 - mean.max(-1), "entropy": metrics.predictive_entropy(mean),
+            "mutual_information": metrics.mutual_information(member)}
+
+
+def _scores_arg(values, arg: str) -> np.ndarray:
+    a = np.asarray(values, dtype=np.float64)
+    if a.ndim != 1 or len(a) == 0:
+        raise InputError(arg, f"<array of shape {a.shape}>", "a non-empty vector of scores (N,)")
+    if not np.all(np.isfinite(a)):
+        raise InputError(arg, f"<{int((~np.isfinite(a)).sum())} NaN/inf entries>", "finite scores")
+    return a
+
+
+def detection_metrics(score_in, score_out) -> dict:
+    """{auroc, aupr_in, aupr_out, fpr_at_95_tpr} (module docstring) of uncertainty scores of the in inputs (N_in,)
+    and of the out inputs (N_out,), larger = more likely out. Raises InputError naming the argument for an empty,
+    non-vector or non-finite one."""
+    from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
+
+    u_in, u_out = _scores_arg(score_in, "score_in"), _scores_arg(score_out, "score_out")
+    u = np.concatenate([u_in, u_out])
+    is_out = np.concatenate([np.zeros(len(u_in), int), np.ones(len(u_out), int)])
+    fpr, tpr, _ = roc_curve(1 - is_out, -u)  # IN positive, scored by -u
+    first = int(np.searchsorted(tpr, TPR_LEVEL - 1e-12, side="left"))  # tpr is non-decreasing and ends at 1
+    return {"auroc": float(roc_auc_score(is_out, u)),
+            "aupr_in": float(average_precision_score(1 - is_out, -u)),
+            "aupr_out": float(average_precision_score(is_out, u)),
+            "fpr_at_95_tpr": float(fpr[first])}
+
+
+def _inputs(data, arg: str) -> np.ndarray:
+    x = data.x if hasattr(data, "x") else data[0] if isinstance(data, tuple) else data
+    x = np.asarray(x)
+    if x.ndim < 2 or len(x) == 0:
+        raise InputError(arg, f"<inputs of shape {x.shape}>", "a Dataset, (x, y) or inputs x (N, ...) with N >= 1")
+    return x
+
+
+def detection_scores(posterior, data, *, num_samples: int = 100, seed: int = 0, preprocess=None, arg: str = "data"):
+    """{score name: (N,) uncertainty} of `posterior`'s predictions on `data` (a `Dataset`, (x, y) or inputs x
+    (N, ...)): `uncertainty_scores` of `num_samples` draws (`evals.scoring.member_predictions`; a posterior, an
+    ensemble or a callable x -> (S, N, C) / (N, C)); `preprocess`: x -> x applied first (e.g. a standardisation)."""
+    from evals.scoring import member_predictions
+
+    x = _inputs(data, arg)
+    x = preprocess(x) if preprocess is not None else x
+    probs, _ = member_predictions(posterior, x, num_samples=num_samples, seed=seed)
+    return uncertainty_scores(probs)
+
+
+def detection_table(scores_in: dict, scores_out: dict) -> pd.DataFrame:
+    """One row per score name of both dicts {name: (N,) uncertainty} (in `SCORES` order), columns `METRICS`, n_in
+    and n_out (`detection_metrics`). Index named "score"."""
+    names = [s for s in SCORES if s in scores_in and s in scores_out]
+    names += [s for s in scores_in if s in scores_out and s not in names]
+    if not names:
+        raise InputError("scores_out", sorted(scores_out), f"a score of scores_in ({sorted(scores_in)})")
+    rows = [{**detection_metrics(scores_in[s], scores_out[s]), "n_in": len(scores_in[s]),
+             "n_out": len(scores_out[s])} for s in names]
+    return pd.DataFrame(rows, index=pd.Index(names, name="score"))
+
+
+def ood_detection(posterior, in_data, out_data, *, num_samples: int = 100, seed: int = 0,
+                  preprocess=None) -> pd.DataFrame:
+    """How well `posterior` tells `in_data` from `out_data` (module docstring): a DataFrame with one row per score
+    (max_probability, entropy, mutual_information) and columns auroc, aupr_in, aupr_out, fpr_at_95_tpr, n_in,
+    n_out. The OUT inputs are the positive class of auroc and aupr_out, the IN inputs that of aupr_in and
+    fpr_at_95_tpr.
+
+    Args:
+      posterior: an `inference.Posterior` of a classifier (or an ensemble, or a callable x -> (S, N, C)).
+      in_data, out_data: `Dataset`, (x, y) or inputs x (N, ...) of the posterior's input shape (labels unused).
+      num_samples, seed: the predictive draws (both sets see the same draws).
+      preprocess: x -> x applied to both sets before predicting.
+    """
+    kwargs = {"num_samples": num_samples, "seed": seed, "preprocess": preprocess}
+    return detection_table(detection_scores(posterior, in_data, arg="in_data", **kwargs),
+                           detection_scores(posterior, out_data, arg="out_data", **kwargs))
+
+
+def plot_detection(scores_by_set: dict, scores_in: dict, path: str, title: str = "") -> str:
+    """Per out set (a row of panels) and score (a column): the histograms of the in and out uncertainties with the
+    AUROC in the title. scores_by_set: {out set name: {score: (N_out,)}}; scores_in: {score: (N_in,)}. Writes a
+    PNG to `path` and returns it."""
+    from matplotlib.figure import Figure
+
+    names = [s for s in SCORES if s in scores_in]
+    rows = max(1, len(scores_by_set))
+    fig = Figure(figsize=(3.2 * len(names), 2.4 * rows))
+    axes = fig.subplots(rows, len(names), squeeze=False)
+    for r, (set_name, scores_out) in enumerate(scores_by_set.items()):
+        for c, name in enumerate(names):
+            ax = axes[r][c]
+            u_in, u_out = np.asarray(scores_in[name]), np.asarray(scores_out[name])
+            hi = float(max(u_in.max(), u_out.max()))
+            bins = np.linspace(0.0, hi if hi > 0 else 1.0, 31)
+            ax.hist(u_in, bins=bins, alpha=0.6, density=True, label="in")
+            ax.hist(u_out, bins=bins, alpha=0.6, density=True, label=set_name)
+            auroc = detection_metrics(u_in, u_out)["auroc"]
+            ax.set_title(f"{name} vs {set_name}\nAUROC {auroc:.3f}", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
