@@ -57,3 +57,27 @@ def pair(datasets: list, labels, *, ax=None, feature: str = "pair") -> np.ndarra
     for i, data in enumerate(datasets):
         axes = arviz.plot_pair(data, scatter_kwargs={"alpha": 0.3, "color": f"C{i}", "label": labels[i]}, ax=axes)
     return np.atleast_1d(axes)
+
+
+def _figure_of(result):
+    """The matplotlib Figure of an ArviZ plot's result: a PlotCollection (1.x) or Axes / an array of them (0.x)."""
+    if ARVIZ_1:
+        return result.viz["figure"].item()
+    return np.ravel(result)[0].figure
+
+
+def trace(data):
+    """ArviZ's trace plot of every variable of `data` (a posterior group with chains): per variable the marginal
+    density of each chain and the draws against their index (0.x ``az.plot_trace``, 1.x ``plot_trace_dist``).
+    Returns the matplotlib Figure."""
+    if ARVIZ_1:
+        return _figure_of(arviz.plot_trace_dist(data, backend="matplotlib"))
+    return _figure_of(arviz.plot_trace(data))
+
+
+def rank(data):
+    """ArviZ's rank plot of every variable of `data`: the histogram (0.x: bars) or ECDF difference (1.x) of each
+    chain's ranks among all draws; chains that mix give flat, overlapping ranks. Returns the matplotlib Figure."""
+    if ARVIZ_1:
+        return _figure_of(arviz.plot_rank(data, backend="matplotlib"))
+    return _figure_of(arviz.plot_rank(data))

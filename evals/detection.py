@@ -134,30 +134,33 @@ def ood_detection(posterior, in_data, out_data, *, num_samples: int = 100, seed:
                            detection_scores(posterior, out_data, arg="out_data", **kwargs))
 
 
-def plot_detection(scores_by_set: dict, scores_in: dict, path: str, title: str = "") -> str:
-    """Per out set (a row of panels) and score (a column): the histograms of the in and out uncertainties with the
-    AUROC in the title. scores_by_set: {out set name: {score: (N_out,)}}; scores_in: {score: (N_in,)}. Writes a
-    PNG to `path` and returns it."""
+def plot_detection(scores_by_set: dict, scores_in: dict, path, title: str = "") -> str:
+    """One panel per score: the histogram of the in inputs' uncertainty (filled) and of each out set's (outlines),
+    each out set's AUROC in the legend. scores_by_set: {out set name: {score: (N_out,)}}; scores_in: {score:
+    (N_in,)}. Writes a PNG to `path` (a file name or a binary file object) and returns it."""
     from matplotlib.figure import Figure
 
+    from evals.plots import line_styles
+
     names = [s for s in SCORES if s in scores_in]
-    rows = max(1, len(scores_by_set))
-    fig = Figure(figsize=(3.2 * len(names), 2.4 * rows))
-    axes = fig.subplots(rows, len(names), squeeze=False)
-    for r, (set_name, scores_out) in enumerate(scores_by_set.items()):
-        for c, name in enumerate(names):
-            ax = axes[r][c]
-            u_in, u_out = np.asarray(scores_in[name]), np.asarray(scores_out[name])
-            hi = float(max(u_in.max(), u_out.max()))
-            bins = np.linspace(0.0, hi if hi > 0 else 1.0, 31)
-            ax.hist(u_in, bins=bins, alpha=0.6, density=True, label="in")
-            ax.hist(u_out, bins=bins, alpha=0.6, density=True, label=set_name)
-            auroc = detection_metrics(u_in, u_out)["auroc"]
-            ax.set_title(f"{name} vs {set_name}\nAUROC {auroc:.3f}", fontsize=8)
-            ax.tick_params(labelsize=7)
-            ax.legend(fontsize=7)
+    styles = line_styles(len(scores_by_set))
+    fig = Figure(figsize=(3.6 * len(names), 3.0))
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        u_in = np.asarray(scores_in[name])
+        hi = max([float(u_in.max())] + [float(np.max(s[name])) for s in scores_by_set.values()])
+        bins = np.linspace(0.0, hi if hi > 0 else 1.0, 31)
+        ax.hist(u_in, bins=bins, density=True, color="0.7", label="in (test)")
+        for style, (set_name, scores_out) in zip(styles, scores_by_set.items()):
+            auroc = detection_metrics(u_in, scores_out[name])["auroc"]
+            ax.hist(np.asarray(scores_out[name]), bins=bins, density=True, histtype="step", lw=1.4,
+                    color=style["color"], linestyle=style["linestyle"], label=f"{set_name} (AUROC {auroc:.2f})")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("uncertainty", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.16, top=0.85 if title else 0.9, wspace=0.25)
+    fig.savefig(path, format="png", dpi=100)
     return path
