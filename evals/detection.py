@@ -28,7 +28,8 @@ and each score gives four numbers (`detection_metrics`; Hendrycks and Gimpel 201
 
 `ood_detection(posterior, in_data, out_data)` (also `evals.ood_detection`) returns them as one table (pandas DataFrame: rows = score, columns
 = metrics, plus n_in and n_out); `detection_scores` / `detection_table` are its two halves, for plots
-(`plot_detection`) and for several out sets scored against one in set.
+(`plot_detection`) and for several out sets scored against one in set; `detection_frame` scores several
+posteriors against several out sets (`auroc_grid`, `plot_auroc_grid`: one number per posterior, set and score).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from base.errors import InputError
 from evals import metrics
 
 __all__ = ["SCORES", "METRICS", "uncertainty_scores", "detection_metrics", "detection_scores", "detection_table",
-           "ood_detection", "plot_detection"]
+           "ood_detection", "detection_frame", "auroc_grid", "plot_auroc_grid", "plot_detection"]
 
 SCORES = ("max_probability", "entropy", "mutual_information")
 METRICS = ("auroc", "aupr_in", "aupr_out", "fpr_at_95_tpr")
@@ -132,6 +133,61 @@ def ood_detection(posterior, in_data, out_data, *, num_samples: int = 100, seed:
     kwargs = {"num_samples": num_samples, "seed": seed, "preprocess": preprocess}
     return detection_table(detection_scores(posterior, in_data, arg="in_data", **kwargs),
                            detection_scores(posterior, out_data, arg="out_data", **kwargs))
+
+
+def detection_frame(predictors: dict, in_data, out_sets: dict, *, num_samples: int = 100, seed: int = 0,
+                    preprocess=None) -> pd.DataFrame:
+    """`ood_detection` of several predictors against several out sets: one row per (posterior, out_set, score),
+    columns `METRICS`, n_in, n_out. predictors: {name: posterior or predictor}; in_data: as `ood_detection`'s;
+    out_sets: {name: inputs (N, ...) or Dataset}. Each predictor's in-set scores are computed once."""
+    if not isinstance(predictors, dict) or not predictors:
+        raise InputError("predictors", type(predictors).__name__, "a non-empty dict {name: posterior}")
+    if not isinstance(out_sets, dict) or not out_sets:
+        raise InputError("out_sets", type(out_sets).__name__, "a non-empty dict {name: inputs}")
+    kwargs = {"num_samples": num_samples, "seed": seed, "preprocess": preprocess}
+    parts = {}
+    for name, predictor in predictors.items():
+        scores_in = detection_scores(predictor, in_data, arg="in_data", **kwargs)
+        for set_name, x in out_sets.items():
+            scores_out = detection_scores(predictor, x, arg=f"out_sets[{set_name!r}]", **kwargs)
+            parts[(name, set_name)] = detection_table(scores_in, scores_out)
+    return pd.concat(parts, names=["posterior", "out_set"])
+
+
+def auroc_grid(table: pd.DataFrame, metric: str = "auroc") -> pd.DataFrame:
+    """A `detection_frame` table as rows = posterior, columns = (out_set, score), values `metric`, in the order
+    the table has them."""
+    grid = table[metric].unstack(["out_set", "score"])
+    columns = list(dict.fromkeys(table.index.droplevel("posterior")))
+    return grid.reindex(index=list(dict.fromkeys(table.index.get_level_values("posterior"))), columns=columns)
+
+
+def plot_auroc_grid(table: pd.DataFrame, path, metric: str = "auroc", title: str = "") -> str:
+    """One panel per score: a heat map of `metric` (default AUROC) per posterior (rows) and out set (columns) of a
+    `detection_frame` table, the value written in each cell (0.5 white: chance; 1 dark: perfect). Writes a PNG to
+    `path` (a file name or a binary file object) and returns it."""
+    from matplotlib.figure import Figure
+
+    grid = auroc_grid(table, metric)
+    scores = list(dict.fromkeys(grid.columns.get_level_values("score")))
+    sets = list(dict.fromkeys(grid.columns.get_level_values("out_set")))
+    rows = len(grid.index)
+    fig = Figure(figsize=(1.2 + 1.1 * len(sets) * len(scores), 1.4 + 0.28 * rows))
+    axes = fig.subplots(1, len(scores), squeeze=False)[0]
+    for i, (ax, score) in enumerate(zip(axes, scores)):
+        values = grid.xs(score, axis=1, level="score").reindex(columns=sets).to_numpy(dtype=float)
+        ax.imshow(values, vmin=0.0, vmax=1.0, cmap="RdBu_r", aspect="auto")
+        for (r, c), v in np.ndenumerate(values):
+            ax.text(c, r, "" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=6,
+                    color="white" if abs(v - 0.5) > 0.35 else "black")
+        ax.set_xticks(range(len(sets)), sets, rotation=30, ha="right", fontsize=7)
+        ax.set_yticks(range(rows), list(grid.index) if i == 0 else [""] * rows, fontsize=7)
+        ax.set_title(f"{metric} by {score}", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.subplots_adjust(left=0.16, right=0.99, bottom=0.3, top=0.88 if title else 0.92, wspace=0.08)
+    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
+    return path
 
 
 def plot_detection(scores_by_set: dict, scores_in: dict, path, title: str = "") -> str:

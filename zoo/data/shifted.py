@@ -52,3 +52,21 @@ def shifted_sets(images, seed: int = 0) -> dict:
     if x.shape[1] == x.shape[2]:
         sets = {"rotated_90": rotated_90(x), **sets}
     return sets
+
+
+def detection_sets(images, corrupted_sets=(), severity: int | None = None, seed: int = 0) -> dict:
+    """The out-of-distribution sets of `zoo run`, the image leaderboard and `zoo report`: `shifted_sets` of the
+    test `images`, and, given `corrupted_sets` [(type, severity, images, labels)] (`evals.corruptions.corrupted`),
+    ``corrupted_severity_<s>``: as many images as `images` drawn without replacement (seeded) from every type at
+    severity `severity` (default: the highest there), so that every out set is as large as the in set (AUPR
+    depends on the ratio)."""
+    x = _images(images)
+    sets = shifted_sets(x, seed)
+    corrupted_sets = list(corrupted_sets)
+    if corrupted_sets:
+        severity = max(s for _, s, _, _ in corrupted_sets) if severity is None else severity
+        pooled = np.concatenate([np.asarray(c, np.float32).reshape((-1, *x.shape[1:]))
+                                 for _, s, c, _ in corrupted_sets if s == severity])
+        pick = np.random.default_rng(seed).choice(len(pooled), size=min(len(x), len(pooled)), replace=False)
+        sets[f"corrupted_severity_{severity}"] = pooled[np.sort(pick)]
+    return sets

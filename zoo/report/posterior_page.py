@@ -206,7 +206,7 @@ def shift_section(page: Page, post, entry, settings: ReportSettings) -> None:
     from evals import detection, ood
     from evals.corruptions import corrupted
     from evals.scoring import posterior_label
-    from zoo.data.shifted import shifted_sets
+    from zoo.data.shifted import detection_sets
 
     images = raw_images(entry)
     if images is None or not getattr(entry.model.likelihood, "classification", False):
@@ -223,11 +223,7 @@ def shift_section(page: Page, post, entry, settings: ReportSettings) -> None:
     page.figure(drawn(lambda target: ood.plot_severity(results, target)), CAPTIONS["corruptions"],
                 "metrics against corruption severity")
     page.heading("Out-of-distribution detection")
-    worst = max(settings.severities)
-    out_sets = dict(shifted_sets(raw))
-    pooled = np.concatenate([x for _, s, x, _ in sets if s == worst])  # every type at that severity, as many as in
-    pick = np.random.default_rng(settings.seed).choice(len(pooled), size=min(len(raw), len(pooled)), replace=False)
-    out_sets[f"corrupted_severity_{worst}"] = pooled[np.sort(pick)]
+    out_sets = detection_sets(raw, sets, seed=settings.seed)
     kwargs = {"num_samples": settings.num_samples, "seed": settings.seed, "preprocess": to_inputs}
     scores_in = detection.detection_scores(post, raw, **kwargs)
     scores_out = {name: detection.detection_scores(post, x, arg=name, **kwargs) for name, x in out_sets.items()}
