@@ -34,13 +34,14 @@ def detection_rows(predictors: dict, raw_images, corrupted_sets, preprocess, *, 
     return detection_frame(predictors, raw, out_sets, num_samples=num_samples, seed=seed, preprocess=preprocess)
 
 
-def write_detection(table: pd.DataFrame, out, title: str = "") -> str:
-    """Write ``ood_detection.csv`` (every row) and ``ood_detection.png`` (AUROC heat maps,
-    `evals.detection.plot_auroc_grid`) into the folder `out`; returns the Markdown section of the summary
-    (`markdown_section`)."""
+def write_detection(table: pd.DataFrame, out, title: str = "", table_file: bool = True) -> str:
+    """Write ``ood_detection.csv`` (every row; not when `table_file` is False, for a job that writes its own) and
+    ``ood_detection.png`` (AUROC heat maps, `evals.detection.plot_auroc_grid`) into the folder `out`; returns the
+    Markdown section of the summary (`markdown_section`)."""
     from evals.detection import plot_auroc_grid
 
-    table.to_csv(os.path.join(out, "ood_detection.csv"))
+    if table_file:
+        table.to_csv(os.path.join(out, "ood_detection.csv"))
     plot_auroc_grid(table, os.path.join(out, "ood_detection.png"), title=title)
     return markdown_section(table)
 
