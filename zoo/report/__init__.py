@@ -22,16 +22,35 @@ from pathlib import Path
 from base.errors import InputError
 from zoo.report.posterior_page import ReportSettings
 
-__all__ = ["ReportSettings", "report_kind", "default_output", "write_report"]
+__all__ = ["ReportSettings", "job_of", "report_kind", "default_output", "write_report"]
 
 PAGE = "report.html"
+
+
+def job_of(path) -> str | None:
+    """The bnn-zoo job whose results folder `path` is: the job its ``bnn-zoo-run.json`` marker names
+    (`base.run_folder`), or the ``kind`` of a ``run.json`` whose writer is bnn-zoo (`zoo benchmark uci`'s own
+    marker); None for any other folder."""
+    import json
+
+    from base.run_folder import run_folder_job
+
+    job = run_folder_job(path)
+    if job is not None:
+        return job
+    marker = os.path.join(os.fspath(path), "run.json")
+    try:
+        with open(marker, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return record.get("kind") if isinstance(record, dict) and record.get("writer") == "bnn-zoo" else None
 
 
 def report_kind(path) -> str:
     """"posterior" (a saved posterior's folder) or "job" (a folder a bnn-zoo job marked as its results folder).
     Anything else raises InputError naming ``path`` and what it is."""
     from base.atomic_dir import folder_kind
-    from base.run_folder import run_folder_job
 
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise InputError("path", path, "a folder: a saved posterior, or a zoo run / zoo benchmark results folder")
@@ -43,7 +62,7 @@ def report_kind(path) -> str:
         return "posterior"
     if kind == "file":
         raise InputError("path", text, "a saved posterior or a results folder", "it is a file, not a folder")
-    if run_folder_job(text) is not None:
+    if job_of(text) is not None:
         return "job"
     what = "a resumable fit state (zoo fit --checkpoint-dir)" if kind == "fit state" else \
         "no saved posterior and no bnn-zoo results (no posterior.json, no bnn-zoo-run.json)"
@@ -81,10 +100,9 @@ def write_report(path, out=None, *, settings: ReportSettings | None = None, data
         page = Page(f"bnn-zoo report: posterior {name} ({entry.name} on {entry.test.name})")
         posterior_sections(page, post, entry, settings)
     else:
-        from base.run_folder import run_folder_job
         from zoo.report.folder_page import folder_sections
 
-        page = Page(f"bnn-zoo report: {run_folder_job(os.fspath(path))} folder {name}")
+        page = Page(f"bnn-zoo report: {job_of(os.fspath(path))} folder {name}")
         folder_sections(page, Path(os.fspath(path)), settings)
     staging = out + ".partial"
     with open(staging, "w", encoding="utf-8") as f:

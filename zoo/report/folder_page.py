@@ -125,7 +125,12 @@ def folder_sections(page: Page, folder: Path, settings) -> None:
         page.heading("Tables")
         for path in tables:
             page.heading(path.name, level=3)
-            page.table(pd.read_csv(path), caption_for(path.name, TABLE_CAPTIONS), source=path.name, index=False)
+            try:
+                frame = pd.read_csv(path)
+            except pd.errors.EmptyDataError:
+                page.text(f"{path.name} is empty: the run wrote no rows there (e.g. no method that fills it ran).")
+                continue
+            page.table(frame, caption_for(path.name, TABLE_CAPTIONS), source=path.name, index=False)
     figures = sorted(folder.glob("*.png"))
     if figures:
         page.heading("Figures")
