@@ -23,8 +23,9 @@ FIGURE_CAPTIONS = (  # (file name pattern, caption): the first match wins
                              "the clean set but not under corruption shows here."),
     ("ood_severity*.png", "Each metric against corruption severity (0 = clean), the mean over types, one line per "
                           "posterior: good posteriors lose accuracy and gain NLL and ECE slowly."),
-    ("ood_detection*.png", "Uncertainty of the clean test inputs (in) against each shifted set: the less the "
-                           "histograms overlap (AUROC near 1), the better the posterior flags unfamiliar inputs."),
+    ("ood_detection*.png", "AUROC of each posterior (rows) against each shifted set (columns), one panel per "
+                           "uncertainty score: dark red (near 1) means the posterior flags that set, white (0.5) "
+                           "that it cannot tell it from test images."),
     ("predictive_map*.png", "p(y = 1 | x) over the plane with the data: the predictions should grow uncertain "
                             "(white) away from the data, not stay confident."),
     ("images.png", "Test NLL against training CPU time relative to the point estimate: methods low and to the "
