@@ -51,7 +51,8 @@ TABLE_CAPTIONS = (
 )
 SKIPPED_TABLES = ("ood_table.csv",)  # per-set rows (thousands): the summary tables show them aggregated
 VERDICTS_CAPTION = ("Every posterior the job saved, as its checkpoint records it: a fit that did not converge or "
-                    "collapsed (ignores the data), or NUTS chains with divergences, is flagged here first.")
+                    "collapsed (ignores the data), or NUTS chains with divergences, is named in the flag column; "
+                    "read those rows' scores with care.")
 
 
 def caption_for(name: str, patterns) -> str:
@@ -77,8 +78,21 @@ def verdict_rows(folder: Path) -> pd.DataFrame:
         rows.append({"posterior": path.name, "kind": record["kind"], "guide": guide,
                      "converged": info.get("converged"), "collapsed": info.get("collapsed"),
                      "divergences": info.get("divergences"),
-                     "fit_s": info.get("fit_s", info.get("nuts_s"))})
+                     "fit_s": info.get("fit_s", info.get("nuts_s")), "flag": flag(info)})
     return pd.DataFrame(rows).set_index("posterior") if rows else pd.DataFrame()
+
+
+def flag(info: dict) -> str:
+    """What to worry about in a posterior's recorded run, in words ("" when nothing): a fit that did not converge,
+    a collapsed posterior, NUTS divergences."""
+    words = []
+    if info.get("converged") is False:
+        words.append("not converged")
+    if info.get("collapsed"):
+        words.append("collapsed: ignores the data")
+    if info.get("divergences"):
+        words.append(f"{info['divergences']} divergences")
+    return "; ".join(words)
 
 
 def settings_record(folder: Path) -> dict:
@@ -131,6 +145,7 @@ def folder_sections(page: Page, folder: Path, settings) -> None:
             except pd.errors.EmptyDataError:
                 page.text(f"{path.name} is empty: the run wrote no rows there (e.g. no method that fills it ran).")
                 continue
+            frame = frame.rename(columns=lambda c: "" if str(c).startswith("Unnamed:") else c)  # a saved index
             page.table(frame, caption_for(path.name, TABLE_CAPTIONS), source=path.name, index=False)
     figures = sorted(folder.glob("*.png"))
     if figures:
