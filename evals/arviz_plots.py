@@ -72,7 +72,11 @@ def trace(data):
     Returns the matplotlib Figure."""
     if ARVIZ_1:
         return _figure_of(arviz.plot_trace_dist(data, backend="matplotlib"))
-    return _figure_of(arviz.plot_trace(data))
+    figure = _figure_of(arviz.plot_trace(data))
+    rows = len(figure.axes) // 2  # a density and a trace panel per variable
+    figure.set_size_inches(10, 1.9 * rows + 0.4)
+    figure.tight_layout()  # 0.x's default size lets titles run into the tick labels of the panel above
+    return figure
 
 
 def rank(data):

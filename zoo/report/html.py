@@ -16,7 +16,9 @@ import io
 import pandas as pd
 
 STYLE = """
-body { font-family: sans-serif; margin: 1.5em auto; max-width: 70em; color: #222; line-height: 1.4; }
+body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1.5em; max-width: 70em; color: #222;
+       line-height: 1.4; }
+details > summary { cursor: pointer; color: #245; margin: 0.5em 0; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; margin-top: 2em; }
 h3 { font-size: 1.05em; margin-bottom: 0.3em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.3em 0; }
@@ -65,16 +67,20 @@ class Page:
         self.parts.append(f"<pre>{html.escape(text)}</pre>")
 
     def table(self, frame: pd.DataFrame, caption: str, source: str | None = None, float_format: str = "{:.4g}",
-              index: bool = True) -> None:
+              index: bool = True, folded: str | None = None) -> None:
         """`frame` as an HTML table (the first `MAX_TABLE_ROWS` rows; numbers by `float_format`) with `caption`
-        under it; `source`: the file that holds the whole table, named when rows are left out."""
+        under it; `source`: the file that holds the whole table, named when rows are left out; `folded`: the line
+        of an HTML ``<details>`` that holds the table closed until clicked (for long tables of detail)."""
         shown = frame.head(MAX_TABLE_ROWS)
         body = shown.to_html(float_format=float_format.format, index=index, border=0, na_rep="",
                              escape=True)
         note = ""
         if len(frame) > len(shown):
             note = f" (the first {len(shown)} of {len(frame)} rows" + (f"; all of them in {source}" if source else "") + ")"
-        self.parts.append(f'<div class="scroll">{body}</div><p class="caption">{html.escape(caption + note)}</p>')
+        block = f'<div class="scroll">{body}</div><p class="caption">{html.escape(caption + note)}</p>'
+        if folded:
+            block = f"<details><summary>{html.escape(folded)}</summary>{block}</details>"
+        self.parts.append(block)
 
     def figure(self, image, caption: str, alt: str) -> None:
         """A figure (a matplotlib Figure or PNG bytes) inlined as base64 PNG, with `caption` under it."""

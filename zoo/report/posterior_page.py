@@ -87,7 +87,8 @@ def drawn(draw) -> bytes:
 
 
 def _key_value(record: dict) -> pd.DataFrame:
-    return pd.DataFrame({"value": [str(v) for v in record.values()]}, index=pd.Index(list(record), name="setting"))
+    values = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in record.values()]
+    return pd.DataFrame({"value": values}, index=pd.Index(list(record), name="setting"))
 
 
 def fit_section(page: Page, post) -> None:
@@ -106,15 +107,15 @@ def fit_section(page: Page, post) -> None:
         bad = bool(info.divergences)
         page.text(f"Verdict: {info.divergences} divergent transitions after warm-up, {post.num_chains} chains of "
                   f"{post.num_draws // max(1, post.num_chains)} draws.", css="verdict-bad" if bad else "verdict-good")
-    settings = _flat({"guide": getattr(getattr(post, "guide", None), "config", None), "config": post.config})
-    if settings:
-        page.table(_key_value(settings), CAPTIONS["settings"])
-    if info is not None:
-        page.table(_key_value(_flat(info._asdict())), CAPTIONS["info"])
     losses = getattr(post, "losses", None)
     if losses is not None and len(losses):
         png = drawn(lambda target: plots.loss_curve(np.asarray(losses), target, "loss per step"))
         page.figure(png, CAPTIONS["loss"], "loss curve")
+    settings = _flat({"guide": getattr(getattr(post, "guide", None), "config", None), "config": post.config})
+    if settings:
+        page.table(_key_value(settings), CAPTIONS["settings"])
+    if info is not None:
+        page.table(_key_value(_flat(info._asdict())), CAPTIONS["info"], folded="Everything the run recorded")
 
 
 def _worst_entries(summary: pd.DataFrame, count: int) -> list:
