@@ -9,7 +9,8 @@ draws p_s(y | x) (S, N, C) and their average p(y | x) = mean_s p_s:
                        detecting misclassified and out-of-distribution examples")
   entropy              u = H[p(y | x)] = -sum_c p_c log p_c (nats), the total predictive uncertainty
   mutual_information   u = H[mean_s p_s] - mean_s H[p_s], the epistemic part (`evals.metrics.mutual_information`;
-                       0 for a point estimate, whose draws are all alike)
+                       0 for a point estimate, whose draws are all alike: below `MI_ROUNDING` it counts as 0, so
+                       such a posterior ties every input and scores AUROC 0.5 by it)
 
 and each score gives four numbers (`detection_metrics`; Hendrycks and Gimpel 2017, Sec. 2; Liang et al. 2018,
 "ODIN", Sec. 4.2), computed with scikit-learn's metrics (``roc_auc_score``, ``average_precision_score``,
@@ -46,6 +47,9 @@ __all__ = ["SCORES", "METRICS", "uncertainty_scores", "detection_metrics", "dete
 SCORES = ("max_probability", "entropy", "mutual_information")
 METRICS = ("auroc", "aupr_in", "aupr_out", "fpr_at_95_tpr")
 TPR_LEVEL = 0.95
+MI_ROUNDING = 1e-10
+"""Nats: a mutual information smaller than this in magnitude is 0 (draws that agree, e.g. a point estimate's,
+leave float64 rounding of about 1e-16 in H[mean] - mean H, which would otherwise rank inputs at random)."""
 
 
 def uncertainty_scores(member_probs) -> dict:
@@ -55,8 +59,10 @@ def uncertainty_scores(member_probs) -> dict:
     probs = probs[None] if probs.ndim == 2 else probs
     member = metrics.checked(probs, member=True, arg="member_probs")[0]
     mean = member.mean(0)
+    information = metrics.mutual_information(member)
+    information = np.where(np.abs(information) < MI_ROUNDING, 0.0, information)
     return {"max_probability": 1.0 - mean.max(-1), "entropy": metrics.predictive_entropy(mean),
-            "mutual_information": metrics.mutual_information(member)}
+            "mutual_information": information}
 
 
 def _scores_arg(values, arg: str) -> np.ndarray:

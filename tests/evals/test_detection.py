@@ -76,6 +76,11 @@ def test_scores_by_formula_and_table_of_a_predictor():
     np.testing.assert_allclose(u["max_probability"], [0.0, 0.5, 0.5])
     np.testing.assert_allclose(u["entropy"], [0.0, np.log(2), np.log(2)])
     np.testing.assert_allclose(u["mutual_information"], [0.0, 0.0, np.log(2)], atol=1e-12)
+    # identical draws (a point estimate's): the mutual information is exactly 0, not float64 rounding that would rank
+    # inputs at random, so its AUROC is 0.5 (all ties)
+    same = np.repeat(np.random.default_rng(1).dirichlet(np.ones(10), size=50)[None], 100, axis=0)
+    flat = uncertainty_scores(same)["mutual_information"]
+    assert (flat == 0.0).all() and detection_metrics(flat[:30], flat[30:])["auroc"] == 0.5
 
     def predictor(x):  # a callable x -> (S, N, C): in inputs (x = 0) certain, out inputs (x = 1) split by draws
         certain = np.array([0.98, 0.01, 0.01])

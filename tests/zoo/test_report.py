@@ -96,7 +96,8 @@ def test_pages_are_self_contained_and_say_what_they_show(pages):
     assert run.count("digits_mean_field") >= 1 and "r_hat_max" in run  # the verdicts and the R-hat table
 
 
-def test_bad_paths_are_refused_naming_path(tmp_path):
+def test_bad_paths_are_refused_naming_path(tmp_path, capsys):
+    from zoo.cli import EXIT_USAGE, main
     from zoo.report import write_report
 
     (tmp_path / "mine").mkdir()
@@ -107,6 +108,9 @@ def test_bad_paths_are_refused_naming_path(tmp_path):
         with pytest.raises(InputError, match=f"^path: .*{says}"):
             write_report(path)
     assert sorted(os.listdir(tmp_path / "mine")) == ["notes.txt"]  # nothing written into the user's folder
+    assert main(["report", str(tmp_path / "mine")]) == EXIT_USAGE  # the command line: one line, exit status 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zoo report: error: path: expected a saved posterior")
 
 
 def test_every_page_renders_in_headless_chromium(pages, tmp_path):
