@@ -74,6 +74,7 @@ def _images(text: str) -> list:
     return re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
 
 
+@pytest.mark.smoke
 def test_pages_are_self_contained_and_say_what_they_show(pages):
     made, post = pages
     assert made["posterior"].endswith("post.report.html") and made["run"].endswith(os.path.join("run", "report.html"))
