@@ -120,6 +120,8 @@ def test_every_page_renders_in_headless_chromium(pages, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
     made, _ = pages
     with sync_api.sync_playwright() as driver:
+        # headless=True passes --headless; launch() (not a persistent context) starts from a fresh temporary profile,
+        # the --user-data-dir playwright makes and removes
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=FLAGS[1:], headless=True)
         try:
             for kind, path in made.items():
