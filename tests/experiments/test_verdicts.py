@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from zoo.experiments.analysis.verdicts import Interval, combine, judge, paired_interval, region_text, se_interval, t_interval
+from zoo.experiments.analysis.verdicts import (Interval, Precondition, at_least, at_most, combine, gate, judge,
+                                              paired_interval, region_text, se_interval, t_interval, word)
 from base.errors import InputError
 
 
@@ -58,3 +59,24 @@ def test_combine_and_region_text():
         combine(["reproduces"])
     assert region_text(low=0.0) == ">= 0" and region_text(-0.01, 0.01) == "in [-0.01, 0.01]"
     assert Interval(0.5, 0.25, 0.75, 5, "t").text(2, scale=100) == "50 [25, 75] (n = 5, t)"
+
+
+def test_gate_keeps_a_verdict_only_where_every_precondition_holds():
+    transition = at_least("dense1 log alpha >= 6.3", 5.27, 6.3, "log alpha 5.27, still rising")
+    mixed = at_most("split R-hat <= 1.05", 1.03, 1.05)
+    assert (transition.met, mixed.met, mixed.measured) == (False, True, "1.03")
+    assert not at_least("x", float("nan"), 0.0).met and not at_most("x", float("nan"), 0.0).met  # NaN: not met
+    assert at_least("x", 6.3, 6.3).met  # the bound itself counts
+    assert gate("contradicts", [mixed]) == "contradicts" and gate("consistent", [mixed]) == "consistent"
+    gated = gate("contradicts", [mixed, transition])
+    assert gated == "inconclusive (precondition not met: dense1 log alpha >= 6.3 (log alpha 5.27, still rising))"
+    assert gate("consistent", [transition]).startswith("inconclusive (precondition not met")  # vacuous too
+    assert gate("not run", []) == "not run"
+    assert word(gated) == "inconclusive" and combine([gated, "consistent"]) == "inconclusive"
+    assert combine([gated, "contradicts"]) == "contradicts"
+    assert transition.text() == "NO: dense1 log alpha >= 6.3 (log alpha 5.27, still rising)"
+    assert Precondition("converged", True, "slope 0.001").text() == "yes: converged (slope 0.001)"
+    with pytest.raises(InputError, match="preconditions"):
+        gate("consistent", [])  # every finding that ran states its regime
+    with pytest.raises(InputError, match="verdict"):
+        word("reproduces (mostly)")
