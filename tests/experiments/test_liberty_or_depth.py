@@ -86,3 +86,37 @@ def test_floor_table_and_findings_on_constructed_runs(tmp_path):
     assert finding(unmixed).verdict.startswith("inconclusive (precondition not met: chains mixed")
     at_floor = runs.assign(kl_null_shift=runs["kl_diag_full"] - 0.01 * (runs["seed"] - 1))  # excess ~0 at depth 1
     assert "the shallow depth's KL above its shift floor" in finding(at_floor).verdict
+
+
+def test_a_sweep_cut_short_resumes_at_the_first_run_it_had_not_finished(monkeypatch, tmp_path):
+    """`run_depth_sweep(runs_dir=...)` saves each run's row as it finishes; after a cut (here an error in the 4th
+    run) the same call reads the 3 finished rows back and runs only the rest; another config runs afresh."""
+    from dataclasses import replace
+
+    import pytest
+
+    import zoo.experiments.reproduce.liberty_or_depth as lod
+
+    calls = []
+
+    def fake_run(config, depth, activation, seed, progress=False):
+        calls.append((depth, seed))
+        if len(calls) == 4 and not getattr(fake_run, "resumed", False):
+            raise KeyboardInterrupt("the GPU's time ran out")
+        return {"activation": activation, "depth": depth, "seed": seed, "width": 3, "num_weights": 29,
+                "kl_diag_full": 1.0 + depth + 0.1 * seed, "kl_null": 0.5, "kl_null_shift": 0.6,
+                "w2_extra_error": 0.1, "ess_bulk_min": 100.0, "rhat_max": 1.01, "nuts_accuracy": 1.0,
+                "divergences": 0, "svi_s": 1.0, "nuts_s": 2.0}
+
+    monkeypatch.setattr(lod, "run_one", fake_run)
+    config = replace(lod.QUICK, depths=(1, 2), seeds=(0, 1, 2))
+    with pytest.raises(KeyboardInterrupt):
+        lod.run_depth_sweep(config, log=None, runs_dir=tmp_path / "runs")
+    assert calls == [(1, 0), (1, 1), (1, 2), (2, 0)] and len(list((tmp_path / "runs").glob("*.json"))) == 3
+    fake_run.resumed = True
+    table = lod.run_depth_sweep(config, log=None, runs_dir=tmp_path / "runs")
+    assert calls[4:] == [(2, 0), (2, 1), (2, 2)]  # only the runs the cut left undone
+    assert list(zip(table["depth"], table["seed"])) == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+    assert table["kl_diag_full"].tolist() == pytest.approx([2.0, 2.1, 2.2, 3.0, 3.1, 3.2])
+    lod.run_depth_sweep(replace(config, num_warmup=7), log=None, runs_dir=tmp_path / "runs")
+    assert len(calls) == 7 + 6  # another config: nothing read back

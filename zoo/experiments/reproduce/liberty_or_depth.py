@@ -152,14 +152,57 @@ def run_one(config: DepthSweepConfig, depth: int, activation: str, seed: int, pr
     }
 
 
-def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print) -> pd.DataFrame:
+def _run_file(runs_dir: Path, activation: str, depth: int, seed: int) -> Path:
+    return runs_dir / f"{activation}_depth{depth}_seed{seed}.json"
+
+
+def _saved_run(path: Path, config: DepthSweepConfig) -> dict | None:
+    """The row saved at ``path`` by a run of the same ``config``, or None (absent, unreadable, another config)."""
+    import json
+
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("config") != json.loads(json.dumps(asdict(config))):
+        return None
+    return record.get("row")
+
+
+def _save_run(path: Path, config: DepthSweepConfig, row: dict) -> None:
+    """Write {"config", "row"} to ``path`` atomically (a temporary file renamed: a cut run leaves no half file)."""
+    import json
+
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"config": asdict(config), "row": row}, default=float))
+    tmp.replace(path)
+
+
+def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print, runs_dir=None) -> pd.DataFrame:
     """Every (activation, depth, seed) run of ``config``: a DataFrame with one row per run
-    (columns of ``run_one``); ``df.attrs["config"]`` holds the config as a dict."""
+    (columns of ``run_one``); ``df.attrs["config"]`` holds the config as a dict.
+
+    ``runs_dir`` (a folder, made if absent): each run's row is saved there as JSON the moment it finishes, and a run
+    whose row is already there from the same config is read back instead of run again, so a sweep cut short (a GPU
+    lent in ~10-minute pieces) resumes at the first run it had not finished. One run is the unit: at the paper's
+    size (``FULL``, ~1,000 parameters, 2 chains of 500 draws after 100 warm-up steps) a few minutes on one GPU."""
     rows = []
+    if runs_dir is not None:
+        runs_dir = Path(runs_dir)
+        runs_dir.mkdir(parents=True, exist_ok=True)
     for activation in config.activations:
         for depth in config.depths:
             for seed in config.seeds:
+                path = None if runs_dir is None else _run_file(runs_dir, activation, depth, seed)
+                saved = None if path is None else _saved_run(path, config)
+                if saved is not None:
+                    rows.append(saved)
+                    if log is not None:
+                        log(f"{activation} depth {depth} seed {seed}: read from {path.name} (finished earlier)")
+                    continue
                 rows.append(run_one(config, depth, activation, seed))
+                if path is not None:
+                    _save_run(path, config, rows[-1])
                 if log is not None:
                     row = rows[-1]
                     log(f"{activation} depth {depth} (width {row['width']}, {row['num_weights']} weights) "
@@ -201,6 +244,10 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
     5. report.md: the estimator's floor at the paper's D and S (`floor_table`), KL minus floor per depth over
        the mixed seeds only, and their verdicts (`depth_findings`).
 
+    Resumable: every sweep run's row is saved under ``out_dir/runs`` as it finishes (`run_depth_sweep`), and the
+    same call on the same folder (the job's own: `base.run_folder.claim_run_folder`) reads back the runs of the
+    same settings instead of running them again; steps 1-3 (minutes) are redone.
+
     Args:
       out_dir: folder for the files (created).
       setting: "quick" (`QUICK`: depths 1-4, 5 seeds), "medium" (QUICK with longer chains) or "full" (the
@@ -236,7 +283,7 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
     save_figure(plot_covariance_heatmaps({"10-layer linear network, digits": cov}), "deep_linear_digits_covariance.png")
 
     config = replace(settings[setting], **overrides)
-    runs = run_depth_sweep(config, log=log)
+    runs = run_depth_sweep(config, log=log, runs_dir=out / "runs")
     summary = summarise(runs)
     runs.to_csv(out / "depth_sweep_runs.csv", index=False)
     summary.to_csv(out / "depth_sweep_summary.csv", index=False)
