@@ -31,3 +31,14 @@ def test_found_needs_the_passage_and_the_value_in_it():
     assert quoted("r1.table8.cnll_4") == "0.80 (Table 8 (appendix C.2), CIFAR-10 WRN-28-10, rank-1 Gaussian, 4 samples)"
     with pytest.raises(InputError, match="keys"):
         quoted("r1.table8.cnll_5")
+
+
+def test_a_malformed_quotes_table_is_refused(tmp_path):
+    from zoo.experiments.reproduce.quotes import _load
+
+    path = tmp_path / "quotes.tsv"
+    path.write_text("key\tpaper\tsource\tvalue\tpassage\nr1.x\trank1-bnn\tTable 8\t0.80\n", encoding="utf-8")
+    with pytest.raises(InputError, match="malformed rows: \\['r1.x'\\]"):
+        _load(path)
+    path.write_text("key\tpaper\tsource\tvalue\tpassage\nr1.x\trank1-bnn\tTable 8\t0.80\t4 samples 0.80\n")
+    assert _load(path)["r1.x"] == Quote("rank1-bnn", "Table 8", "4 samples 0.80", "0.80")

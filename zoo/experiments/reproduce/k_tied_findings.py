@@ -55,7 +55,7 @@ NO_ANNEALING = Precondition("no KL annealing in the trace fits, as the paper's S
 def sigma_moved(spectra: pd.DataFrame) -> Precondition:
     """The precondition of Fig. 3 / Tables 2-3: every site-seed row's ``sd_log_ratio`` (median |log(sd / sd_init)|,
     `zoo.experiments.analysis.sigma_spectrum.sd_log_ratio`) is >= `SIGMA_MOVED`; no such column: not met."""
-    what = f"the sds moved from their init: median |log(sd / sd_init)| >= log 2 in every weight matrix"
+    what = "the sds moved from their init: median |log(sd / sd_init)| >= log 2 in every weight matrix"
     if "sd_log_ratio" not in spectra:
         return Precondition(what, False, "not recorded")
     v = spectra["sd_log_ratio"].to_numpy(dtype=float)

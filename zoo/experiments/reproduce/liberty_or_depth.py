@@ -195,7 +195,7 @@ def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print, runs_dir=None) 
             for seed in config.seeds:
                 path = None if runs_dir is None else _run_file(runs_dir, activation, depth, seed)
                 saved = None if path is None else _saved_run(path, config)
-                if saved is not None:
+                if path is not None and saved is not None:
                     rows.append(saved)
                     if log is not None:
                         log(f"{activation} depth {depth} seed {seed}: read from {path.name} (finished earlier)")

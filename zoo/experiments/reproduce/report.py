@@ -25,7 +25,6 @@ from typing import NamedTuple, Sequence
 import pandas as pd
 
 from zoo.experiments.analysis.verdicts import VERDICTS, Precondition, gate, word
-from base.errors import InputError
 
 __all__ = ["Report", "Finding", "VERDICTS"]
 
