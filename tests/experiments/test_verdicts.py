@@ -80,3 +80,16 @@ def test_gate_keeps_a_verdict_only_where_every_precondition_holds():
         gate("consistent", [])  # every finding that ran states its regime
     with pytest.raises(InputError, match="verdict"):
         word("reproduces (mostly)")
+
+
+def test_fits_converged_reads_the_converged_column_of_the_compared_rows():
+    import pandas as pd
+
+    from zoo.experiments.analysis.verdicts import fits_converged
+
+    runs = pd.DataFrame({"method": ["a", "a", "b", "ensemble"], "converged": [True, True, False, None]})
+    assert fits_converged(runs, "x", "method", ["a"]).met
+    both = fits_converged(runs, "Table 2", "method", ["a", "b", "ensemble"])  # None (an ensemble) is not judged
+    assert not both.met and both.measured == "Table 2: 2 of 3 fits converged"
+    assert fits_converged(runs.drop(columns="converged"), "x").measured == "x: not recorded"
+    assert not fits_converged(runs, "x", "method", ["ensemble"]).met  # nothing judged: not met

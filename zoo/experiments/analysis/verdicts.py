@@ -30,12 +30,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from base.errors import InputError
 
 __all__ = ["VERDICTS", "Interval", "t_interval", "paired_interval", "se_interval", "judge", "combine",
-           "region_text", "Precondition", "at_least", "at_most", "gate", "word"]
+           "region_text", "Precondition", "at_least", "at_most", "gate", "word", "fits_converged"]
 
 VERDICTS = ("consistent", "inconclusive", "contradicts", "not run")
 """The words of a finding: the first three from `judge` / `combine`, "not run" when its experiment was left out."""
@@ -150,6 +151,19 @@ def at_most(what: str, value: float, threshold: float, measured: str | None = No
     """The precondition ``value <= threshold`` (a NaN value is not met); ``measured`` defaults to the value."""
     v = float(value)
     return Precondition(what, bool(v == v and v <= threshold), measured or f"{v:.4g}")
+
+
+def fits_converged(table: pd.DataFrame, what: str, by: str | None = None, keys=None) -> Precondition:
+    """The precondition that every fit behind ``table``'s rows (those with ``table[by]`` in ``keys`` when given)
+    converged: ``inference.fit``'s judgement of its ELBO (the ``converged`` column; None / NaN rows, e.g. a deep
+    ensemble's, are left out). No ``converged`` column (a table from before it was recorded): not met."""
+    rows = table if by is None or keys is None else table[table[by].isin(list(keys))]
+    condition = "the fits compared converged (`inference.fit`'s ELBO judgement, info.converged)"
+    if "converged" not in rows:
+        return Precondition(condition, False, f"{what}: not recorded")
+    judged = rows["converged"].dropna().astype(bool)
+    return Precondition(condition, bool(len(judged)) and bool(judged.all()),
+                        f"{what}: {int(judged.sum())} of {len(judged)} fits converged")
 
 
 def gate(verdict: str, preconditions) -> str:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import pandas as pd
 
 from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
-from zoo.experiments.analysis.verdicts import Precondition, combine, judge, paired_interval
+from zoo.experiments.analysis.verdicts import Precondition, combine, fits_converged, judge, paired_interval
 from zoo.experiments.reproduce.quotes import quoted
 
-__all__ = ["shown", "paired", "diff_text", "below", "findings", "table2_finding", "cauchy_finding", "fits_converged",
+__all__ = ["shown", "paired", "diff_text", "below", "findings", "table2_finding", "cauchy_finding",
            "POSITIVE_CLAIM", "CAUCHY_CLAIM", "BATCH_ENSEMBLES"]
 
 BATCH_ENSEMBLES = ("batch_ensemble", "batch_ensemble_unregularised")
@@ -52,19 +52,6 @@ def diff_text(runs, by, a, b, metric, digits=3):
 def below(runs, by, a, b, metric):
     """The verdict on "metric(a) < metric(b)": `judge` of the paired interval of the difference against < 0."""
     return judge(paired(runs, by, a, b, metric), high=0.0)
-
-
-def fits_converged(table: pd.DataFrame, what: str, by: str | None = None, keys=None) -> Precondition:
-    """The precondition that every fit behind ``table``'s rows (those with ``table[by]`` in ``keys`` when given)
-    converged: ``inference.fit``'s judgement of its ELBO (the ``converged`` column; None / NaN rows, e.g. a deep
-    ensemble's, are left out). No ``converged`` column (a table from before it was recorded): not met."""
-    rows = table if by is None or keys is None else table[table[by].isin(list(keys))]
-    condition = "the fits compared converged (`inference.fit`'s ELBO judgement, info.converged)"
-    if "converged" not in rows:
-        return Precondition(condition, False, f"{what}: not recorded")
-    judged = rows["converged"].dropna().astype(bool)
-    return Precondition(condition, bool(len(judged)) and bool(judged.all()),
-                        f"{what}: {int(judged.sum())} of {len(judged)} fits converged")
 
 
 def _present(runs, names):
