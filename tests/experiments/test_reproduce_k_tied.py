@@ -170,3 +170,45 @@ def test_the_point_estimate_check_and_its_reference():
     assert verdict == "inconclusive" and "Blundell" in evidence and "-0.97" in ours
     assert f.point_estimate_verdict(runs, 0.972, source)[0] == "consistent"  # [-0.5, 0.5] points >= -1
     assert f.point_estimate_verdict(runs, 0.99, source)[0] == "contradicts"  # [-2.3, -1.3] points < -1
+
+
+def test_the_recipes_tuning_and_final_runs_resume_from_their_tables(monkeypatch, tmp_path):
+    """With ``resume``, a tuning candidate or final run already in tuning.csv / accuracy_runs.csv from the same
+    recipe and training-set size is read back, not fitted: a job cut after the first arm fits only the rest."""
+    from types import SimpleNamespace
+
+    import zoo.experiments.reproduce.k_tied_recipe as kr
+
+    fits = []
+
+    def fake_fit(entry, train, arm, setting, recipe, seed):
+        fits.append((kr.arm_label(arm), tuple(setting.values()), seed))
+        return SimpleNamespace(info=SimpleNamespace(final_kl_weight=0.5, converged=True), losses=[0.0] * 12)
+
+    def fake_score(post, data, draws, seed):
+        lr = fits[-1][1][0]
+        return 0.9 + lr, 0.3 - lr, 0.01  # the larger rate validates better
+
+    monkeypatch.setattr(kr, "fit_arm", fake_fit)
+    monkeypatch.setattr(kr, "_accuracy_nll", fake_score)
+    data = SimpleNamespace(x=np.zeros((10, 2)), y=np.zeros(10, int))
+    entry = SimpleNamespace(train=data, test=data)
+    recipe = kr.Recipe(arms=(kr.POINT, None), learning_rates=(1e-3, 3e-3), prior_scales=(0.3,), kl_slopes=(5e-5,),
+                       seeds=(0, 1), epochs=1, batch_size=5)
+    tuning_entries = {0.3: (entry, (data.x, data.y), (data.x, data.y))}
+    choices, table = kr.tune_arms(tuning_entries, recipe, out_dir=tmp_path)
+    runs = kr.final_runs({0.3: entry}, choices, recipe, out_dir=tmp_path)
+    assert len(fits) == 4 + 4 and (table["recipe"] == kr.recipe_key(recipe, 10)).all()
+    assert [c.setting["learning_rate"] for c in choices.values()] == [3e-3, 3e-3]
+    # a cut after the point estimate's final runs: mean field's rows are lost
+    runs[runs["k"] == "point estimate"].to_csv(tmp_path / "accuracy_runs.csv", index=False)
+    fits.clear()
+    again_choices, again = kr.tune_arms(tuning_entries, recipe, out_dir=tmp_path, resume=True)
+    again_runs = kr.final_runs({0.3: entry}, again_choices, recipe, out_dir=tmp_path, resume=True)
+    assert fits == [("mean field", (3e-3, 0.3, 5e-5), 0), ("mean field", (3e-3, 0.3, 5e-5), 1)]  # only the lost
+    pd.testing.assert_frame_equal(again[["arm", "validation", "chosen"]].astype(str),
+                                  table[["arm", "validation", "chosen"]].astype(str))
+    assert again_runs["accuracy"].tolist() == pytest.approx(runs["accuracy"].tolist())
+    fits.clear()  # another recipe (2 epochs): nothing of the first is reused
+    kr.tune_arms(tuning_entries, replace(recipe, epochs=2), out_dir=tmp_path, resume=True)
+    assert len(fits) == 4
