@@ -211,3 +211,31 @@ def test_the_point_estimate_is_compared_with_the_best_known_accuracy(tmp_path):
     assert "0.9860 (mean over seeds) vs 0.9940" in report.notes[-1] and ": within 1 point" in report.notes[-1]
     vn._point_estimate_note(report, QUICK, t1)  # digits: vs dropout's ensemble 0.997: 1.1 points below
     assert "vs 0.9970" in report.notes[-1] and "NOT within" in report.notes[-1] and "ensemble" in report.notes[-1]
+
+
+def test_a_resumed_job_reads_back_the_rows_an_earlier_run_of_the_same_settings_kept(tmp_path):
+    """`resumed_row` on an earlier run's fits.csv / tuning.csv: a kept (chosen) row comes back for a method whose
+    rate is chosen; the first seed of an untuned method comes back with every candidate and its choice; a seed the
+    cut run never reached, or an untuned method's later seed, is fitted again. `settings_key` tells runs apart."""
+    import pandas as pd
+
+    from zoo.experiments.reproduce import variance_networks as vn
+
+    key = vn.settings_key(TINY)
+    fits = pd.DataFrame({"method": ["a", "a", "a", "b"], "seed": [0, 0, 1, 1], "learning_rate": [1e-3, 1e-2, 1e-2, 1e-2],
+                         "chosen": [False, True, True, True], "deterministic_acc": [0.5, 0.9, 0.8, 0.7],
+                         "settings_key": key})
+    tuning = pd.DataFrame({"method": ["a", "a"], "learning_rate": [1e-3, 1e-2], "validation": [0.4, 0.8],
+                           "chosen": [False, True], "settings_key": key})
+    fits.to_csv(tmp_path / "fits.csv", index=False)
+    tuning.to_csv(tmp_path / "tuning.csv", index=False)
+    earlier_fits = vn._earlier(tmp_path, "fits.csv", key, True)
+    earlier_tuning = vn._earlier(tmp_path, "tuning.csv", key, True)
+    row, rows, tuned = vn.resumed_row(earlier_fits, earlier_tuning, "a", 0, 0, tuned=False)
+    assert row["learning_rate"] == 1e-2 and len(rows) == 2 and list(tuned["validation"]) == [0.4, 0.8]
+    row, rows, tuned = vn.resumed_row(earlier_fits, earlier_tuning, "a", 1, 0, tuned=True)
+    assert row["deterministic_acc"] == 0.8 and len(rows) == 1 and tuned is None
+    assert vn.resumed_row(earlier_fits, earlier_tuning, "a", 2, 0, tuned=True) is None  # never reached
+    assert vn.resumed_row(earlier_fits, earlier_tuning, "b", 1, 0, tuned=False) is None  # b's rate not chosen yet
+    assert vn._earlier(tmp_path, "fits.csv", vn.settings_key(replace(TINY, epochs=4)), True).empty
+    assert vn._earlier(tmp_path, "fits.csv", key, False).empty  # no resume: nothing read

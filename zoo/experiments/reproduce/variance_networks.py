@@ -215,9 +215,48 @@ def _save(report, name: str, table: pd.DataFrame) -> None:
     table.to_csv(report.out / f"{name}.csv", index=False)
 
 
+def settings_key(settings: VarianceNetworksSettings) -> str:
+    """The fingerprint of a job's settings (``settings_key`` column of ``fits.csv`` and ``tuning.csv``): a resumed
+    job reads back only rows written under the same settings."""
+    import hashlib
+
+    return hashlib.sha1(repr(settings).encode()).hexdigest()[:12]
+
+
+def _earlier(out_dir, name: str, key: str, resume: bool) -> pd.DataFrame:
+    """The rows of ``out_dir/name`` written under settings ``key`` (empty unless ``resume``)."""
+    from pathlib import Path
+
+    path = Path(out_dir) / name
+    if not resume or not path.exists():
+        return pd.DataFrame()
+    table = pd.read_csv(path)
+    return table[table["settings_key"].astype(str) == key] if "settings_key" in table else pd.DataFrame()
+
+
+def resumed_row(fits: pd.DataFrame, tuning: pd.DataFrame, label: str, seed: int, first: int, tuned: bool):
+    """What an earlier run of the same settings left for (``label``, ``seed``): None when ``fits`` (its fits.csv
+    rows) holds no kept row (``chosen`` True) for it, or when the method's rate is not chosen yet (``tuned``
+    False) and this is not the first seed or ``tuning`` (its tuning.csv rows) has no choice for it. Otherwise
+    (the kept row, the rows to add to fits.csv: every candidate at the first seed, else the kept row, the
+    method's tuning rows or None when its rate was chosen already)."""
+    if fits.empty:
+        return None
+    mine = fits[(fits["method"] == label) & (fits["seed"] == seed)]
+    kept = mine[mine["chosen"].astype(str) == "True"]
+    if kept.empty:
+        return None
+    if tuned:
+        return kept.iloc[0].to_dict(), [kept.iloc[0].to_dict()], None
+    choice = tuning[tuning["method"] == label] if not tuning.empty else tuning
+    if seed != first or choice.empty:
+        return None
+    return kept.iloc[0].to_dict(), mine.to_dict("records"), choice.drop(columns="settings_key", errors="ignore")
+
+
 def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seeds=None, data_dir=None,
                                 settings: VarianceNetworksSettings | None = None, data_path=None, epochs=None,
-                                learning_rates=None) -> dict:
+                                learning_rates=None, resume: bool = False) -> dict:
     """Every variance-networks experiment, written to ``out_dir`` with report.md.
 
     The stages, in order, each writing its CSV tables, findings and report.md as soon as it ends (``fits.csv``
@@ -239,6 +278,10 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
       epochs: replaces the setting's epochs (a positive int); the per-epoch curve keeps about 10 readings
         (curve_every = max(1, epochs // 10): each reading computes kappa on the whole training part).
       learning_rates: a tuple of positive floats replacing the setting's candidate learning rates.
+      resume: the Table 1-2 trainings already in ``out_dir``'s ``fits.csv`` (and their learning-rate choices in
+        ``tuning.csv``) from the same settings (`settings_key`) are read back instead of fitted again, so a run cut
+        short (a GPU lent in ~10-minute pieces) continues at the first (method, seed) it had not finished; the
+        first three stages (the networks the curves and attacks use) are fitted again.
     Returns:
       {"table1", "table2", "tuning", "transition", "sparse", "attack": DataFrames, "report": path of report.md}.
     """
@@ -282,6 +325,26 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
 
     fits, rows_by_fit, all_rows, chosen, tuning = {}, {}, [], {}, []
     first = settings.seeds[0]
+    key = settings_key(settings)
+    earlier_fits = _earlier(out_dir, "fits.csv", key, resume)
+    earlier_tuning = _earlier(out_dir, "tuning.csv", key, resume)
+
+    def from_earlier(method, seed) -> bool:
+        """Take (method, seed)'s row (and at the first seed the method's learning-rate choice) from the earlier
+        run's tables (`resumed_row`); True when they held it."""
+        if (method.label, seed) in rows_by_fit:
+            return False
+        found = resumed_row(earlier_fits, earlier_tuning, method.label, seed, first, method.label in chosen)
+        if found is None:
+            return False
+        row, rows, tuned = found
+        if tuned is not None:
+            chosen[method.label] = float(row["learning_rate"])
+            tuning.append(tuned)
+        all_rows.extend(rows)
+        rows_by_fit[(method.label, seed)] = row
+        log(f"  {method.label}, seed {seed}: read from fits.csv (fitted earlier)")
+        return True
 
     def train(method, seed):
         """(entry, posterior) of ``method`` at ``seed``, fitted once: the first call of a method tunes its learning
@@ -291,15 +354,15 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
             choice, (e_m, post_m, row, _, _), candidates = tune_method(settings, method, first, data_dir, log)
             chosen[method.label] = choice.setting["learning_rate"]
             fits[(method.label, first)], rows_by_fit[(method.label, first)] = (e_m, post_m), row
-            all_rows.extend(candidates)
+            all_rows.extend({**c, "settings_key": key} for c in candidates)
             tuning.append(choice.table.assign(method=method.label, chosen=choice.table.learning_rate
                                               == choice.setting["learning_rate"]))
-            _save(report, "tuning", pd.concat(tuning, ignore_index=True))
+            _save(report, "tuning", pd.concat(tuning, ignore_index=True).assign(settings_key=key))
         if (method.label, seed) not in fits:
             e_m, post_m, row, _, _ = fit_method(settings, method, seed, data_dir, log,
                                                 learning_rate=chosen[method.label])
             fits[(method.label, seed)], rows_by_fit[(method.label, seed)] = (e_m, post_m), row
-            all_rows.append({**row, "chosen": True})
+            all_rows.append({**row, "chosen": True, "settings_key": key})
         _save(report, "fits", pd.DataFrame(all_rows))
         return fits[(method.label, seed)]
 
@@ -366,7 +429,9 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
             log(f"seed {seed}: Table 1 and 2 trainings" + (" (learning rates chosen on the validation part)"
                                                            if seed == first else ""))
             for method in _methods(settings):
-                train(method, seed)
+                if not from_earlier(method, seed):
+                    train(method, seed)
+                _save(report, "fits", pd.DataFrame(all_rows))
         metrics = ["stochastic_acc", "deterministic_acc", "ensemble_acc"]
         t1 = pd.DataFrame([rows_by_fit[(m.label, seed)] for seed in settings.seeds for m in _methods(settings)
                            if m in TABLE1])
