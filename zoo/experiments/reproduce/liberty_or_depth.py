@@ -178,13 +178,13 @@ def _save_run(path: Path, config: DepthSweepConfig, row: dict) -> None:
     tmp.replace(path)
 
 
-def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print, runs_dir=None) -> pd.DataFrame:
+def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print, runs_dir=None, resume: bool = True) -> pd.DataFrame:
     """Every (activation, depth, seed) run of ``config``: a DataFrame with one row per run
     (columns of ``run_one``); ``df.attrs["config"]`` holds the config as a dict.
 
-    ``runs_dir`` (a folder, made if absent): each run's row is saved there as JSON the moment it finishes, and a run
-    whose row is already there from the same config is read back instead of run again, so a sweep cut short (a GPU
-    lent in ~10-minute pieces) resumes at the first run it had not finished. One run is the unit: at the paper's
+    ``runs_dir`` (a folder, made if absent): each run's row is saved there as JSON the moment it finishes, and
+    (with ``resume``) a run whose row is already there from the same config is read back instead of run again, so a
+    sweep cut short (a GPU lent in ~10-minute pieces) resumes at the first run it had not finished. One run is the unit: at the paper's
     size (``FULL``, ~1,000 parameters, 2 chains of 500 draws after 100 warm-up steps) a few minutes on one GPU."""
     rows = []
     if runs_dir is not None:
@@ -194,7 +194,7 @@ def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print, runs_dir=None) 
         for depth in config.depths:
             for seed in config.seeds:
                 path = None if runs_dir is None else _run_file(runs_dir, activation, depth, seed)
-                saved = None if path is None else _saved_run(path, config)
+                saved = None if path is None or not resume else _saved_run(path, config)
                 if path is not None and saved is not None:
                     rows.append(saved)
                     if log is not None:
@@ -233,7 +233,7 @@ def deep_linear_product_covariance(depth: int = 10, width: int = 16, steps: int 
     return posterior_product_covariance(posterior, num_samples, seed)[0], posterior
 
 
-def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **overrides) -> dict:
+def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, resume: bool = False, **overrides) -> dict:
     """Every Liberty-or-Depth experiment, written to ``out_dir`` (the `zoo reproduce liberty-or-depth` job).
 
     1. Fig. 1: simulated covariance of products of L = 1, 5, 20 mean-field 4x4 layers (10,000 draws).
@@ -245,8 +245,8 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
        the mixed seeds only, and their verdicts (`depth_findings`).
 
     Resumable: every sweep run's row is saved under ``out_dir/runs`` as it finishes (`run_depth_sweep`), and the
-    same call on the same folder (the job's own: `base.run_folder.claim_run_folder`) reads back the runs of the
-    same settings instead of running them again; steps 1-3 (minutes) are redone.
+    same call with ``resume=True`` on the same folder (the job's own: `base.run_folder.claim_run_folder`) reads back
+    the runs of the same settings instead of running them again; steps 1-3 (minutes) are redone.
 
     Args:
       out_dir: folder for the files (created).
@@ -283,7 +283,7 @@ def reproduce_liberty_or_depth(out_dir, setting: str = "quick", log=print, **ove
     save_figure(plot_covariance_heatmaps({"10-layer linear network, digits": cov}), "deep_linear_digits_covariance.png")
 
     config = replace(settings[setting], **overrides)
-    runs = run_depth_sweep(config, log=log, runs_dir=out / "runs")
+    runs = run_depth_sweep(config, log=log, runs_dir=out / "runs", resume=resume)
     summary = summarise(runs)
     runs.to_csv(out / "depth_sweep_runs.csv", index=False)
     summary.to_csv(out / "depth_sweep_summary.csv", index=False)
