@@ -13,6 +13,7 @@ from zoo.experiments.reproduce.rank1_setup import QUICK_RECIPE, digits_split, sc
 from zoo.experiments.reproduce.rank1_tasks import rank1_tasks
 from zoo.experiments.reproduce.rank1_wrn import WRN_CLAIM, WRN_RECIPE, DigitsWrn
 from zoo.experiments.reproduce.rank1_verdicts import CAUCHY_CLAIM
+from zoo.experiments.analysis.verdicts import word
 from zoo.experiments.reproduce.report import VERDICTS
 
 # Few structures: the K sweep's only K and the first dropout rate are the recipe's rank-1 Normal fit (trained once,
@@ -51,8 +52,8 @@ def test_job_writes_tables_figures_and_a_verdict_per_finding(tiny_report):
     runs = pd.read_csv(out / "table2_runs.csv").set_index("method")
     assert runs.loc["deterministic", "mCE"] == pytest.approx(100.0)
     assert runs.loc["rank1_normal", "#params"] > runs.loc["batch_ensemble", "#params"] > runs.loc["deterministic", "#params"]
-    assert len(report.findings) == 10 and all(f.verdict in VERDICTS for f in report.findings)
-    verdicts = {f.claim: f.verdict for f in report.findings}
+    assert len(report.findings) == 10 and all(word(f.verdict) in VERDICTS for f in report.findings)
+    verdicts = {f.claim: word(f.verdict) for f in report.findings}
     assert [c for c, v in verdicts.items() if v == "not run"] == [
         CAUCHY_CLAIM, "training with the average per-component likelihood generalises better than the log-mixture",
         "priors on both vectors generalise best on corruptions", WRN_CLAIM]
@@ -190,11 +191,24 @@ def test_cauchy_verdict_from_paired_intervals_over_seeds(tmp_path):
                             ("rank1_cauchy", 0.25)):  # the Cauchy row worst in every seed
             rows.append({"method": method, "seed": seed, "NLL": nll + 0.001 * seed * (method == "rank1_cauchy"),
                          "cNLL": 2 * nll + 0.002 * seed})
-    runs = pd.DataFrame(rows)
-    report = Report(tmp_path, "t", "quick", log=None)
-    cauchy_finding(report, runs)
-    assert report.findings[0].verdict == "contradicts" and "0.120" in report.findings[0].paper
-    report = Report(tmp_path, "t", "quick", log=None)
-    cauchy_finding(report, runs.assign(NLL=np.where(runs.method == "rank1_cauchy", runs.NLL - 0.2, runs.NLL),
-                                       cNLL=np.where(runs.method == "rank1_cauchy", runs.cNLL - 0.5, runs.cNLL)))
-    assert report.findings[0].verdict == "consistent"
+    runs = pd.DataFrame(rows).assign(converged=True)
+    tuned = "factor prior scale 0.1 of {0.05, 0.1, 1} by validation NLL"
+
+    def verdict(table, tuned=tuned):
+        report = Report(tmp_path, "t", "quick", log=None)
+        cauchy_finding(report, table, tuned)
+        return report.findings[0]
+
+    worst = verdict(runs)
+    assert worst.verdict == "contradicts" and "0.120 (Table 2" in worst.paper and "0.74 (Table 2" in worst.paper
+    better = runs.assign(NLL=np.where(runs.method == "rank1_cauchy", runs.NLL - 0.2, runs.NLL),
+                         cNLL=np.where(runs.method == "rank1_cauchy", runs.cNLL - 0.5, runs.cNLL))
+    assert verdict(better).verdict == "consistent"
+    # the preconditions: the Cauchy arm tuned on validation like the Normal arm, and every fit converged
+    assert verdict(runs, None).verdict == ("inconclusive (precondition not met: the Cauchy arm's recipe chosen on the "
+                                           "validation split, as the Normal arm's was (not tuned: the Normal arm's "
+                                           "recipe with the Cauchy sigma init))")
+    unconverged = verdict(runs.assign(converged=runs.seed != 3))
+    assert unconverged.verdict.startswith("inconclusive (precondition not met: the fits compared converged")
+    assert "Table 2 rows: 16 of 20 fits converged" in unconverged.verdict
+    assert "not recorded" in verdict(runs.drop(columns="converged")).verdict

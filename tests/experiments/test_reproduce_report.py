@@ -3,6 +3,7 @@ import pytest
 
 from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
 from base.errors import InputError
+from zoo.experiments.analysis.verdicts import at_least
 from zoo.experiments.reproduce.report import Report
 
 
@@ -20,16 +21,24 @@ def test_mean_se_over_seeds_uses_ddof_one():
 def test_report_writes_tables_findings_and_refuses_an_unknown_verdict(tmp_path):
     report = Report(tmp_path / "r", "A paper", setting="quick", log=None)
     report.table("t", pd.DataFrame({"k": [1, 2], "nll": [0.123456, 0.2]}), "Table 2")
+    moved = at_least("sigma moved from its init", 2.0, 1.1, "max ratio 2")
     report.finding("rank 2 loses nothing", "consistent", "rule: in [-0.02, 0.02]", paper="+0.007 (Table 2)",
-                   ours="0.001 [-0.004, 0.006] (n = 5, paired t over seeds)")
+                   ours="0.001 [-0.004, 0.006] (n = 5, paired t over seeds)", preconditions=[moved])
+    report.finding("rank 1 loses", "contradicts", "rule: >= 0.577", paper="+0.577 (Table 2)", ours="0.01",
+                   preconditions=[moved, at_least("converged", 0.0, 1.0, "loss still falling")])
+    with pytest.raises(InputError, match="preconditions"):  # a finding that ran must state its regime
+        report.finding("x", "consistent", "")
     report.note("digits stand in for MNIST")
     for old in ("maybe", "reproduces", "partly", "does not reproduce"):  # the old words are refused
         with pytest.raises(InputError, match="verdict"):
             report.finding("x", old, "")
     text = report.write().read_text()
     assert ("| rank 2 loses nothing | +0.007 (Table 2) | 0.001 [-0.004, 0.006] (n = 5, paired t over seeds) | "
-            "consistent | rule: in [-0.02, 0.02] |") in text and "| 1 | 0.1235 |" in text
-    assert "| finding | paper | ours (95 % interval) | verdict | evidence |" in text
+            "yes: sigma moved from its init (max ratio 2) | consistent | rule: in [-0.02, 0.02] |") in text
+    assert "| 1 | 0.1235 |" in text
+    # the gate: a contradiction on a run that never reached the claim's regime is not one
+    assert report.findings[1].verdict == "inconclusive (precondition not met: converged (loss still falling))"
+    assert "| finding | paper | ours (95 % interval) | precondition met? | verdict | evidence |" in text
     assert report.findings[0].verdict == "consistent" and report.findings[0].paper == "+0.007 (Table 2)"
     assert "digits stand in for MNIST" in text and "`t.csv`" in text
     assert pd.read_csv(tmp_path / "r" / "t.csv").nll[0] == 0.123456

@@ -62,3 +62,18 @@ def test_posterior_spectra_reads_sigma_and_means_of_every_weight_site(tiny):
     first = table.set_index("site").loc["mlp/~/linear_0/w"]
     assert first.sigma_top1 > 0.95 and first.mean_top1 < 1.0
     assert first.sigma_cv < 0.05 and first.sigma_top1_shuffled > 0.95  # near-constant: rank 1 by the null too
+
+
+def test_sd_log_ratio_is_the_median_distance_from_the_initial_sd():
+    import math
+
+    import pytest
+
+    from base.errors import InputError
+    from zoo.experiments.analysis.sigma_spectrum import sd_log_ratio
+
+    sd = [[0.01, 0.02], [0.04, 0.005]]  # |log(sd / 0.01)| = 0, log 2, log 4, log 2: median log 2
+    assert sd_log_ratio(sd, 0.01) == pytest.approx(math.log(2))
+    assert sd_log_ratio([[0.01, 0.01]], 0.01) == 0.0  # untouched
+    with pytest.raises(InputError, match="init"):
+        sd_log_ratio(sd, 0.0)

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from zoo.experiments.analysis.verdicts import Interval, combine, judge, paired_interval, region_text, se_interval, t_interval
+from zoo.experiments.analysis.verdicts import (Interval, Precondition, at_least, at_most, combine, gate, judge,
+                                              paired_interval, region_text, se_interval, t_interval, word)
 from base.errors import InputError
 
 
@@ -58,3 +59,37 @@ def test_combine_and_region_text():
         combine(["reproduces"])
     assert region_text(low=0.0) == ">= 0" and region_text(-0.01, 0.01) == "in [-0.01, 0.01]"
     assert Interval(0.5, 0.25, 0.75, 5, "t").text(2, scale=100) == "50 [25, 75] (n = 5, t)"
+
+
+def test_gate_keeps_a_verdict_only_where_every_precondition_holds():
+    transition = at_least("dense1 log alpha >= 6.3", 5.27, 6.3, "log alpha 5.27, still rising")
+    mixed = at_most("split R-hat <= 1.05", 1.03, 1.05)
+    assert (transition.met, mixed.met, mixed.measured) == (False, True, "1.03")
+    assert not at_least("x", float("nan"), 0.0).met and not at_most("x", float("nan"), 0.0).met  # NaN: not met
+    assert at_least("x", 6.3, 6.3).met  # the bound itself counts
+    assert gate("contradicts", [mixed]) == "contradicts" and gate("consistent", [mixed]) == "consistent"
+    gated = gate("contradicts", [mixed, transition])
+    assert gated == "inconclusive (precondition not met: dense1 log alpha >= 6.3 (log alpha 5.27, still rising))"
+    assert gate("consistent", [transition]).startswith("inconclusive (precondition not met")  # vacuous too
+    assert gate("not run", []) == "not run"
+    assert word(gated) == "inconclusive" and combine([gated, "consistent"]) == "inconclusive"
+    assert combine([gated, "contradicts"]) == "contradicts"
+    assert transition.text() == "NO: dense1 log alpha >= 6.3 (log alpha 5.27, still rising)"
+    assert Precondition("converged", True, "slope 0.001").text() == "yes: converged (slope 0.001)"
+    with pytest.raises(InputError, match="preconditions"):
+        gate("consistent", [])  # every finding that ran states its regime
+    with pytest.raises(InputError, match="verdict"):
+        word("reproduces (mostly)")
+
+
+def test_fits_converged_reads_the_converged_column_of_the_compared_rows():
+    import pandas as pd
+
+    from zoo.experiments.analysis.verdicts import fits_converged
+
+    runs = pd.DataFrame({"method": ["a", "a", "b", "ensemble"], "converged": [True, True, False, None]})
+    assert fits_converged(runs, "x", "method", ["a"]).met
+    both = fits_converged(runs, "Table 2", "method", ["a", "b", "ensemble"])  # None (an ensemble) is not judged
+    assert not both.met and both.measured == "Table 2: 2 of 3 fits converged"
+    assert fits_converged(runs.drop(columns="converged"), "x").measured == "x: not recorded"
+    assert not fits_converged(runs, "x", "method", ["ensemble"]).met  # nothing judged: not met

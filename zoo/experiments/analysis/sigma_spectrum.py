@@ -67,7 +67,15 @@ def posterior_moments(posterior) -> dict:
     return out
 
 
-def posterior_spectra(posterior, top: int = 3, seed: int = 0) -> pd.DataFrame:
+def sd_log_ratio(sd, init: float) -> float:
+    """How far training moved a sd matrix from its common initial value: the median over its entries of
+    |log(sd / init)| (0: untouched; log 2: half the entries moved by a factor of 2 or more)."""
+    if not (isinstance(init, (int, float)) and np.isfinite(init) and init > 0):
+        raise InputError("init", init, "a positive initial sd")
+    return float(np.median(np.abs(np.log(np.maximum(np.ravel(np.asarray(sd, dtype=float)), 1e-30) / init))))
+
+
+def posterior_spectra(posterior, top: int = 3, seed: int = 0, init: float | None = None) -> pd.DataFrame:
     """One row per weight site (ndim >= 2; biases are skipped) of a per-site SVI posterior (mean field: the
     paper's analysis; any `SiteGuide` works).
 
@@ -77,7 +85,7 @@ def posterior_spectra(posterior, top: int = 3, seed: int = 0) -> pd.DataFrame:
       means (a cumulative share in [0, 1]); a control: ``sigma_cv`` (sd / mean of the sd entries) and
       ``sigma_top1_shuffled``, the top-1 share of the same sd entries randomly permuted (NumPy seed `seed`):
       any positive matrix whose entries vary little is nearly rank 1, so the structure is in the gap between
-      ``sigma_top1`` and this null.
+      ``sigma_top1`` and this null; with ``init`` (the guide's initial sd), ``sd_log_ratio`` (`sd_log_ratio`).
     """
     rng = np.random.default_rng(seed)
     rows = []
@@ -94,5 +102,7 @@ def posterior_spectra(posterior, top: int = 3, seed: int = 0) -> pd.DataFrame:
         flat = np.ravel(sd)
         row["sigma_cv"] = float(flat.std() / flat.mean()) if flat.mean() > 0 else float("nan")
         row["sigma_top1_shuffled"] = variance_explained(rng.permutation(flat).reshape(m, n), 1)
+        if init is not None:
+            row["sd_log_ratio"] = sd_log_ratio(sd, init)
         rows.append(row)
     return pd.DataFrame(rows)

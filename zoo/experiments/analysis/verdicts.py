@@ -16,6 +16,12 @@ of that quantity:
 the interval lies wholly outside it (it excludes the paper's side), **inconclusive** otherwise (the interval
 straddles a boundary: the noise cannot tell). One run gives no t-interval (an infinite one): inconclusive.
 `combine` joins the verdicts of a claim with several parts.
+
+A paper's claim is about a regime (a converged fit, the state after a phase transition, chains that mixed, sigmas
+that moved from their initialisation). Every finding states it as one or more `Precondition` s, checked from the run
+(`at_least` / `at_most` / `Precondition`); `gate` is the one rule that keeps a verdict only when they all hold and
+otherwise says ``"inconclusive (precondition not met: ...)"``: a run that never reached the regime can neither
+contradict nor confirm the claim. `zoo.experiments.reproduce.report.Report.finding` applies it to every finding.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from base.errors import InputError
 
 __all__ = ["VERDICTS", "Interval", "t_interval", "paired_interval", "se_interval", "judge", "combine",
-           "region_text"]
+           "region_text", "Precondition", "at_least", "at_most", "gate", "word", "fits_converged"]
 
 VERDICTS = ("consistent", "inconclusive", "contradicts", "not run")
 """The words of a finding: the first three from `judge` / `combine`, "not run" when its experiment was left out."""
@@ -108,13 +115,82 @@ def judge(interval: Interval, low: float = -math.inf, high: float = math.inf) ->
     return "inconclusive"
 
 
+def word(verdict: str) -> str:
+    """The verdict's word (one of ``VERDICTS``) without its reason: ``word("inconclusive (precondition not met:
+    ...)") == "inconclusive"``; anything else raises InputError."""
+    head = str(verdict).split(" (", 1)[0]
+    if head not in VERDICTS:
+        raise InputError("verdict", verdict, f"one of {VERDICTS}, optionally followed by ' (reason)'")
+    return head
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """The regime a paper's claim is about, checked from a run.
+
+    what: the condition in words with the paper's value ("dense1 log alpha >= 6.3, past the transition (the paper's
+    value after it, section 6.1)"); met: whether the run satisfies it; measured: the run's numbers behind ``met``
+    ("log alpha 5.27, still rising")."""
+
+    what: str
+    met: bool
+    measured: str
+
+    def text(self) -> str:
+        """``"yes: what (measured)"`` or ``"NO: what (measured)"``: the findings table's "precondition met?" cell."""
+        return f"{'yes' if self.met else 'NO'}: {self.what} ({self.measured})"
+
+
+def at_least(what: str, value: float, threshold: float, measured: str | None = None) -> Precondition:
+    """The precondition ``value >= threshold`` (a NaN value is not met); ``measured`` defaults to the value."""
+    v = float(value)
+    return Precondition(what, bool(v == v and v >= threshold), measured or f"{v:.4g}")
+
+
+def at_most(what: str, value: float, threshold: float, measured: str | None = None) -> Precondition:
+    """The precondition ``value <= threshold`` (a NaN value is not met); ``measured`` defaults to the value."""
+    v = float(value)
+    return Precondition(what, bool(v == v and v <= threshold), measured or f"{v:.4g}")
+
+
+def fits_converged(table: pd.DataFrame, what: str, by: str | None = None, keys=None) -> Precondition:
+    """The precondition that every fit behind ``table``'s rows (those with ``table[by]`` in ``keys`` when given)
+    converged: ``inference.fit``'s judgement of its ELBO (the ``converged`` column; None / NaN rows, e.g. a deep
+    ensemble's, are left out). No ``converged`` column (a table from before it was recorded): not met."""
+    rows = table if by is None or keys is None else table[table[by].isin(list(keys))]
+    condition = "the fits compared converged (`inference.fit`'s ELBO judgement, info.converged)"
+    if "converged" not in rows:
+        return Precondition(condition, False, f"{what}: not recorded")
+    judged = rows["converged"].dropna().astype(bool)
+    return Precondition(condition, bool(len(judged)) and bool(judged.all()),
+                        f"{what}: {int(judged.sum())} of {len(judged)} fits converged")
+
+
+def gate(verdict: str, preconditions) -> str:
+    """The one rule for preconditions: ``verdict`` (from `judge` / `combine`) when every one of ``preconditions``
+    (`Precondition` s) is met; otherwise ``"inconclusive (precondition not met: what (measured); ...)"``, whatever
+    the interval said: "contradicts" (and "consistent") only where the run reached the claim's regime. "not run"
+    stays "not run". An empty ``preconditions`` raises InputError: every finding states its regime."""
+    preconditions = list(preconditions)
+    if word(verdict) == "not run":
+        return verdict
+    if not preconditions or not all(isinstance(p, Precondition) for p in preconditions):
+        raise InputError("preconditions", preconditions, "one or more Precondition s (the claim's regime)")
+    unmet = [p for p in preconditions if not p.met]
+    if not unmet:
+        return verdict
+    return "inconclusive (precondition not met: " + "; ".join(f"{p.what} ({p.measured})" for p in unmet) + ")"
+
+
 def combine(verdicts) -> str:
     """One verdict for a claim with several parts: "contradicts" when any part contradicts, "consistent" when
-    every part is consistent, "inconclusive" otherwise ("not run" parts are left out; none left: "not run")."""
-    run = [v for v in verdicts if v != "not run"]
-    unknown = [v for v in run if v not in VERDICTS]
+    every part is consistent, "inconclusive" otherwise ("not run" parts are left out; none left: "not run"). A part
+    may carry its reason (`gate`'s "inconclusive (precondition not met: ...)"): only its word counts."""
+    words = [str(v).split(" (", 1)[0] for v in verdicts]
+    unknown = [v for v in words if v not in VERDICTS]
     if unknown:
         raise InputError("verdicts", unknown, f"words of {VERDICTS}")
+    run = [v for v in words if v != "not run"]
     if not run:
         return "not run"
     if "contradicts" in run:

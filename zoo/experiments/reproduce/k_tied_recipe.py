@@ -12,6 +12,7 @@ estimate (MAP under the same prior) has no KL term to anneal: its grid is the ra
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from inference.kl_schedules import stepwise_linear
 from zoo.experiments.reproduce.k_tied_runs import make_guide
 from zoo.experiments.reproduce.tuning import Choice, choose_on_validation, grid
 
-__all__ = ["Recipe", "epoch_steps", "arm_label", "fit_arm", "tune_arms", "final_runs", "POINT"]
+__all__ = ["Recipe", "epoch_steps", "arm_label", "fit_arm", "tune_arms", "final_runs", "recipe_key", "POINT"]
 
 POINT = "point"
 """The point-estimate arm (MAP under the prior) in `Recipe.arms`, beside None (mean field) and k-tied ranks."""
@@ -69,6 +70,38 @@ def arm_label(arm) -> str | int:
     return "point estimate" if arm == POINT else "mean field" if arm is None else arm
 
 
+def recipe_key(recipe: Recipe, n_train: int) -> str:
+    """The fingerprint of a row's recipe and training-set size (``recipe`` column of ``tuning.csv`` and
+    ``accuracy_runs.csv``): a resumed job reuses only rows of the same recipe on as many training examples."""
+    return hashlib.sha1(f"{recipe!r}|{int(n_train)}".encode()).hexdigest()[:12]
+
+
+def _earlier_rows(out_dir, name: str, key: str, resume: bool) -> list[dict]:
+    """The rows of ``out_dir/name`` (written by this module) whose ``recipe`` is ``key``; none unless ``resume``."""
+    path = None if out_dir is None else Path(out_dir) / name
+    if not resume or path is None or not path.exists():
+        return []
+    table = pd.read_csv(path)
+    if "recipe" not in table:
+        return []
+    return table[table["recipe"].astype(str) == key].to_dict("records")
+
+
+def _same(row: dict, label, setting: dict, **more) -> bool:
+    """Whether an earlier ``row`` is arm ``label``'s fit of ``setting`` (and ``more`` columns): numbers compared
+    as floats (a CSV reads them back so)."""
+    if str(row.get("k", row.get("arm"))) != str(label):
+        return False
+    return all(_close(row.get(k), v) for k, v in {**setting, **more}.items())
+
+
+def _close(a, b) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9) or (math.isnan(float(a)) and math.isnan(float(b)))
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
 def fit_arm(entry, train, arm, setting: dict, recipe: Recipe, seed: int):
     """One fit of `arm` (POINT, None or a rank) to `train` (x, y) under `setting` {learning_rate, kl_slope (not for
     POINT)} with the recipe's epochs and batch: Adam at the constant rate, `stepwise_linear(kl_slope,
@@ -92,7 +125,8 @@ def _accuracy_nll(post, data, draws: int, seed: int) -> tuple[float, float, floa
     return float(s.accuracy), float(s.nll), float(s.ece)
 
 
-def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> tuple[dict[Any, Choice], pd.DataFrame]:
+def tune_arms(entries, recipe: Recipe, log=None, out_dir=None, resume: bool = False
+              ) -> tuple[dict[Any, Choice], pd.DataFrame]:
     """Pick each arm's setting on the validation split: ({arm: `zoo.experiments.reproduce.tuning.Choice`}, the candidates'
     table: arm, the setting, validation (accuracy), val_nll, final_kl_weight, converged, chosen).
 
@@ -101,9 +135,12 @@ def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> tuple[dict[Any
     rate x prior) is fitted on the training part with seed ``recipe.seeds[0]`` and scored by validation accuracy
     (``recipe.eval_draws`` weight draws); the highest wins, ties to the earlier setting. out_dir: when given,
     ``tuning.csv`` (every candidate so far, with its final KL weight and validation NLL) is rewritten after each
-    arm, so an interrupted job keeps what it measured."""
+    arm, so an interrupted job keeps what it measured; with ``resume``, a candidate already in ``tuning.csv`` from
+    the same recipe and training-set size (`recipe_key`) is read back instead of fitted again."""
     choices, rows = {}, []
     seed = recipe.seeds[0]
+    key = recipe_key(recipe, len(next(iter(entries.values()))[1][1]))
+    earlier = _earlier_rows(out_dir, "tuning.csv", key, resume)
     for arm in recipe.arms:
         priors = (recipe.point_priors or recipe.prior_scales) if arm == POINT else recipe.prior_scales
         axes = dict(learning_rate=recipe.learning_rates, prior_scale=priors)
@@ -112,6 +149,12 @@ def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> tuple[dict[Any
         extra = {}
 
         def score(setting, arm=arm):
+            done = [r for r in earlier if _same(r, arm_label(arm), setting)]
+            if done:
+                extra[tuple(setting.items())] = {k: done[0][k] for k in ("val_nll", "final_kl_weight", "converged")}
+                if log is not None:
+                    log(f"  tuning {arm_label(arm)} {setting}: read from tuning.csv (fitted earlier)")
+                return float(done[0]["validation"])
             entry, tr, va = entries[setting["prior_scale"]]
             post = fit_arm(entry, tr, arm, setting, recipe, seed)
             acc, nll, _ = _accuracy_nll(post, va, recipe.eval_draws, seed)
@@ -125,31 +168,39 @@ def tune_arms(entries, recipe: Recipe, log=None, out_dir=None) -> tuple[dict[Any
         choice = choose_on_validation(grid(**axes), score, higher_is_better=True)
         choices[arm] = choice
         for row in choice.table.to_dict("records"):
-            key = tuple((k, row[k]) for k in axes)
-            rows.append({"arm": arm_label(arm), **row, **extra[key],
-                         "chosen": all(row[k] == choice.setting[k] for k in axes)})
+            rows.append({"arm": arm_label(arm), **row, **extra[tuple((k, row[k]) for k in axes)],
+                         "chosen": all(row[k] == choice.setting[k] for k in axes), "recipe": key})
         if out_dir is not None:
             pd.DataFrame(rows).to_csv(Path(out_dir) / "tuning.csv", index=False)
     return choices, pd.DataFrame(rows)
 
 
-def final_runs(entries, choices: dict, recipe: Recipe, log=None, out_dir=None) -> pd.DataFrame:
+def final_runs(entries, choices: dict, recipe: Recipe, log=None, out_dir=None, resume: bool = False) -> pd.DataFrame:
     """Each arm trained with its chosen setting on the whole training part (training + validation), one run per
     seed of ``recipe.seeds``, scored on the test split. entries: {prior sd: entry} (their ``train`` the whole
     training part, ``test`` the test split). Returns one row per run: k (`arm_label`), seed, accuracy, nll, ece,
     learning_rate, prior_scale, kl_slope, final_kl_weight, steps, converged. out_dir: when given,
-    ``accuracy_runs.csv`` is rewritten after each arm (an interrupted job keeps what it measured)."""
+    ``accuracy_runs.csv`` is rewritten after each arm (an interrupted job keeps what it measured); with ``resume``, a
+    run already there from the same recipe, training-set size (`recipe_key`), setting and seed is read back."""
     rows = []
+    key = recipe_key(recipe, len(next(iter(entries.values())).train.y))
+    earlier = _earlier_rows(out_dir, "accuracy_runs.csv", key, resume)
     for arm, choice in choices.items():
         s = choice.setting
         entry = entries[s["prior_scale"]]
         for seed in recipe.seeds:
+            done = [r for r in earlier if _same(r, arm_label(arm), s, seed=seed)]
+            if done:
+                rows.append({**done[0], "k": arm_label(arm)})
+                if log is not None:
+                    log(f"  final {arm_label(arm)} seed {seed}: read from accuracy_runs.csv (run earlier)")
+                continue
             post = fit_arm(entry, (entry.train.x, entry.train.y), arm, s, recipe, seed)
             acc, nll, ece = _accuracy_nll(post, entry.test, recipe.eval_draws, seed)
             rows.append({"k": arm_label(arm), "seed": seed, "accuracy": acc, "nll": nll, "ece": ece,
                          "learning_rate": s["learning_rate"], "prior_scale": s["prior_scale"],
                          "kl_slope": s.get("kl_slope", np.nan), "final_kl_weight": post.info.final_kl_weight,
-                         "steps": len(post.losses), "converged": post.info.converged})
+                         "steps": len(post.losses), "converged": post.info.converged, "recipe": key})
             if log is not None:
                 log(f"  final {arm_label(arm)} seed {seed}: test accuracy {acc:.4f}, NLL {nll:.4f}")
         if out_dir is not None:

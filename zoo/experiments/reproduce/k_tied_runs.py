@@ -22,7 +22,7 @@ from zoo.data.tfds_loaders import load_tfds
 from zoo.registry import TFDS_DATA, get
 from zoo.experiments.analysis.seed_summary import sem
 
-__all__ = ["model_data", "make_guide", "sd_param_names", "train_with_trace", "step_time_rounds", "accuracy_runs"]
+__all__ = ["SIGMA_INIT", "model_data", "make_guide", "sd_param_names", "train_with_trace", "step_time_rounds", "accuracy_runs"]
 
 
 def model_data(entry: str, data, kwargs: dict, validation, data_dir=None, prior_scale: float = 1.0,
@@ -47,9 +47,17 @@ def model_data(entry: str, data, kwargs: dict, validation, data_dir=None, prior_
     return e, (e.train.x[: n - v], e.train.y[: n - v]), (e.train.x[n - v:], e.train.y[n - v:])
 
 
-def make_guide(model, k: int | None, init_scale: float = 0.01):
-    """mean_field (k None) or k_tied with rank k, sigma starting at `init_scale` (appendix D.4: 0.01)."""
-    return mean_field(model, init_scale=init_scale) if k is None else k_tied(model, k=k, init_scale=init_scale)
+SIGMA_INIT = 0.01
+"""The initial posterior sd of every weight (appendix D.4: 0.01)."""
+
+
+def make_guide(model, k: int | None, init_scale: float = SIGMA_INIT):
+    """mean_field (k None) or k_tied with rank k, sigma starting at `init_scale` (appendix D.4: 0.01), as the
+    paper's families: without the library's default sigma cap (``scale_cap=None``; the cap, 1.5 / sqrt(fan_in), is
+    the library's default, not the paper's, and would bound the very sds whose structure Fig. 3 is about)."""
+    if k is None:
+        return mean_field(model, init_scale=init_scale, scale_cap=None)
+    return k_tied(model, k=k, init_scale=init_scale, scale_cap=None)
 
 
 def sd_param_names(guide, site: str, k: int | None) -> list:

@@ -66,7 +66,8 @@ def _scored(post, split, settings, draws, types, severities, seed, cache=None, m
         row.pop("method")
         memo[where] = row
     return {**extra, "seed": seed, **memo[where],
-            "final_loss": float(np.mean(post.losses[-max(1, settings.steps // 20):]))}
+            "final_loss": float(np.mean(post.losses[-max(1, settings.steps // 20):])),
+            "converged": getattr(getattr(post, "info", None), "converged", None)}
 
 
 def components(split: DigitsSplit, recipe: Rank1Settings, seeds, ks=(1, 2, 4, 8, 16), total_batch=512,

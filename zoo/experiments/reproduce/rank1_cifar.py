@@ -132,7 +132,8 @@ def cifar_table2(job: CifarJob, data_dir=None, log=print) -> pd.DataFrame:
                                           chunk_size=min(job.chunk_size, steps))
             counts[method] = int(posts[method].guide.num_free_params(posts[method].params))
         summary = score_table(posts, sets, test, draws={m: 1 for m in posts}, seed=seed, num_params=counts)
-        runs.append(summary.assign(seed=seed))
+        runs.append(summary.assign(seed=seed, converged=summary["method"].map(
+            lambda m: getattr(getattr(posts[m], "info", None), "converged", None))))
         log(f"  CIFAR-10 seed {seed}:\n{summary.round(4).to_string(index=False)}")
     return pd.concat(runs, ignore_index=True)
 

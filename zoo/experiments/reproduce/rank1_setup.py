@@ -26,7 +26,7 @@ from base.data import Dataset
 from base.errors import InputError
 
 __all__ = ["DigitsSplit", "digits_split", "task_split", "Rank1Settings", "QUICK_RECIPE", "ZOO_RUN_RECIPE", "METHODS",
-           "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "validation_nll",
+           "MC_DROPOUT_SITES", "choose_mc_dropout_rate", "choose_on_validation_nll", "validation_nll",
            "fit_method", "entry_for", "unregularised_factors", "corrupted_sets", "corruption_summary", "score_rows", "summary_of_rows",
            "score_table", "optimizer_of"]
 
@@ -332,12 +332,21 @@ def validation_nll(post, split: DigitsSplit, draws: int, seed: int = 0) -> float
     return float(metrics.nll(np.asarray(post.predict(x, num_samples=draws, seed=seed)), y))
 
 
-def choose_mc_dropout_rate(split: DigitsSplit, settings: Rank1Settings, rates=(0.05, 0.1, 0.2), seed: int = 0):
-    """MC dropout's rate by validation NLL: fit ``mc_dropout`` at each rate (`settings`, one seed) and score it on
-    the validation split. Returns (the best rate, [{"rate", "val_NLL"}] one per rate)."""
+def choose_on_validation_nll(method: str, field: str, values, split: DigitsSplit, settings: Rank1Settings,
+                             seed: int = 0):
+    """One setting of `method` by validation NLL: fit it with ``settings.<field>`` = each of `values` (one seed) and
+    score each fit on the validation split (`validation_nll`, never the test set). Returns (the best value,
+    [{field, "val_NLL"}] one per value)."""
     rows = []
-    for rate in rates:
-        s = settings.replace(mc_dropout_rate=float(rate))
-        post = fit_method("mc_dropout", split, s, seed)
-        rows.append({"rate": float(rate), "val_NLL": validation_nll(post, split, draws_for("mc_dropout", s), seed)})
-    return min(rows, key=lambda r: r["val_NLL"])["rate"], rows
+    for value in values:
+        s = settings.replace(**{field: float(value)})
+        post = fit_method(method, split, s, seed)
+        rows.append({field: float(value), "val_NLL": validation_nll(post, split, draws_for(method, s), seed)})
+    return min(rows, key=lambda r: r["val_NLL"])[field], rows
+
+
+def choose_mc_dropout_rate(split: DigitsSplit, settings: Rank1Settings, rates=(0.05, 0.1, 0.2), seed: int = 0):
+    """MC dropout's rate by validation NLL (`choose_on_validation_nll`). Returns (the best rate, [{"rate",
+    "val_NLL"}] one per rate)."""
+    best, rows = choose_on_validation_nll("mc_dropout", "mc_dropout_rate", rates, split, settings, seed)
+    return best, [{"rate": r["mc_dropout_rate"], "val_NLL": r["val_NLL"]} for r in rows]

@@ -19,7 +19,7 @@ from zoo.experiments.analysis.diversity import diversity_table
 from evals.ood import ensemble
 from zoo.experiments.parallel import Task
 from zoo.experiments.reproduce import rank1_ablations as ablations
-from zoo.experiments.reproduce.rank1_setup import (choose_mc_dropout_rate, corruption_summary, corrupted_sets, draws_for,
+from zoo.experiments.reproduce.rank1_setup import (choose_mc_dropout_rate, choose_on_validation_nll, corruption_summary, corrupted_sets, draws_for,
                                        fit_method, task_split)
 from zoo.experiments.reproduce.rank1_wrn import wrn_method_runs
 from zoo.experiments.reproduce.stages import StageTimes, stage as _stage
@@ -42,6 +42,12 @@ def stage(name, log=print, into=None):
 
 def _num_params(post) -> int:
     return int(post.guide.num_free_params(post.params))
+
+
+def _converged(post) -> bool | None:
+    """``inference.fit``'s judgement of the fit's ELBO (``info.converged``); None when the posterior records none."""
+    value = getattr(getattr(post, "info", None), "converged", None)
+    return None if value is None else bool(value)
 
 
 def table2(job, split, log=print):
@@ -78,7 +84,8 @@ def table2(job, split, log=print):
         with stage("scoring", into=times["table 2 scoring"], log=None):
             summary = corruption_summary(posts, split.test_raw, split, draws=draws, types=job.types,
                                          severities=job.severities, seed=seed, num_params=counts)
-        runs.append(summary.assign(seed=seed))
+        runs.append(summary.assign(seed=seed, converged=summary["method"].map(
+            lambda m: _converged(posts[m]) if m != "deep_ensemble" else None)))
         log(f"  seed {seed}:\n{summary.round(4).to_string(index=False)}")
         with stage("table 8", into=times["table 8 scoring"], log=None):
             for s in job.eval_samples:
@@ -103,21 +110,28 @@ def _quiet(line):
 
 
 def mlp_table2_part(job, log=None) -> dict:
-    """The MLP part of Table 2 on the digits split (`task_split`): MC dropout's rate chosen on the validation split
-    (when "mc_dropout" is one of ``job.methods``), then `table2` with it. Returns {"rate": the rate or None,
-    "chosen": [{"rate", "val_NLL"}], "runs", "samples", "diversity": `table2`'s tables}. `log`: print or None."""
+    """The MLP part of Table 2 on the digits split (`task_split`): MC dropout's rate and the rank-1 Cauchy arm's
+    sigma init (``job.cauchy_dropout_rates``, as the Normal arm's recipe was chosen) chosen on the validation split
+    (when those methods are in ``job.methods``), then `table2` with them. Returns {"rate": the rate or None,
+    "chosen": [{"rate", "val_NLL"}], "cauchy": (the Cauchy sigma init, [{"cauchy_dropout_rate", "val_NLL"}]) or
+    None, "runs", "samples", "diversity": `table2`'s tables}. `log`: print or None."""
     log = log or _quiet
     split = task_split()
-    rate, chosen = None, []
+    rate, chosen, cauchy = None, [], None
     if "mc_dropout" in job.methods:
         with stage("MC dropout rate on the validation split", log):
             rate, chosen = choose_mc_dropout_rate(split, job.recipe, job.mc_dropout_rates, seed=job.seeds[0])
         job = replace(job, recipe=job.recipe.replace(mc_dropout_rate=rate))
+    if "rank1_cauchy" in job.methods and len(job.cauchy_dropout_rates) > 1:
+        with stage("rank-1 Cauchy sigma init on the validation split", log):
+            cauchy = choose_on_validation_nll("rank1_cauchy", "cauchy_dropout_rate", job.cauchy_dropout_rates, split,
+                                              job.recipe, seed=job.seeds[0])
+        job = replace(job, recipe=job.recipe.replace(cauchy_dropout_rate=cauchy[0]))
     with stage("corrupting the test set (MLP table 2)", log):
         corrupted_sets(split.test_raw, split, job.types, job.severities)
     with stage("table 2 + table 8 + fig 6", log):
         runs, samples, div = table2(job, split, log)
-    return {"rate": rate, "chosen": chosen, "runs": runs, "samples": samples, "diversity": div}
+    return {"rate": rate, "chosen": chosen, "cauchy": cauchy, "runs": runs, "samples": samples, "diversity": div}
 
 
 def ablations_part(job, names, log=None) -> dict:

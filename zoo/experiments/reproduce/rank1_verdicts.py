@@ -4,7 +4,12 @@ from the tables of `zoo.experiments.reproduce.rank1`, and the mean +- SE / paire
 Rules: every comparison is a paired (by seed) difference with its 95 % t-interval (`zoo.experiments.analysis.verdicts.paired_interval`)
 judged against the paper's direction (`zoo.experiments.analysis.verdicts.judge`: consistent when the interval lies on the paper's side,
 contradicts when it lies wholly on the other, inconclusive otherwise); a claim with several parts gets
-`zoo.experiments.analysis.verdicts.combine` of its parts. The paper's numbers are its CIFAR-10 WRN-28-10 Table 2 (10 seeds) unless said.
+`zoo.experiments.analysis.verdicts.combine` of its parts. The paper's numbers are its CIFAR-10 WRN-28-10 Table 2 (10 seeds) unless said,
+quoted from its text (`zoo.experiments.reproduce.quotes`).
+
+Preconditions (`zoo.experiments.analysis.verdicts.gate`): every finding needs the fits it compares to have converged
+(`fits_converged`: ``inference.fit``'s judgement of the ELBO, the ``converged`` column); the Cauchy row needs its own
+recipe chosen on the validation split, as the Normal arm's was (`cauchy_finding`'s ``tuned``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import pandas as pd
 
 from zoo.experiments.analysis.seed_summary import format_mean_se, mean_se
-from zoo.experiments.analysis.verdicts import combine, judge, paired_interval
+from zoo.experiments.analysis.verdicts import Precondition, combine, fits_converged, judge, paired_interval
+from zoo.experiments.reproduce.quotes import quoted
 
 __all__ = ["shown", "paired", "diff_text", "below", "findings", "table2_finding", "cauchy_finding",
            "POSITIVE_CLAIM", "CAUCHY_CLAIM", "BATCH_ENSEMBLES"]
@@ -70,16 +76,21 @@ def table2_finding(report, runs, claim):
     report.finding(claim, combine(parts), "; ".join(texts[1:]) + f" (rule: each difference < 0; "
                    f"{parts.count('consistent')}/{len(parts)} parts consistent, {parts.count('contradicts')} "
                    "contradicted)",
-                   "NLL 0.128 vs det 0.159, BE 0.143; cNLL 0.84 vs 1.05, 1.02 (rank-1 Gaussian, CIFAR-10)",
-                   f"{texts[0]}; relative cNLL gain - relative NLL gain = {more.text()}")
+                   "NLL: rank-1 Gaussian " + quoted("r1.table2.gauss_nll") + ", det " + quoted("r1.table2.det_nll")
+                   + ", BE " + quoted("r1.table2.be_nll") + "; cNLL " + quoted("r1.table2.gauss_cnll") + ", det "
+                   + quoted("r1.table2.det_cnll") + ", BE " + quoted("r1.table2.be_cnll"),
+                   f"{texts[0]}; relative cNLL gain - relative NLL gain = {more.text()}",
+                   [fits_converged(runs, "Table 2 rows", "method", [r1, *baselines])])
 
 
 CAUCHY_CLAIM = "rank-1 Cauchy is the best rank-1 row: below rank-1 Normal, deterministic and BatchEnsemble on NLL / cNLL"
 
 
-def cauchy_finding(report, runs):
+def cauchy_finding(report, runs, tuned: str | None = None):
     """Table 2's Cauchy row: NLL and cNLL of rank-1 Cauchy below those of rank-1 Normal, the deterministic net and
-    each BatchEnsemble (paired differences < 0)."""
+    each BatchEnsemble (paired differences < 0). Preconditions: the fits converged, and the Cauchy arm's recipe was
+    chosen on the validation split as the Normal arm's was (``tuned``: what was chosen and how; None: it ran the
+    Normal arm's recipe, not met)."""
     c = "rank1_cauchy"
     if c not in set(runs["method"]):
         report.finding(CAUCHY_CLAIM, "not run", "no rank-1 Cauchy row")
@@ -87,15 +98,19 @@ def cauchy_finding(report, runs):
     others = _present(runs, ("rank1_normal", "deterministic") + BATCH_ENSEMBLES)
     parts = [below(runs, "method", c, o, m) for o in others for m in ("NLL", "cNLL")]
     texts = [diff_text(runs, "method", c, o, m) for o in others for m in ("NLL", "cNLL")]
+    own = Precondition("the Cauchy arm's recipe chosen on the validation split, as the Normal arm's was",
+                       tuned is not None, tuned or "not tuned: the Normal arm's recipe with the Cauchy sigma init")
     report.finding(CAUCHY_CLAIM, combine(parts), "; ".join(texts[1:]) + " (rule: each difference < 0)",
-                   "NLL 0.120 vs rank-1 Normal 0.128, det 0.159, BE 0.143; cNLL 0.74 vs 0.84, 1.05, 1.02", texts[0])
+                   "NLL " + quoted("r1.table2.cauchy_nll") + " vs rank-1 Gaussian 0.128, det 0.159, BE 0.143; cNLL "
+                   + quoted("r1.table2.cauchy_cnll") + " vs 0.84, 1.05, 1.02", texts[0],
+                   [fits_converged(runs, "Table 2 rows", "method", [c, *others]), own])
 
 
-def findings(report, runs, samples, div, ks, obj, drop, place, positive=None):
-    """One verdict per finding of the paper, from the tables above."""
+def findings(report, runs, samples, div, ks, obj, drop, place, positive=None, cauchy_tuned: str | None = None):
+    """One verdict per finding of the paper, from the tables above (``cauchy_tuned``: `cauchy_finding`'s ``tuned``)."""
     table2_finding(report, runs, "rank-1 (Normal) beats deterministic and BatchEnsemble on NLL and ECE, more so "
                                  "under corruption")
-    cauchy_finding(report, runs)
+    cauchy_finding(report, runs, cauchy_tuned)
     if ks is None:
         report.finding("more mixture components help, up to a limit (K = 16 declines)", "not run", "ablation left out")
     else:
@@ -107,7 +122,8 @@ def findings(report, runs, samples, div, ks, obj, drop, place, positive=None):
         parts = [below(obj, "objective", "average", "mixture", m) for m in ("NLL", "cNLL")]
         report.finding(claim, combine(parts), diff_text(obj, "objective", "average", "mixture", "cNLL") + "; "
                        + diff_text(obj, "objective", "average", "mixture", "Acc") + " (rule: NLL, cNLL differences < 0)",
-                       "average below mixture on test NLL (Fig. 4)", diff_text(obj, "objective", "average", "mixture", "NLL"))
+                       "average below mixture on test NLL (Fig. 4)", diff_text(obj, "objective", "average", "mixture", "NLL"),
+                       [fits_converged(obj, "objective ablation")])
     if drop is None:
         report.finding("near-zero sigma initialisation (small dropout rate) gives better accuracy", "not run",
                        "ablation left out")
@@ -121,16 +137,17 @@ def findings(report, runs, samples, div, ks, obj, drop, place, positive=None):
         report.finding(POSITIVE_CLAIM, "not run", "ablation left out")
     else:
         _positive_finding(report, positive)
-    _samples_finding(report, samples)
-    _diversity_finding(report, div)
+    _samples_finding(report, samples, runs)
+    _diversity_finding(report, div, runs)
 
 
 def _components_finding(report, ks):
-    """Fig. 3: NLL(K = 4) - NLL(K = 1) < 0 (more components help) and NLL(K = max) - NLL(K = 4) > 0 (up to a
-    limit), paired by seed (the middle K when 4 was not run)."""
+    """Fig. 3 ("from 1 to 8, the performance across all metrics increases. At K = 16, however, there is a decline"):
+    NLL(K = 8) - NLL(K = 1) < 0 (more components help) and NLL(K = max) - NLL(K = 8) > 0 (up to a limit), paired by
+    seed (the largest K below the maximum when 8 was not run)."""
     values = sorted(ks["K"].unique())
     k1, kmax = values[0], values[-1]
-    mid = 4 if 4 in values else values[len(values) // 2]
+    mid = 8 if 8 in values and kmax > 8 else values[-2] if len(values) > 2 else values[len(values) // 2]
     helps = paired(ks, "K", mid, k1, "NLL")
     limit = paired(ks, "K", kmax, mid, "NLL")
     m = mean_se(ks, "K", ["NLL"]).set_index("K")
@@ -138,8 +155,9 @@ def _components_finding(report, ks):
                    combine([judge(helps, high=0.0), judge(limit, low=0.0)]),
                    "test NLL by K: " + ", ".join(f"K={k}: {format_mean_se(r.NLL_mean, r.NLL_se, 4)}" for k, r in m.iterrows())
                    + f" (rule: NLL(K={mid}) - NLL(K={k1}) < 0 and NLL(K={kmax}) - NLL(K={mid}) > 0)",
-                   "NLL falls from K = 1 to 4-8, rises at 16 (Fig. 3)",
-                   f"NLL(K={mid}) - NLL(K={k1}) = {helps.text()}; NLL(K={kmax}) - NLL(K={mid}) = {limit.text()}")
+                   "better " + quoted("r1.fig3") + ", worse at K = 16",
+                   f"NLL(K={mid}) - NLL(K={k1}) = {helps.text()}; NLL(K={kmax}) - NLL(K={mid}) = {limit.text()}",
+                   [fits_converged(ks, "K ablation")])
 
 
 def _dropout_finding(report, drop):
@@ -153,7 +171,7 @@ def _dropout_finding(report, drop):
                                                 for p, r in d.iterrows())
                    + "; ECE by p: " + ", ".join(f"p={p:g}: {format_mean_se(r.ECE_mean, r.ECE_se, 4)}" for p, r in d.iterrows())
                    + " (rule: difference > 0)", "accuracy highest at p near 0 (Fig. 5)",
-                   f"Acc(p={lo:g}) - Acc(p={hi:g}) = {gain.text()} points")
+                   f"Acc(p={lo:g}) - Acc(p={hi:g}) = {gain.text()} points", [fits_converged(drop, "dropout-rate ablation")])
 
 
 def _placement_finding(report, place):
@@ -161,11 +179,13 @@ def _placement_finding(report, place):
     parts = [below(place, "prior_on", "both", o, "cNLL") for o in ("s only", "r only")]
     report.finding("priors on both vectors generalise best on corruptions", combine(parts),
                    diff_text(place, "prior_on", "both", "r only", "cNLL") + " (rule: each difference < 0)",
-                   "priors on r and s: lowest cNLL (Fig. 2)", diff_text(place, "prior_on", "both", "s only", "cNLL"))
+                   "priors on r and s: lowest cNLL (Fig. 2)", diff_text(place, "prior_on", "both", "s only", "cNLL"),
+                   [fits_converged(place, "prior-placement ablation")])
 
 
-def _samples_finding(report, samples):
-    """Table 8: the most draws per component vs the fewest: cNLL and cECE differences < 0, cA difference > 0."""
+def _samples_finding(report, samples, runs):
+    """Table 8: the most draws per component vs the fewest: cNLL and cECE differences < 0, cA difference > 0 (the
+    rank-1 Normal fits of `runs`, which must have converged)."""
     by = "samples_per_component"
     s_lo, s_hi = samples[by].min(), samples[by].max()
     parts = [below(samples, by, s_hi, s_lo, m) for m in ("cNLL", "cECE")]
@@ -173,10 +193,12 @@ def _samples_finding(report, samples):
     report.finding("more evaluation samples per component help the corrupted metrics", combine(parts),
                    "; ".join(diff_text(samples, by, s_hi, s_lo, m) for m in ("NLL", "cA", "cECE"))
                    + " (rule: cNLL, cECE differences < 0, cA > 0)",
-                   "25 vs 1 draws: cNLL 0.74 -> 0.69 (Table 8)", diff_text(samples, by, s_hi, s_lo, "cNLL"))
+                   "cNLL for 1, 4, 25 draws: " + "; ".join(quoted(f"r1.table8.cnll_{n}") for n in (1, 4, 25)),
+                   diff_text(samples, by, s_hi, s_lo, "cNLL"),
+                   [fits_converged(runs, "rank-1 Normal fits", "method", ["rank1_normal"])])
 
 
-def _diversity_finding(report, div):
+def _diversity_finding(report, div, runs):
     """Fig. 6: for each BatchEnsemble present (`BATCH_ENSEMBLES`), diversity(rank-1) - diversity(BE) > 0 and
     accuracy(rank-1) - accuracy(BE) >= -0.005 (half a point), over the late checkpoints' means, paired by seed."""
     r1 = "rank1_normal"
@@ -190,7 +212,7 @@ def _diversity_finding(report, div):
     report.finding("rank-1 members are more diverse than BatchEnsemble's at equal or better accuracy",
                    combine(parts), "late-checkpoint means; rule: diversity difference > 0, accuracy difference >= "
                    "-0.5 points, against each BatchEnsemble", "higher diversity at equal or better accuracy (Fig. 6)",
-                   "; ".join(texts))
+                   "; ".join(texts), [fits_converged(runs, "Table 2 fits", "method", [r1, *BATCH_ENSEMBLES])])
 
 
 POSITIVE_CLAIM = ("real-valued factor priors beat positive-valued (log-normal) ones on test NLL and ECE, "
@@ -205,5 +227,6 @@ def _positive_finding(report, positive):
     report.finding(POSITIVE_CLAIM, combine(parts),
                    "; ".join(diff_text(positive, "factors", real, pos, m) for m in ("ECE", "Acc", "cNLL"))
                    + " (rule: NLL, ECE differences < 0, accuracy difference >= -0.5 points)",
-                   "real-valued better on NLL, ECE (app. C.1, Fig. 9)", diff_text(positive, "factors", real, pos, "NLL"))
+                   "real-valued better on NLL, ECE (app. C.1, Fig. 9)", diff_text(positive, "factors", real, pos, "NLL"),
+                   [fits_converged(positive, "factor-prior ablation")])
 

@@ -86,11 +86,11 @@ def wrn_method_runs(method: str, wrn: DigitsWrn, seeds, types=None, severities=(
     seed 0, `task_split`) and score it on the test set and its corruptions (`types` x `severities`, `score_rows`).
 
     Returns {"rows": per-set scores (`score_rows` table, column "seed" added), "params": {seed: free parameters of
-    the guide}}: plain data, so that the methods can run in separate processes (`zoo.experiments.parallel`)."""
+    the guide}, "converged": {seed: `inference.fit`'s judgement of the ELBO}}: plain data, so that the methods can run in separate processes (`zoo.experiments.parallel`)."""
     split = task_split()
     r = wrn.recipe
     sets = corrupted_sets(split.test_raw, split, types, severities)
-    rows, params = [], {}
+    rows, params, converged = [], {}, {}
     times = {part: StageTimes(f"WRN {method} {part}", "rank1") for part in ("fit", "scoring")}
     for seed in seeds:
         with _stage("fit", None, "rank1", times["fit"]):
@@ -100,23 +100,25 @@ def wrn_method_runs(method: str, wrn: DigitsWrn, seeds, types=None, severities=(
                                            dropout_rate=r.dropout_rate, cauchy_dropout_rate=r.cauchy_dropout_rate)
             post = fit_method(method, split, r, seed, guide=guide, entry=entry)
         params[seed] = int(post.guide.num_free_params(post.params))
+        converged[seed] = getattr(getattr(post, "info", None), "converged", None)
         with _stage("scoring", None, "rank1", times["scoring"]):
             rows.append(score_rows({method: post}, sets, split.test_raw, draws={method: draws_for(method, r)},
                                    preprocess=split.preprocess, seed=seed).assign(seed=seed))
     if log is not None:
         for t in times.values():
             log(t.line() + f" ({len(seeds)} seeds)")
-    return {"rows": pd.concat(rows, ignore_index=True), "params": params}
+    return {"rows": pd.concat(rows, ignore_index=True), "params": params, "converged": converged}
 
 
 def wrn_table2(results: dict, methods) -> pd.DataFrame:
     """Table 2 rows from {method: `wrn_method_runs` result}: per seed, `summary_of_rows` of the methods' per-set
     scores (mCE vs the deterministic WRN when it ran). Returns one row per (method, seed): NLL, Acc, ECE, cNLL,
-    cA, cECE, mCE, #params, seed."""
+    cA, cECE, mCE, #params, seed, converged."""
     rows = pd.concat([results[m]["rows"] for m in methods], ignore_index=True)
     runs = []
     for seed in rows["seed"].drop_duplicates():
         part = rows[rows.seed == seed].drop(columns="seed")
         summary = summary_of_rows(part, methods, num_params={m: results[m]["params"][seed] for m in methods})
-        runs.append(summary.assign(seed=seed))
+        runs.append(summary.assign(seed=seed, converged=summary["method"].map(
+            lambda m: results[m].get("converged", {}).get(seed))))
     return pd.concat(runs, ignore_index=True)

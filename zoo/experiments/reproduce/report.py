@@ -5,35 +5,40 @@ finding, the paper's number, ours with its 95 % interval and the verdict (`zoo.e
     report.table("truncation", table, "Post-hoc rank-k truncation (Tables 2, 3)")
     report.figure("fig3_spectra", fig, "Fraction of variance in the top singular values (Fig. 3)")
     report.finding("sigma is low-rank, the means are not", "consistent", "rule: ...", paper="top-2 share > 0.9",
-                   ours="0.97 [0.95, 0.99] (n = 5, t over seeds)")
+                   ours="0.97 [0.95, 0.99] (n = 5, t over seeds)",
+                   preconditions=[at_least("sigma moved from its init (max |log sigma / sigma_0|)", 2.1, 0.1)])
     report.write()   # out_dir/report.md, listing every file written
 
 A verdict is one of ``VERDICTS`` ("consistent", "inconclusive", "contradicts", "not run"), computed by
 `zoo.experiments.analysis.verdicts.judge` from the paper's region and our interval; the evidence is the rest of the numbers.
+Every finding that ran states its preconditions (the regime the paper's claim is about, checked from the run:
+`zoo.experiments.analysis.verdicts.Precondition`); `finding` passes its verdict through
+`zoo.experiments.analysis.verdicts.gate`, which makes it "inconclusive (precondition not met: ...)" when one fails.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import pandas as pd
 
-from zoo.experiments.analysis.verdicts import VERDICTS
-from base.errors import InputError
+from zoo.experiments.analysis.verdicts import VERDICTS, Precondition, gate, word
 
 __all__ = ["Report", "Finding", "VERDICTS"]
 
 
 class Finding(NamedTuple):
-    """One row of the report's findings: the claim, the verdict, the evidence, the paper's number, ours."""
+    """One row of the report's findings: the claim, the verdict (after `gate`), the evidence, the paper's number,
+    ours, and the preconditions (`Precondition.text` of each, "; "-joined; "" for a finding not run)."""
 
     claim: str
     verdict: str
     evidence: str
     paper: str = ""
     ours: str = ""
+    precondition: str = ""
 
 
 def shown_numbers(table: pd.DataFrame, digits: int) -> pd.DataFrame:
@@ -92,20 +97,25 @@ class Report:
         self.log(f"wrote {path}")
         return path
 
-    def finding(self, claim: str, verdict: str, evidence: str, paper: str = "", ours: str = "") -> None:
-        """Record one of the paper's findings: the paper's number, ours and the verdict.
+    def finding(self, claim: str, verdict: str, evidence: str, paper: str = "", ours: str = "",
+                preconditions: Sequence[Precondition] = ()) -> None:
+        """Record one of the paper's findings: the paper's number, ours, the preconditions and the verdict.
 
         Args:
           claim: the paper's finding, in a few words.
-          verdict: one of ``VERDICTS`` (`zoo.experiments.analysis.verdicts.judge` / `combine`).
+          verdict: one of ``VERDICTS`` (`zoo.experiments.analysis.verdicts.judge` / `combine`), before the gate.
           evidence: the rule and the other measured numbers behind the verdict.
-          paper: the paper's number (or direction) and the region the verdict tests.
+          paper: the paper's number (or direction), quoted with its table / figure, and the region the verdict tests.
           ours: our number with its 95 % interval (`zoo.experiments.analysis.verdicts.Interval.text`).
+          preconditions: the regime the claim is about, checked from the run (one or more
+            `zoo.experiments.analysis.verdicts.Precondition` s; required unless ``verdict`` is "not run"); the
+            recorded verdict is `zoo.experiments.analysis.verdicts.gate` of ``verdict`` and them.
         """
-        if verdict not in VERDICTS:
-            raise InputError("verdict", verdict, f"one of {VERDICTS}")
-        self.findings.append(Finding(claim, verdict, evidence, paper, ours))
-        self.log(f"finding: {claim}: {verdict} (paper {paper}; ours {ours}; {evidence})")
+        word(verdict)  # an unknown word raises InputError naming "verdict"
+        verdict = gate(verdict, preconditions)
+        cell = "; ".join(p.text() for p in preconditions)
+        self.findings.append(Finding(claim, verdict, evidence, paper, ours, cell))
+        self.log(f"finding: {claim}: {verdict} (paper {paper}; ours {ours}; preconditions {cell or '-'}; {evidence})")
 
     def note(self, text: str) -> None:
         """A paragraph of the report's "Settings and caveats" (e.g. where the setting differs from the paper)."""
@@ -115,11 +125,14 @@ class Report:
         """Write ``report.md`` (findings first, then caveats, tables and figures) and return its path."""
         minutes = (time.perf_counter() - self._start) / 60
         lines = [f"# {self.title}: reproduction ({self.setting})", ""]
-        lines += ["## Findings", "", "Verdicts (`zoo.experiments.analysis.verdicts.judge`): consistent when our 95 % interval lies in the "
-                  "paper's region, contradicts when it lies wholly outside it, inconclusive otherwise.", "",
-                  "| finding | paper | ours (95 % interval) | verdict | evidence |", "|---|---|---|---|---|"]
-        lines += [f"| {f.claim} | {f.paper} | {f.ours} | {f.verdict} | {f.evidence} |" for f in self.findings] \
-            or ["| (none recorded) | | | | |"]
+        lines += ["## Findings", "", "Verdicts (`zoo.experiments.analysis.verdicts.judge`, `gate`): consistent when our 95 % "
+                  "interval lies in the paper's region, contradicts when it lies wholly outside it, inconclusive "
+                  "otherwise; inconclusive (precondition not met) whenever the run did not reach the regime the "
+                  "claim is about.", "",
+                  "| finding | paper | ours (95 % interval) | precondition met? | verdict | evidence |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {f.claim} | {f.paper} | {f.ours} | {f.precondition} | {f.verdict} | {f.evidence} |"
+                  for f in self.findings] or ["| (none recorded) | | | | | |"]
         lines += ["", "## Settings and caveats", ""]
         lines += [f"- {n}" for n in self.notes] + [f"- Wall time: {minutes:.1f} min.", ""]
         lines += ["## Results", ""] + self.sections
