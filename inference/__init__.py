@@ -22,6 +22,9 @@ from inference.laplace import laplace
 from inference.laplace_posterior import LaplacePosterior
 from inference.mean_field import NormalFamily, mean_field
 from inference.nuts import DivergenceWarning, nuts
+from inference import optimizers
+from inference.optimizers import adam, cosine_adam, sgd
+from inference.estimators import Local, PerExample, Standard
 from inference.point_estimate import DeltaFamily, point_estimate
 from inference.posterior import ConstrainedParams, MCMCPosterior, Posterior, SVIPosterior
 from inference.predictive_density import PredictiveDensity, log_predictive_density, predictive_density_table
@@ -55,7 +58,7 @@ __all__ = [
     "Family", "ParamSpec", "FAMILIES", "register_family", "NormalFamily", "DeltaFamily", "KTiedFamily",
     "ZeroMeanFamily", "VarianceLayerFamily", "Rank1FactorFamily", "BinaryDropoutFamily",
     # training, sampling, results
-    "fit", "svi", "ensemble", "member_start", "ivon", "IVON", "IVONState", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "laplace", "LaplacePosterior", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
+    "fit", "svi", "optimizers", "adam", "sgd", "cosine_adam", "Standard", "PerExample", "Local", "ensemble", "member_start", "ivon", "IVON", "IVONState", "Callback", "FitRun", "kl_schedules", "default_optimizer", "default_steps", "nuts", "laplace", "LaplacePosterior", "NonFiniteLossError", "ConvergenceWarning", "PosteriorCollapseWarning", "DivergenceWarning", "Posterior", "SVIPosterior", "MCMCPosterior",
     "ConstrainedParams", "FitInfo", "NutsInfo", "to_arviz", "save", "load", "from_mean_field",
     "predictions_by_procedure",
     # ArviZ names <-> site names, the training data a posterior remembers, held-out scores

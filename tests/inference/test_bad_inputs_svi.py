@@ -103,7 +103,7 @@ def test_a_batch_of_another_width_meets_a_guide_set_up_for_two_features(core):
     refuses x of 3 (it would otherwise meet a 3-input network with its 2-input parameters)."""
     model = zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100}).model
     model.feature_shape = None
-    guide = inference.mean_field(model).setup(core["x"])
+    guide = inference.mean_field(model)
     wide = np.c_[core["x"], core["x"][:, :1]]
     err = _refused(lambda: svi.init(core["key"], (wide, core["y"]), model=model, guide=guide,
                                     optimizer=optax.adam(1e-2), n_data=80), "x")

@@ -27,7 +27,7 @@ def _losses_and_sigma_grads(setup, loss, num_keys=3000):
     e, guide, x, y, params_u, constraints = setup
 
     def one(key, pu):
-        return loss(key, constrain_params(pu, constraints), e.model, guide, 1.0, 1, x, y, len(e.train.y))[0]
+        return loss(key, constrain_params(constraints, pu), e.model, guide, 1.0, 1, x, y, len(e.train.y))[0]
 
     keys = jax.random.split(jax.random.PRNGKey(1), num_keys)
     values, grads = jax.jit(jax.vmap(jax.value_and_grad(one, argnums=1), in_axes=(0, None)))(keys, params_u)
@@ -52,7 +52,7 @@ def test_same_objective_lower_gradient_variance(setup):
 def test_refuses_mutable_state(setup):
     e, guide, x, y, params_u, constraints = setup
     with pytest.raises(InputError, match="estimator"):
-        per_example_elbo_loss(jax.random.PRNGKey(0), constrain_params(params_u, constraints), e.model, guide, 1.0,
+        per_example_elbo_loss(jax.random.PRNGKey(0), constrain_params(constraints, params_u), e.model, guide, 1.0,
                               1, x, y, 100, mutable={"state": {}})
 
 

@@ -18,7 +18,7 @@ KEY = jax.random.PRNGKey(0)
 
 def _model(variance_prior=None):
     prior = models.priors.by_pattern({SITE: variance_prior or log_uniform_prior()}, default=models.priors.normal(1.0))
-    return models.bnn(mlp([6], 3), prior)
+    return models.bnn(mlp([6], 3), prior, feature_shape=(4,))
 
 
 def _data(n=60):

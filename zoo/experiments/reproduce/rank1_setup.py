@@ -195,7 +195,7 @@ def unregularised_factors(model):
 
     prior.spec = {"kind": "by_pattern", "rules": {f"*/{s}": {"kind": "flat"} for s in RANK1_SITE_SUFFIXES},
                   "default": getattr(base, "spec", None)}
-    return bnn(model.network_fn, prior, model.likelihood, name=model.name)
+    return bnn(model.network_fn, prior, model.likelihood, name=model.name, feature_shape=model.feature_shape)
 
 
 def entry_for(method: str, split: DigitsSplit, settings: Rank1Settings, hidden=None, factor=None):
