@@ -94,7 +94,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         kl_warmup: int = 0, kl_schedule=None, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
-        on_chunk=None, estimator: str = "standard", callbacks=(), mesh=None, validation_data=None) -> Posterior:
+        estimator: str = "standard", callbacks=(), mesh=None, validation_data=None) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -157,7 +157,6 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         state at the last finished chunk), and at the end. A folder that already holds a fit state is
         refused unless `resume`;
       checkpoint_every: steps between saves (None: only on interruption and at the end);
-      on_chunk: None or ``on_chunk(steps done, posterior so far)``, called after every finished chunk;
       callbacks: more `Callback` objects (the protocol below), run after the built-in ones;
       validation_data: None, or held-out data (a `Dataset` or (x_val (M, *feature_shape), y_val (M,)), checked against the
         model as `data` is, InputError naming ``validation_data``) that the collapse check also judges (below); never
@@ -210,7 +209,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     ended them, e.g. KeyboardInterrupt, or None) and ``on_end(run, posterior) -> posterior`` once the result is
     built (it may return a new one or raise). `run` is the `FitRun` (the state, the losses so far, the steps
     done, the first non-finite step...). Built in, in this order: `Checkpoints` (with `checkpoint_dir`),
-    `ProgressBar` (with `progress`), `on_chunk`, `ConvergenceCheck`, `NonFiniteStop`, `CollapseCheck`,
+    `ProgressBar` (with `progress`), `ConvergenceCheck`, `NonFiniteStop`, `CollapseCheck`,
     `SummaryLine` (with `progress`); then `callbacks`.
 
     Convergence: at the end, `inference.convergence.judge` reads the losses and the gradient norms (computed
@@ -247,12 +246,12 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
                     num_particles=num_particles, seed=seed,
                     progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks, mesh=mesh,
+                    estimator=estimator, callbacks=callbacks, mesh=mesh,
                     validation_data=validation_data)
 
 
 def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_schedule, temperature, num_particles, seed,
-         progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
+         progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume,
          estimator, callbacks, mesh, validation_data) -> Posterior:
     """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
     # the arguments first (a bad `steps` is named before the data are read), the default steps from the data
@@ -260,7 +259,6 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
                    num_particles=num_particles, chunk_size=chunk_size, kl_warmup=kl_warmup)
     temperature = validation.check_real("temperature", temperature, low=0.0)
     validation.check_seed(seed)
-    validation.check_callable("on_chunk", on_chunk, "on_chunk(step, posterior)")
     estimator = as_estimator(estimator)
     callbacks = check_callbacks(callbacks)
     config = check_config(config)
@@ -302,8 +300,6 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
         builtin.append(saver)
     if progress:
         builtin.append(ProgressBar(getattr(model, "name", "model")))
-    if on_chunk is not None:
-        builtin.append(ChunkHook(on_chunk))
     builtin += [ConvergenceCheck(), NonFiniteStop(), CollapseCheck(held_out)]
     if progress:
         builtin.append(SummaryLine(getattr(model, "name", "model")))
@@ -416,9 +412,12 @@ class FitRun:
 
     def resume_from(self, resumed, order: MinibatchOrder) -> None:
         """Continue from a saved `inference.fit_state.FitState` and its minibatch `order`."""
-        self.state = resumed.state  # `initial` stays the state at step 0: whether the parameters moved is judged on it
+        # device arrays (``jax.device_put``: a copy, nothing compiled), as a fresh run's state and key are: host
+        # arrays would be another entry of the jitted update's cache (`inference.svi.compiled_updates`)
+        # `initial` stays the state at step 0: whether the parameters moved is judged on it
+        self.state = jax.device_put(resumed.state)
         self.done, self.losses_before, self.norms_before = resumed.step, resumed.losses, resumed.grad_norms
-        self.rng_key, self.order = np.asarray(resumed.rng_key), order  # a host array: jnp.asarray compiles a copy
+        self.rng_key, self.order = jax.device_put(np.asarray(resumed.rng_key)), order
 
     def losses(self) -> np.ndarray:
         """(done,) float32 the loss of every step that updated the state, a resumed fit's earlier ones included."""
@@ -696,7 +695,8 @@ class ProgressBar:
 
 
 class ChunkHook:
-    """`fit`'s ``on_chunk(steps done, posterior so far)`` as a callback."""
+    """A callback calling ``fn(steps done, posterior so far)`` after every finished chunk: ``fit(...,
+    callbacks=[ChunkHook(fn)])`` (the one hook path; `fit` has no ``on_chunk`` argument)."""
 
     def __init__(self, fn):
         self.fn = fn

@@ -259,10 +259,10 @@ def test_to_arviz_and_predictive_density_table_refuse_what_they_cannot_read(moon
     refused(lambda: inference.log_predictive_density({"a": 1}, (X2, [0] * 6)), ArgumentTypeError, "posterior")
 
 
-def test_fit_checks_on_chunk_and_config_before_any_work(moons_tiny):
+def test_fit_checks_callbacks_and_config_before_any_work(moons_tiny):
     e = moons_tiny
-    refused(lambda: inference.fit(e.model, inference.mean_field(e.model), e.train, on_chunk=5, progress=False),
-            ArgumentTypeError, "on_chunk", "a callable")
+    refused(lambda: inference.fit(e.model, inference.mean_field(e.model), e.train, callbacks=[5], progress=False),
+            InputError, "callbacks[0]", "on_chunk")
     refused(lambda: inference.fit(e.model, inference.mean_field(e.model), e.train, config={"when": object()},
                                   progress=False), ArgumentTypeError, "config", "JSON")
 

@@ -6,6 +6,7 @@ import optax
 import pytest
 
 import models
+from inference.fit import ChunkHook
 from zoo.experiments.analysis.diversity import component_probs, diversity_table, member_scores, plot_diversity
 from inference import batch_ensemble, fit
 from base.errors import InputError
@@ -52,7 +53,8 @@ def k1_batch_ensemble():
     y = (x[:, 0] > 0).astype(np.int32)
     seen = []
     post = fit(model, batch_ensemble(model, sign_init=-0.5), (x, y), steps=6, batch_size=20, chunk_size=2,
-               optimizer=optax.adam(1e-2), progress=False, on_chunk=lambda step, p: seen.append((step, p)))
+               optimizer=optax.adam(1e-2), progress=False,
+               callbacks=[ChunkHook(lambda step, p: seen.append((step, p)))])
     return post, x, y, seen
 
 

@@ -72,7 +72,8 @@ def test_resuming_with_another_estimator_is_refused(setup, tmp_path):
     from base.errors import CheckpointError
 
     e, guide, x, y, *_ = setup
-    ident = {name: run_identity(e.model, guide, optax.adam(1e-3), x, y, feature_shape=(2,), steps=10, batch_size=4,
+    ident = {name: run_identity(e.model, guide, optax.adam(1e-3), None, x, y, feature_shape=(2,), steps=10,
+                                batch_size=4,
                                 seed=0, kl_warmup=0, num_particles=1, chunk_size=5, init_params=None,
                                 estimator=name) for name in ("standard", "per_example")}
     with pytest.raises(CheckpointError, match="estimator differs"):
