@@ -142,7 +142,7 @@ def _rate(arg: str, value, *, positive: bool = False) -> float:
         number = math.nan
     if isinstance(value, bool) or not math.isfinite(number) or number < 0 or (positive and number == 0):
         raise InputError(arg, value, "a finite number > 0" if positive else "a finite number >= 0",
-                         "a negative learning rate climbs the loss" if number < 0 else None)
+                         "a negative learning rate climbs the loss" if number < 0 else "")
     return number
 
 

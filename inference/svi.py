@@ -48,7 +48,7 @@ wherever they are needed.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -114,7 +114,7 @@ def build(model, guide, optimizer, *, n_data: int, num_particles: int = 1, estim
     check_n_data(n_data)
     check_num_particles(num_particles)
     optimizer = as_optimizer(optimizer)
-    own = getattr(optimizer, "tx", None)
+    own: Any = getattr(optimizer, "tx", None)
     if callable(getattr(own, "build_svi", None)):  # an algorithm of its own over the guide (`inference.ivon`)
         pair = own.build_svi(model, guide, n_data=n_data, num_particles=num_particles, estimator=estimator)
         return pair if pair.run is not None else pair._replace(run=functools.partial(run, step=pair.step))
@@ -376,4 +376,4 @@ _RUN_CHUNK = run_chunk  # the jitted function itself, whatever a test puts in it
 def compiled_updates() -> int:
     """How many programs of `run_chunk` jit's cache holds in this process (``_cache_size()`` of the jitted
     function): `inference.fit` reads it before and after a run for ``FitInfo.traces``."""
-    return _RUN_CHUNK._cache_size()
+    return _RUN_CHUNK._cache_size()  # type: ignore[attr-defined]  # jax's jitted functions have it
