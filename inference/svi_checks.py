@@ -3,7 +3,8 @@ nothing at run time.
 
 - On the host, at trace time (settings bound by ``svi.build``, Python scalars): the optimiser's type
   (`inference.optimizers.as_optimizer`), ``n_data`` (an integer >= the batch size), ``num_particles`` (an integer
-  >= 1), a Python / NumPy / concrete ``beta`` >= 0 and ``temperature`` > 0, concrete labels within the network's classes, concrete ``init_params`` finite.
+  >= 1), a Python / NumPy / concrete ``beta`` >= 0 and ``temperature`` > 0, concrete labels within the network's
+  classes, concrete ``init_params`` finite.
 - At trace time (shapes and dtypes, known inside ``jax.jit``): the key is a PRNG key, the batch is (x (B, ...),
   y (B,)) with B >= 1 rows in both, x of the feature shape the model was built for, labels of the likelihood's
   shape and dtype (integer class labels of shape (B,) for a classifier; (B,) or (B, D) real targets, D the output
