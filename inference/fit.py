@@ -287,8 +287,9 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
                  order=MinibatchOrder(n, batch_size, seed), rng_key=run_key, fingerprint=data_fingerprint(x, y))
     builtin: list = []
     if checkpoint_dir is not None:
-        identity = run_identity(model, guide, optimizer, state.opt_state, x, y, feature_shape=feature_shape, steps=steps,
-                                batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, temperature=temperature,
+        identity = run_identity(model, guide, optimizer, state.opt_state, x, y, feature_shape=feature_shape,
+                                steps=steps, batch_size=batch_size, seed=seed, kl_warmup=kl_warmup,
+                                temperature=temperature,
                                 estimator=estimator, num_particles=num_particles,
                                 chunk_size=chunk_size, init_params=start,
                                 kl_schedule=None if kl_schedule is None else kl_schedules.betas_digest(betas))

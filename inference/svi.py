@@ -36,9 +36,9 @@ arguments (`COMPILED_SETTINGS`) are the model (compared by its declared configur
 a `models.BNN` built by ``zoo.get``; anything else by identity), the guide (a value whose equality is its
 configuration: a `SiteGuide` or `JointGaussian` built for an equal model; any other guide by identity), n_data,
 num_particles, the estimator (`inference.estimators`: a frozen object) and the mesh. The optimiser is an ordinary
-(pytree) argument: an `inference.optimizers` record's numbers (learning rate, decay steps) are traced leaves and live in the
-optimiser's state, so another learning rate or another number of steps compiles nothing; a user's own optax
-object is a pytree without leaves keyed by identity (one compile per object; nothing reads its code). The
+(pytree) argument: an `inference.optimizers` record's numbers (learning rate, decay steps) are traced leaves and
+live in the optimiser's state, so another learning rate or another number of steps compiles nothing; a user's own
+optax object is a pytree without leaves keyed by identity (one compile per object; nothing reads its code). The
 minibatch shapes and dtypes and the chunk length are part of jit's key as usual; the data, the step numbers,
 the KL weights and the temperature are arguments. Nothing is filled while tracing: the parameters' constraints
 and shapes are computed by an abstract trace of the guide's initialisation (`param_constraints`, `param_shapes`)
@@ -68,8 +68,8 @@ from base.value_key import Static
 from inference.optimizers import as_optimizer
 from inference.mesh import replicate, shard_rows
 
-__all__ = ["SVIState", "StepInfo", "SVI", "build", "init", "step", "run", "param_constraints", "param_shapes", "constrain",
-           "initial_params", "initial_mutable", "guide_param_init", "ESTIMATORS"]
+__all__ = ["SVIState", "StepInfo", "SVI", "build", "init", "step", "run", "param_constraints", "param_shapes",
+           "constrain", "initial_params", "initial_mutable", "guide_param_init", "ESTIMATORS"]
 
 
 class SVIState(NamedTuple):
