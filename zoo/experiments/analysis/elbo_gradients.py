@@ -70,8 +70,8 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
 def _gradients(model: Static, guide: Static, estimator, n: int, params_u, keys, xb, yb):
     """{name: (num_batches, *shape)} gradients of the one-particle negative ELBO (`estimator`'s, an
     `inference.estimators` object; KL weight 1) at the unconstrained guide parameters `params_u`, one per key
-    (num_batches, 2) and minibatch xb (num_batches, B, ...), yb (num_batches, B); n: the training-set size N. Compiled once per (model, guide) value keys,
-    estimator, N and the arrays' shapes."""
+    (num_batches, 2) and minibatch xb (num_batches, B, ...), yb (num_batches, B); n: the training-set size N.
+    Compiled once per (model, guide) value keys, estimator, N and the arrays' shapes."""
     elbo_loss = estimator.loss
     constraints = param_constraints(guide.obj, (xb[0], yb[0]), n)
 
