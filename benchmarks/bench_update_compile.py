@@ -54,7 +54,7 @@ e = entry(sys.argv[1])
 xb, yb = e.train.x[:4], e.train.y[:4]
 guide = inference.mean_field(e.model)
 settings = svi.compiled_settings(e.model, guide, len(e.train.x))
-optimizer = inference.adam(learning_rate=1e-3)
+optimizer = inference.optimizers.adam(learning_rate=1e-3)
 state = svi.initial_state(jax.random.PRNGKey(0), xb, yb, None, optimizer, **settings)
 idx, steps = np.zeros((500, 4), np.int32), np.full(500, -1, np.int32)
 lowered = svi.run_chunk.lower(state, jax.random.PRNGKey(1), jnp.asarray(e.train.x), jnp.asarray(e.train.y),

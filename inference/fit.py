@@ -106,7 +106,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         digits, B = 128): about 700 epochs (steps = 700 N / B, 6,000 here) for every prior and guide on an
         MLP of 9k weights; on one of 478k weights 350 epochs (3,000 steps) were enough for 2-tied, not for
         mean field. Check ``posterior.info.converged`` and raise `steps` until it holds;
-      optimizer: an optimiser record (`inference.optimizers`: ``inference.adam(learning_rate=...)``, its numbers
+      optimizer: an optimiser record (`inference.optimizers`: ``adam(learning_rate=...)``, its numbers
         data: another rate compiles nothing) or any optax GradientTransformation (one compile per object;
         default `default_optimizer(steps)`: Adam, its rate
         cosine-decayed from 1e-2 to 1e-4 over `steps`: this library's choice (the k-tied paper's app. D
@@ -484,7 +484,7 @@ class Checkpoints:
             warnings.warn(CheckpointWarning(
                 "checkpoint_dir: the optimiser is the user's own optax object, whose learning rate this library "
                 "does not read, so resuming cannot tell whether it is the one the state was saved with; only its "
-                "state's structure is compared (an optimiser record such as inference.adam(learning_rate=...) is "
+                "state's structure is compared (an optimiser record, inference.optimizers.adam(learning_rate=...), is "
                 "compared by its numbers)"), stacklevel=4)
         resumed = load_fit_state(self.path, self.identity, template)
         if resumed is None:

@@ -1,8 +1,8 @@
 """Optimiser records: the library's own way to choose an optimiser, its scalar hyper-parameters data.
 
-    inference.adam(learning_rate=1e-3)                      # Adam at a constant rate
-    inference.sgd(learning_rate=0.1, momentum=0.9)          # SGD (with momentum)
-    inference.cosine_adam(1e-2, decay_steps=1000, alpha=0.01)   # `fit`'s default: Adam, rate cosine-decayed
+    inference.optimizers.adam(learning_rate=1e-3)                      # Adam at a constant rate
+    inference.optimizers.sgd(learning_rate=0.1, momentum=0.9)          # SGD (with momentum)
+    inference.optimizers.cosine_adam(1e-2, decay_steps=1000, alpha=0.01)   # `fit`'s default: Adam, rate cosine-decayed
 
 A record is a frozen value (equal records are equal configurations) and a pytree: its numeric hyper-parameters
 (learning rate, decay steps, ...) are its leaves and its kind (the optax factory) and structural settings (Adam's
@@ -193,8 +193,8 @@ def as_optimizer(optimizer, arg: str = "optimizer"):
         return optimizer
     if callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None)):
         return OptaxObject(optimizer)
-    raise ArgumentTypeError(arg, optimizer, "an optimiser record (inference.adam(learning_rate=1e-3)) or an optax "
-                            "GradientTransformation (e.g. optax.adam(1e-3))")
+    raise ArgumentTypeError(arg, optimizer, "an optimiser record (inference.optimizers.adam(learning_rate=1e-3)) or "
+                            "an optax GradientTransformation (e.g. optax.adam(1e-3))")
 
 
 def optimizer_identity(optimizer, opt_state) -> dict:

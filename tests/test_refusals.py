@@ -173,10 +173,11 @@ def test_judge_with_parameters_that_moved_or_not():
 
 
 def test_an_optimiser_record_refuses_a_rate_that_climbs_or_is_not_finite():
-    refused(lambda: inference.adam(learning_rate=-1e-3), InputError, "learning_rate", "a negative learning rate")
-    refused(lambda: inference.sgd(float("nan")), InputError, "learning_rate", "a finite number >= 0")
-    refused(lambda: inference.cosine_adam(1e-2, decay_steps=0), InputError, "decay_steps", "> 0")
-    refused(lambda: inference.adam(b1=1.0), InputError, "b1", "[0, 1)")
+    refused(lambda: inference.optimizers.adam(learning_rate=-1e-3), InputError, "learning_rate",
+            "a negative learning rate")
+    refused(lambda: inference.optimizers.sgd(float("nan")), InputError, "learning_rate", "a finite number >= 0")
+    refused(lambda: inference.optimizers.cosine_adam(1e-2, decay_steps=0), InputError, "decay_steps", "> 0")
+    refused(lambda: inference.optimizers.adam(b1=1.0), InputError, "b1", "[0, 1)")
     refused(lambda: inference.optimizers.as_optimizer("adam"), ArgumentTypeError, "optimizer")
 
 def test_a_nan_stopped_fit_says_its_posterior_predicts_nan(moons_tiny):

@@ -89,7 +89,7 @@ def test_rank1_entry_with_fixed_weights_samples_only_the_factors_and_rebuilds_fr
 def test_fit_with_settings_refuses_an_optimizer_that_ascends_the_loss(moons_tiny):
     """A FitSettings whose optimizer has a negative learning rate: the package's error naming the learning rate
     (an optimiser record checks its numbers when it is built; nothing is run to find out)."""
-    settings = FitSettings(steps=5, optimizer=lambda steps: inference.adam(learning_rate=-0.1),
+    settings = FitSettings(steps=5, optimizer=lambda steps: inference.optimizers.adam(learning_rate=-0.1),
                            kl_warmup_fraction=0.0)
     with pytest.raises(ZooError, match=r"learning_rate: .*a negative learning rate climbs the loss") as err:
         fit_with_settings(moons_tiny, inference.mean_field(moons_tiny.model), settings)

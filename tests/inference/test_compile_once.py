@@ -56,10 +56,10 @@ def test_another_learning_rate_or_number_of_steps_compiles_nothing_and_a_users_o
     from inference.svi import run_chunk
 
     entry = _entry()
-    _fit(entry, optimizer=inference.adam(learning_rate=1e-3), seed=0)
+    _fit(entry, optimizer=inference.optimizers.adam(learning_rate=1e-3), seed=0)
     _fit(entry, optimizer=None, steps=40, seed=0)  # the default: a cosine record
     cache, before = run_chunk._cache_size(), len(COMPILES)
-    runs = [_fit(_entry(), optimizer=inference.adam(learning_rate=rate), seed=1) for rate in (2e-3, 5e-2)]
+    runs = [_fit(_entry(), optimizer=inference.optimizers.adam(learning_rate=rate), seed=1) for rate in (2e-3, 5e-2)]
     runs += [_fit(_entry(), optimizer=None, steps=steps, seed=2) for steps in (41, 90)]
     assert run_chunk._cache_size() == cache and COMPILES[before:] == [] and [r.info.traces for r in runs] == [0] * 4
     # the same numbers as optax's own objects (each of which compiles its own update once)
@@ -96,12 +96,12 @@ def test_the_compiled_settings_see_every_setting_of_the_computation():
     def key(entry=None, guide=None, optimizer=None, **kw):
         entry = _entry() if entry is None else entry
         guide = inference.mean_field(entry.model) if guide is None else guide
-        structure = jax.tree.structure(inference.optimizers.as_optimizer(optimizer or inference.adam(1e-3)))
+        structure = jax.tree.structure(inference.optimizers.as_optimizer(optimizer or inference.optimizers.adam(1e-3)))
         return compiled_settings(entry.model, guide, kw.pop("n_data", 160), **kw), structure
 
     base = key()
     assert key() == base and hash(tuple(key()[0].values())) == hash(tuple(base[0].values()))
-    assert key(optimizer=inference.adam(learning_rate=0.5)) == base  # a rate is data
+    assert key(optimizer=inference.optimizers.adam(learning_rate=0.5)) == base  # a rate is data
     assert key(optimizer=ADAM) == key(optimizer=ADAM) != key(optimizer=optax.adam(1.5e-3))  # optax's: by identity
     changed = {
         "prior scale": key(_entry(prior_scale=2.0)), "prior kind": key(_entry(prior="cauchy")),
@@ -110,7 +110,8 @@ def test_the_compiled_settings_see_every_setting_of_the_computation():
         "data set": key(zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.2})),
         "guide init scale": key(guide=inference.mean_field(_entry().model, init_scale=0.05)),
         "guide kind": key(guide=inference.k_tied(_entry().model, k=2)),
-        "optimizer kind": key(optimizer=inference.sgd(1e-3)), "adam's b1": key(optimizer=inference.adam(b1=0.8)),
+        "optimizer kind": key(optimizer=inference.optimizers.sgd(1e-3)),
+        "adam's b1": key(optimizer=inference.optimizers.adam(b1=0.8)),
         "n_data": key(n_data=161), "particles": key(num_particles=2), "estimator": key(estimator="local"),
     }
     for what, other in changed.items():

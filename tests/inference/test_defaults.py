@@ -35,7 +35,7 @@ def test_default_learning_rate_schedule():
     assert sizes[steps // 2] == pytest.approx(0.5 * (1e-2 + 1e-4), rel=2e-2)  # cosine: half way at the middle
     assert sizes[-1] == pytest.approx(1e-4, rel=0.05)
     assert isinstance(opt, optax.GradientTransformation)
-    assert record == inference.cosine_adam(1e-2, decay_steps=steps, alpha=0.01)  # a record: data, no closure
+    assert record == inference.optimizers.cosine_adam(1e-2, decay_steps=steps, alpha=0.01)  # a record: data, no closure
 
 
 def test_guides_start_sigma_at_0_01():

@@ -14,7 +14,9 @@ import inference
 import zoo
 from inference.dropout import binary_dropout
 from inference.elbo import annealed_elbo_loss
-from inference.families import gaussian_local_rule
+from inference.families import ParamSpec, gaussian_local_rule
+from inference.joint_gaussian import block_diagonal
+from inference.site_guide import SiteGuide
 from inference.svi import constrain as constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
 from inference.estimators import Local, PerExample, Standard, as_estimator
@@ -138,7 +140,7 @@ def test_rules_cover_the_dense_gaussian_and_dropout_sites_only(setup):
         as_estimator("weights please")
     assert [as_estimator(n) for n in ("standard", "per_example", "local")] == [Standard(), PerExample(), Local()]
     assert as_estimator(Local()) is not None and hash(Local()) == hash(as_estimator("local"))  # a value: jit's key
-    joint = inference.block_diagonal(e.model)  # one Gaussian per block, no per-site family: a named refusal
+    joint = block_diagonal(e.model)  # one Gaussian per block, no per-site family: a named refusal
     with pytest.raises(InputError, match=r"estimator: .*variational families with a local rule.*block_diagonal"):
         local_reparam_elbo_loss(jax.random.PRNGKey(0), {}, e.model, joint, 1.0, 1, x, y, 100)
 
@@ -151,8 +153,8 @@ class LogScaleNormal:
     name = "log_scale_normal"
 
     def params(self, site):
-        return {"loc": inference.ParamSpec(site.init_loc),
-                "log_scale": inference.ParamSpec(jnp.full(site.shape, np.log(self.init_scale), jnp.float32))}
+        return {"loc": ParamSpec(site.init_loc),
+                "log_scale": ParamSpec(jnp.full(site.shape, np.log(self.init_scale), jnp.float32))}
 
     def distribution(self, site, values):
         return dist.Normal(values["loc"], jnp.exp(values["log_scale"])).to_event(len(site.shape))
@@ -174,7 +176,7 @@ def test_a_new_gaussian_family_works_with_the_local_estimator_by_its_own_rule(se
     """A family defined here, in no file of the library, gets the local estimator through its own `local_rule`:
     the same rules and the same loss as mean field at the same N(loc, sd²)."""
     e, x, y = setup
-    ours = inference.SiteGuide(e.model, {}, default=LogScaleNormal(), config={"name": "log_scale_normal"})
+    ours = SiteGuide(e.model, {}, default=LogScaleNormal(), config={"name": "log_scale_normal"})
     mean_field = inference.mean_field(e.model, init_scale=0.05, scale_cap=None)
     params_u, constraints, _ = guide_param_init(ours, jax.random.PRNGKey(0), x, y, len(e.train.y))
     params = constrain_params(constraints, params_u)

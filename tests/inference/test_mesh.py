@@ -24,7 +24,7 @@ monitoring.register_event_duration_secs_listener(
 # tests/inference/test_resume.py's entry and settings: the one-device fit shares its compiled programs (an optimiser
 # record's rate is data: another adam(1e-2) is the same key)
 KW = dict(steps=95, batch_size=32, chunk_size=10, seed=3, kl_warmup=20, progress=False,
-          optimizer=inference.adam(learning_rate=1e-2))
+          optimizer=inference.optimizers.adam(learning_rate=1e-2))
 
 
 def data_mesh(devices: int) -> Mesh:

@@ -31,7 +31,7 @@ def _entry():
     return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
 
 
-ADAM = inference.adam(learning_rate=1e-2)  # a record: optax.adam(1e-2)'s numbers, its rate part of the identity
+ADAM = inference.optimizers.adam(learning_rate=1e-2)  # a record: optax.adam(1e-2)'s numbers, the rate in the identity
 
 
 def _fit(entry, data=None, **kw):
@@ -95,7 +95,7 @@ def test_a_sigkilled_fit_resumes_to_the_uninterrupted_result(entry, tmp_path):
     code = (f"import inference, zoo\n"
             f"e = zoo.get('mlp', data='two_moons', hidden=(4,), data_kwargs={{'n': 100}})\n"
             f"inference.fit(e.model, inference.mean_field(e.model), e.train,\n"
-            f"              optimizer=inference.adam(learning_rate=1e-2),\n"
+            f"              optimizer=inference.optimizers.adam(learning_rate=1e-2),\n"
             f"              checkpoint_dir={str(state)!r}, checkpoint_every=10, **{settings!r})\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stderr=subprocess.PIPE)
@@ -127,7 +127,7 @@ def test_resuming_another_run_is_refused_naming_the_difference(entry, reference,
     _fit(entry, checkpoint_dir=state)
     kw = {"seed": {"seed": 4}, "steps": {"steps": 96}, "kl_warmup": {"kl_warmup": 0},
           "data": {"data": (entry.train.x + np.float32(0.5), entry.train.y)},
-          "optimizer": {"optimizer": inference.adam(learning_rate=2e-2)},
+          "optimizer": {"optimizer": inference.optimizers.adam(learning_rate=2e-2)},
           "schedule": {"optimizer": _late_drop(90)}}[change]  # differs from step 90 of 95 only
     with pytest.raises(CheckpointError, match=f"another run: {named} differs"):
         _fit(entry, checkpoint_dir=state, resume=True, **kw)
@@ -139,12 +139,13 @@ def test_the_optimizer_identity_is_its_configuration_and_its_states_structure_no
     def identity(optimizer):
         return optimizer_identity(optimizer, as_optimizer(optimizer).transformation().init(params))
 
-    adam = identity(inference.adam(learning_rate=1e-2))
-    assert adam == identity(inference.adam(learning_rate=1e-2))
+    adam = identity(inference.optimizers.adam(learning_rate=1e-2))
+    assert adam == identity(inference.optimizers.adam(learning_rate=1e-2))
     assert adam["config"] == {"kind": "adam", "learning_rate": 1e-2, "b1": 0.9, "b2": 0.999, "eps": 1e-8}
     assert adam["hyperparams"] == {"learning_rate": pytest.approx(1e-2), "eps_root": 0.0}  # read off the state
-    assert adam != identity(inference.adam(learning_rate=2e-2)) and adam != identity(inference.sgd(1e-2))
-    cosine = [identity(inference.cosine_adam(1e-2, decay_steps=n)) for n in (95, 96)]
+    assert adam != identity(inference.optimizers.adam(learning_rate=2e-2))
+    assert adam != identity(inference.optimizers.sgd(1e-2))
+    cosine = [identity(inference.optimizers.cosine_adam(1e-2, decay_steps=n)) for n in (95, 96)]
     assert cosine[0] != cosine[1]
     own = identity(optax.adam(1e-2))  # a user's optax object: its state's structure only
     assert own["config"] is None and own["hyperparams"] == {} and own == identity(optax.adam(3e-2))

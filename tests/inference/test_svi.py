@@ -71,7 +71,8 @@ def test_run_is_the_loop_of_step_in_one_scan(entry):
     keys and rows gives the same losses and parameters."""
     N = len(entry.train.x)
     x, y = np.asarray(entry.train.x), np.asarray(entry.train.y)
-    algorithm = svi.build(entry.model, inference.mean_field(entry.model), inference.adam(learning_rate=1e-2), n_data=N)
+    algorithm = svi.build(entry.model, inference.mean_field(entry.model), inference.optimizers.adam(learning_rate=1e-2),
+                          n_data=N)
     state = jax.jit(algorithm.init)(jax.random.PRNGKey(0), (x[:B], y[:B]))
     key, steps = jax.random.PRNGKey(4), 6
     ran, infos = jax.jit(algorithm.run, static_argnums=3, static_argnames="batch_size")(

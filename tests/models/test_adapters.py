@@ -155,7 +155,7 @@ def test_the_same_seed_and_guide_give_the_same_elbo_curve_nuts_draws_and_scores(
     monitoring.register_event_duration_secs_listener(listener)
     try:  # a second fit of the NNX model (another guide object, optimiser record and seed) compiles nothing
         again = inference.fit(mlps["nnx"], inference.mean_field(mlps["nnx"]), (X, Y), steps=25, batch_size=16,
-                              optimizer=inference.adam(learning_rate=1e-2), seed=5, progress=False)
+                              optimizer=inference.optimizers.adam(learning_rate=1e-2), seed=5, progress=False)
     finally:
         monitoring.unregister_event_duration_listener(listener)
     assert compiles == [] and again.info.traces == 0 and not np.allclose(again.losses, curves["nnx"])
@@ -323,7 +323,7 @@ def test_what_the_bridge_refuses(mlps, monkeypatch):
 def fitted(mlps):
     """{library: mean-field Posterior} of the three MLPs, same seed (shared by the ELBO, NUTS and scoring tests)."""
     return {library: inference.fit(model, inference.mean_field(model), (X, Y), steps=25, batch_size=16,
-                                   optimizer=inference.adam(learning_rate=1e-2), seed=4, progress=False)
+                                   optimizer=inference.optimizers.adam(learning_rate=1e-2), seed=4, progress=False)
             for library, model in mlps.items()}
 
 
