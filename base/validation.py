@@ -9,13 +9,11 @@ Free-form descriptions of a value are written ``<...>`` (`InputError` shows them
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
 import numpy as np
 
-from base.value_key import Static
 from base.errors import ArgumentTypeError, InputError
 
 PROBABILITY_ATOL = 1e-3
@@ -122,65 +120,6 @@ def check_learning_rate(value, arg: str = "learning_rate") -> float:
     """A learning rate: a finite number > 0 (a negative one is gradient ascent, NaN poisons every parameter).
     Returns it as a float."""
     return check_real(arg, value, low=0.0)
-
-
-def check_optimizer(optimizer, arg: str = "optimizer", steps: int = 1) -> None:
-    """Refuse an optax optimiser that climbs the loss or gives non-finite updates at any of its first `steps`
-    updates: a negative learning rate (gradient ascent), a NaN one, a schedule that turns negative or NaN
-    after some steps, or anything that is not an optax GradientTransformation.
-
-    Probed with `steps` updates of a 3-vector held at 0 under the constant gradient g = (1, -2, 0.5), the
-    optimiser's state carried from update to update: every descent method (SGD, momentum, Adam and its
-    relatives, any non-negative schedule) moves against a constant gradient, so each update's inner product
-    with g must be <= 0 (0: a schedule at 0, as warm-up schedules start) and finite. The parameters stay at
-    0, so weight decay adds nothing. One small compile per optimiser (jitted with it as a static argument compared
-    by its value key, `base.value_key`: the same object or an equal value object), `steps` a run-time argument
-    (a while loop that stops at the first bad update). An optimiser that cannot be probed this way (it needs
-    extra arguments to `update`) is not checked.
-    """
-    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
-        raise ArgumentTypeError(arg, optimizer, "an optax GradientTransformation (e.g. optax.adam(1e-3))")
-    try:
-        step, slope = (v.item() for v in _probe_program()(Static(optimizer), steps))
-    except Exception:  # noqa: BLE001 - not an update(grads, state, params) optimiser, or a state of changing type
-        return
-    if step < 0:
-        return
-    when = f" at update {step} of {steps} (a schedule that turns bad after the first updates?)" if step else ""
-    if not math.isfinite(slope):
-        raise InputError(arg, f"<an optimiser whose update is NaN/inf{when}>", "finite updates",
-                         "is the learning rate NaN or inf?")
-    raise InputError(arg, f"<an optimiser that moves along the gradient (gradient ascent){when}>",
-                     "an optimiser that descends the loss", "is the learning rate negative?")
-
-
-@functools.cache
-def _probe_program():
-    """`_update_probe` jitted, its optimiser a static argument (built on first use: jax is imported lazily)."""
-    import jax
-
-    return jax.jit(_update_probe, static_argnums=0)
-
-
-def _update_probe(static: Static, steps):
-    """(first bad update or -1, its <update, g>) over `steps` updates of the optimiser ``static.obj`` (see
-    `check_optimizer`)."""
-    import jax
-    import jax.numpy as jnp
-
-    optimizer = static.obj
-    params, g = {"w": jnp.zeros(3)}, jnp.array([1.0, -2.0, 0.5])
-
-    def body(carry):
-        i, state, _, _ = carry
-        updates, state = optimizer.update({"w": g}, state, params)
-        slope = jnp.vdot(updates["w"], g).astype(jnp.float32)
-        bad = ~jnp.isfinite(slope) | (slope > 0)
-        return i + 1, state, jnp.where(bad, i, -1), slope
-
-    carry = (jnp.int32(0), optimizer.init(params), jnp.int32(-1), jnp.float32(0.0))
-    _, _, bad, slope = jax.lax.while_loop(lambda c: (c[0] < steps) & (c[2] < 0), body, carry)
-    return bad, slope
 
 
 def available_memory() -> int | None:

@@ -8,16 +8,13 @@ This module says when that is known, and never guesses:
   string, a tuple of such... (``hash`` and ``==`` on its fields). A `models.BNN` built by ``zoo.get`` is one
   (the entry's build function, its arguments, the data it was built for, its prior and likelihood specs), and
   so is a `SiteGuide` or `JointGaussian` (its families or options, its model's key, its site shapes);
-* an **optax transformation or schedule** (``optax.adam(1e-3)``, ``optax.cosine_decay_schedule(...)``): optax
-  builds them as closures of its own pure functions over the factory's arguments, so one is keyed by the code
-  of optax's functions and the keys of what they close over (numbers by type and value, arrays by content,
-  nested optax closures alike); a closure cell holding anything else (a schedule written by the user, an
-  object) is keyed by identity, and so the whole optimiser differs from every other. This is the only place
-  code is read, and only optax's own;
+* an **optax transformation or schedule** is a closure: keyed by identity like any function (nothing reads its
+  code or closure cells). The learning rate a user varies is data instead: `inference.optimizers`' records put it
+  in the optimiser's state;
 * a **bound method** (``model.log_likelihood``): its function, by identity, and its object's value key;
-* **anything else** (a hand-made network closure, a function, an object without a declared key) is keyed by
-  identity: the very same object is the same key, another object is another key even if it happens to compute
-  the same thing. Identity can cost a compile, never a stale hit.
+* **anything else** (a hand-made network closure, a function, an optax object, an object without a declared key)
+  is keyed by identity: the very same object is the same key, another object is another key even if it happens
+  to compute the same thing. Identity can cost a compile, never a stale hit.
 
 `value_key(obj)` builds the key; `Static(obj)` wraps an object for ``jax.jit(static_argnums=...)``: its
 ``__hash__`` / ``__eq__`` are those of the value key, so jit's own cache is the cache and nothing else holds
@@ -89,8 +86,6 @@ def value_key(obj) -> Any:
     if isinstance(obj, _SCALARS) or isinstance(obj, (list, dict, set, frozenset)) or (
             isinstance(obj, tuple) and not hasattr(obj, "_fields")):
         return frozen(obj)
-    if _from_optax(obj):
-        return _optax_key(obj)
     if isinstance(obj, types.MethodType):  # a bound method: its function (by identity) on its object's value
         return ("method", Identity(obj.__func__), value_key(obj.__self__))
     params = getattr(type(obj), "__dataclass_params__", None)
@@ -101,27 +96,6 @@ def value_key(obj) -> Any:
             return Identity(obj)
         return ("dataclass", Identity(type(obj)), obj)
     return Identity(obj)
-
-
-def _from_optax(obj) -> bool:
-    """Whether `obj` is a function defined in optax or a named tuple of an optax type (a GradientTransformation)."""
-    if isinstance(obj, types.FunctionType):
-        return (obj.__module__ or "").split(".")[0] == "optax"
-    return isinstance(obj, tuple) and hasattr(obj, "_fields") and type(obj).__module__.split(".")[0] == "optax"
-
-
-def _optax_key(obj):
-    """The key of an optax function (its code, the keys of its closure cells, defaults) or named tuple (its type
-    and fields' keys); see the module docstring."""
-    if isinstance(obj, tuple):
-        return ("optax", Identity(type(obj)), tuple(value_key(v) for v in obj))
-    cells = []
-    for cell in obj.__closure__ or ():
-        try:
-            cells.append(value_key(cell.cell_contents))
-        except ValueError:  # an empty cell (a name assigned later in the enclosing function)
-            cells.append(("empty cell",))
-    return ("optax function", obj.__code__, tuple(cells), frozen(obj.__defaults__), frozen(obj.__kwdefaults__))
 
 
 class Static:

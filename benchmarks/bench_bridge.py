@@ -64,9 +64,9 @@ def main():
     x = rng.normal(size=(args.n, 784)).astype(np.float32)
     y = np.argmax(x @ rng.normal(size=(784, 10)), axis=1).astype(np.int32)
 
-    haiku = models.bnn(lambda z: hk.nets.MLP(sizes[1:])(z), name="haiku_mlp")
+    haiku = models.bnn(lambda z: hk.nets.MLP(sizes[1:])(z), name="haiku_mlp", feature_shape=x.shape[1:])
     start = models.unflatten_params(haiku.init_values(jax.random.PRNGKey(0), x))
-    nets = {"haiku": haiku, "nnx": models.bnn(NnxMLP(sizes, start), name="nnx_mlp")}
+    nets = {"haiku": haiku, "nnx": models.bnn(NnxMLP(sizes, start), name="nnx_mlp", feature_shape=x.shape[1:])}
     kw = dict(steps=args.steps, batch_size=args.batch, optimizer=optax.adam(1e-3), chunk_size=args.steps,
               progress=False)
     monitoring.register_event_duration_secs_listener(_count)

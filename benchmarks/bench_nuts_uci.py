@@ -86,7 +86,8 @@ def with_noise_prior(entry, scale):
         def latent_sites(self):
             return {"likelihood/noise": ((), NoiseSd(dist.InverseGamma(1.0, scale), PowerTransform(0.5)))}
 
-    model = models.bnn(entry.model.network_fn, entry.model.prior, InverseGammaNoise(None), name=f"ig{scale}")
+    model = models.bnn(entry.model.network_fn, entry.model.prior, InverseGammaNoise(None), name=f"ig{scale}",
+                       feature_shape=entry.model.feature_shape)
     return SimpleNamespace(model=model, train=entry.train, test=entry.test)
 
 

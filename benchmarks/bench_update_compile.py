@@ -53,12 +53,12 @@ if sys.argv[2] == "before":
 e = entry(sys.argv[1])
 xb, yb = e.train.x[:4], e.train.y[:4]
 guide = inference.mean_field(e.model)
-guide.setup(xb)
-program = svi.Program(e.model, guide, optax.adam(1e-3), len(e.train.x), 1, "standard")
-state = svi.initial_state(program, jax.random.PRNGKey(0), xb, yb, None)
+settings = svi.compiled_settings(e.model, guide, len(e.train.x))
+optimizer = inference.optimizers.adam(learning_rate=1e-3)
+state = svi.initial_state(jax.random.PRNGKey(0), xb, yb, None, optimizer, **settings)
 idx, steps = np.zeros((500, 4), np.int32), np.full(500, -1, np.int32)
-lowered = svi.run_chunk.lower(program, state, jax.random.PRNGKey(1), jnp.asarray(e.train.x), jnp.asarray(e.train.y),
-                              idx, steps, np.float32(0), np.float32(1))
+lowered = svi.run_chunk.lower(state, jax.random.PRNGKey(1), jnp.asarray(e.train.x), jnp.asarray(e.train.y),
+                              idx, steps, np.float32(0), np.float32(1), optimizer, **settings)
 t0 = time.perf_counter()
 lowered.compile()
 print(json.dumps({"seconds": time.perf_counter() - t0}))

@@ -225,16 +225,17 @@ def zoo_runner(entry, guide, batch, x, y, estimator="standard", chunk_len=CHUNK,
     optimiser, n_data = len(x)) for `guide`, as a `Runner`: every step of it is a step of ``fit``."""
     optimizer = inference_fit.default_optimizer(10 * chunk_len)
     xb, yb = jnp.asarray(entry.train.x[:batch]), jnp.asarray(entry.train.y[:batch])
-    guide.setup(xb)  # as fit does, before its compiled functions
-    program = svi.Program(entry.model, guide, optimizer, x.shape[0], 1, estimator)
+    settings = svi.compiled_settings(entry.model, guide, x.shape[0], 1, estimator)
     # fit's step 0 when no start is given (`inference.svi.initial_state`), deferred so that warm_up
     # compiles it with the other rows' in parallel
-    state = Deferred(functools.partial(svi.initial_state, program), (jax.random.PRNGKey(0), xb, yb, None))
+    state = Deferred(functools.partial(svi.initial_state, **settings),
+                     (jax.random.PRNGKey(0), xb, yb, None, optimizer))
     steps = np.arange(chunk_len, dtype=np.int32)
 
     def chunk(state, keys, x, y, idx, *_):
         # fit's chunk takes one key and folds in the step number; the same steps every round (a fixed schedule)
-        return svi.run_chunk(program, state, keys[0], x, y, idx, steps, np.float32(0), np.float32(1))[0]
+        return svi.run_chunk(state, keys[0], x, y, idx, steps, np.float32(0), np.float32(1), optimizer,
+                             **settings)[0]
 
     return Runner(chunk, state, x, y, batch, chunk_len=chunk_len, warm=warm)
 

@@ -49,9 +49,9 @@ def leaves(tree) -> dict[str, np.ndarray]:
 def cases():
     """Yield (name, {array name: array}) for every guide x estimator, then NUTS."""
     x, y = data()
-    plain = models.bnn(mlp((8,), 3))
+    plain = models.bnn(mlp((8,), 3), feature_shape=x.shape[1:])
     rank1 = models.bnn(rank1_mlp([8], 3, 2), rank1_prior("normal"),
-                       rank1_likelihood(models.likelihoods.categorical(), 2))
+                       rank1_likelihood(models.likelihoods.categorical(), 2), feature_shape=x.shape[1:])
     for name in sorted(inference.GUIDES):
         model = rank1 if name in ("rank1_mixture", "batch_ensemble") else plain
         for estimator in ESTIMATORS:

@@ -75,6 +75,7 @@ def trace(network, prior, scale, guide_name, *, steps, seed, split_seed, every, 
 
     import evals
     import inference
+    from inference.fit import ChunkHook
     import zoo
 
     data_name, hidden = NETWORKS[network]
@@ -114,7 +115,7 @@ def trace(network, prior, scale, guide_name, *, steps, seed, split_seed, every, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = inference.fit(entry.model, guide, train, steps=steps, kl_warmup=warmup, seed=seed, progress=False,
-                             on_chunk=on_chunk, temperature=temperature)
+                             callbacks=[ChunkHook(on_chunk)], temperature=temperature)
     print(f"converged: {post.info.converged} {post.info.convergence.get('rel_change')}", flush=True)
     return pd.DataFrame(rows)
 

@@ -26,6 +26,7 @@ from inference.ivon import ivon
 from inference.laplace import laplace
 from inference.mean_field import mean_field
 from inference.nuts import DivergenceWarning, nuts
+from inference import estimators, optimizers
 from inference.posterior import MCMCPosterior, Posterior, SVIPosterior
 from inference.predictive_density import predictive_density_table
 from inference.registry import GUIDES, make_guide, register_family, register_guide

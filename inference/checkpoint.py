@@ -130,7 +130,8 @@ def check_guide_config(folder: str, config: dict) -> None:
 def load(path, model=None) -> Posterior:
     """Read a Posterior written by `save`, attached to `model`.
 
-    `model`: the BNN the checkpoint was saved from. It is required: None raises InputError (``zoo.load(path)``
+    `model`: the BNN the checkpoint was saved from (one built by hand without a ``feature_shape`` gets the saved
+    one: the guide is rebuilt for it). It is required: None raises InputError (``zoo.load(path)``
     rebuilds a catalogue entry's model from the checkpoint). A model whose identity differs from the stored
     one (network name or arguments such as the activation, prior or likelihood spec, training data) raises
     `CheckpointError` naming the first difference, e.g. "activation: saved relu, model tanh"; parts unknown on
@@ -161,8 +162,9 @@ def load(path, model=None) -> Posterior:
     name = guide_cfg.pop("name", None)
     if name is None:
         raise CheckpointError(folder, "has no guide config to rebuild the SVI posterior's guide from", META)
+    if getattr(model, "feature_shape", None) is None:  # a model built by hand learns the input shape it was fitted on
+        model.feature_shape = feature_shape
     guide = make_guide(name, model, **guide_cfg)
-    guide.setup(np.zeros((1,) + feature_shape, np.float32))
     return SVIPosterior(guide=guide, params=groups["params"], **common)
 
 

@@ -18,6 +18,7 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from inference.families import ParamSpec, site_size
+from models.local_reparam import DropoutRule
 from inference.point_estimate import DeltaFamily
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
@@ -83,6 +84,11 @@ class BinaryDropoutFamily:
     def moments(self, site, values):
         """(loc, loc² rate / (1 - rate))."""
         return values["loc"], values["loc"] ** 2 * self.rate / (1.0 - self.rate)
+
+    def local_rule(self, site, values):
+        """The local estimator's rule: `DropoutRule` (a dropout mask on the layer's inputs per example) for a dense
+        weight; None for a kernel (one draw per minibatch)."""
+        return DropoutRule(values["loc"], self.rate) if len(site.shape) == 2 else None
 
     def num_params(self, site) -> int:
         """1 per weight."""

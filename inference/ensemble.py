@@ -23,12 +23,14 @@ import numpy as np
 from base import validation
 from inference import svi
 from inference.batches import minibatch_blocks
+from inference.optimizers import as_optimizer
 from inference.fit import default_optimizer, default_steps, fit, labelled_arrays
 from inference.model_identity import data_fingerprint
 from inference.point_estimate import point_estimate
 from inference.posterior import MCMCPosterior
 from inference.run_info import FitInfo
-from inference.sites import constrain, site_table
+from inference.sites import site_table
+from models.bridge import constrain
 
 __all__ = ["ensemble", "member_start", "TOGETHER_BYTES_PER_WEIGHT"]
 
@@ -88,7 +90,6 @@ def ensemble(model, data, *, members: int = 5, steps: int | None = None, batch_s
         starts = [p.unconstrained_params() for p in posts]
         locs = {k: np.stack([np.asarray(u[k]) for u in starts]) for k in starts[0]}
         losses = np.mean([np.asarray(p.losses) for p in posts], axis=0)
-    guide.setup(x[:1])
     samples = constrain(guide.sites, {name: jnp.asarray(locs[guide.param_name(name, "loc")]) for name in guide.sites})
     info = FitInfo(first_step_s=None, fit_s=time.perf_counter() - t0, traces=None)
     config = {"name": "ensemble", "members": members, "seed": seed, "steps": steps, "batch_size": batch_size}
@@ -102,15 +103,15 @@ def _fit_together(model, guide, x, y, optimizer, seeds, steps, batch_size, chunk
     chunked scan of `inference.svi.run_chunk`, vmapped over the members (their keys, starts and minibatch rows)."""
     n = x.shape[0]
     xb, yb = jnp.asarray(x[:batch_size]), jnp.asarray(y[:batch_size])
-    guide.setup(xb)
-    program = svi.Program(model, guide, optimizer, n)
+    settings = svi.compiled_settings(model, guide, n)
+    optimizer = as_optimizer(optimizer)
     keys = [jax.random.split(jax.random.PRNGKey(s)) for s in seeds]  # (init key, run key) as `fit` splits them
     starts = [member_start(model, xb, s) for s in seeds]
-    states = [svi.initial_state(program, k[0], xb, yb, start) for k, start in zip(keys, starts)]
+    states = [svi.initial_state(k[0], xb, yb, start, optimizer, **settings) for k, start in zip(keys, starts)]
     state = jax.tree.map(lambda *v: jnp.stack(v), *states)
     run_keys = jnp.stack([k[1] for k in keys])
-    chunk = jax.jit(jax.vmap(lambda s, k, idx, ids: svi.run_chunk(program, s, k, x_dev, y_dev, idx, ids,
-                                                                  np.float32(0), np.float32(1)),
+    chunk = jax.jit(jax.vmap(lambda s, k, idx, ids: svi.run_chunk(s, k, x_dev, y_dev, idx, ids, np.float32(0),
+                                                                  np.float32(1), optimizer, **settings),
                              in_axes=(0, 0, 0, None)))
     x_dev, y_dev = jnp.asarray(x), jnp.asarray(y)
     orders = [minibatch_blocks(n, batch_size, steps, s, chunk_size) for s in seeds]

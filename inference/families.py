@@ -8,7 +8,11 @@ shape, support, prior, initial location) it
 * gives the site's distribution from their (constrained) values: ``distribution(site, values)``, over
   the site's *unconstrained* value, with event shape ``site.shape``;
 * counts its parameters by the paper's formula: ``num_params(site)``;
-* and, where it has them, gives the closed-form moments ``moments(site, values) -> (mean, variance)``.
+* and, where it has them, gives the closed-form moments ``moments(site, values) -> (mean, variance)``;
+* optionally, its local-reparameterisation rule ``local_rule(site, values) -> rule or None`` (a
+  `models.local_reparam` rule: how a dense layer's pre-activations or a kernel's Flipout output are drawn for
+  `inference.estimators.Local`; a Gaussian family returns `gaussian_local_rule`). A family without it keeps one
+  weight draw per minibatch under that estimator.
 
 `inference.site_guide.SiteGuide` turns a {site pattern: family} map into a NumPyro guide; ``mean_field(model)`` is
 that guide with the Normal family on every site, ``by_site`` any mix. The families of the zoo live
@@ -27,6 +31,7 @@ from numpyro.distributions import constraints
 from inference.sites import Site
 from models.priors import fan_in
 from base.errors import InputError
+from models.local_reparam import FlipoutRule, GaussianRule
 
 
 class ParamSpec(NamedTuple):
@@ -55,6 +60,15 @@ class Family(Protocol):
 
     def config(self) -> dict:
         """JSON-able keyword arguments that rebuild this family."""
+
+
+def gaussian_local_rule(site: Site, mean, variance):
+    """The local rule of a site whose entries are independent Gaussians N(mean, variance) (arrays of the site's
+    shape): `GaussianRule` for a dense (2-D) weight (its pre-activations drawn per example, Kingma et al., 2015),
+    `FlipoutRule` for a convolution kernel (3-D or more, channels last; Wen et al., 2018), None otherwise."""
+    if len(site.shape) == 2:
+        return GaussianRule(mean, variance)
+    return FlipoutRule(mean, variance) if len(site.shape) >= 3 else None
 
 
 def site_size(site: Site) -> int:

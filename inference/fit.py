@@ -28,7 +28,6 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from inference import data_args, kl_schedules, svi
 from base import validation
@@ -40,8 +39,9 @@ from inference.collapse import PosteriorCollapseWarning, check_collapse
 from inference.convergence import ConvergenceWarning, judge
 from inference.fit_state import load_fit_state, run_identity, save_fit_state, saved_step
 from inference.mesh import check_mesh, put_replicated
+from inference.optimizers import Optimizer, as_optimizer, cosine_adam
 from inference.model_identity import data_fingerprint
-from inference.per_example import check_estimator
+from inference.estimators import as_estimator
 from inference.posterior import ConstrainedParams, Posterior, SVIPosterior
 from inference.run_info import FitInfo
 from models.bridge import STATE_SITE
@@ -79,23 +79,20 @@ def default_steps(n_data: int, batch_size: int = 128) -> int:
     return DEFAULT_STEPS
 
 
-def default_optimizer(steps: int):
+def default_optimizer(steps: int) -> Optimizer:
     """`fit`'s optimiser when none is given: Adam with its rate cosine-decayed from `DEFAULT_LR` (1e-2) to
-    `DEFAULT_FINAL_LR` (1e-4) over `steps` updates. The rate is this library's choice, not a paper's: the
-    k-tied paper (app. D) picks Adam's rate per model on validation data from {1e-4, 3e-4, 1e-3, 3e-3}; only
-    the guides' sigma init 0.01 comes from there (app. D, and D.4 for the k-tied factors). The schedule
-    depends on `steps`, so fits with the same `steps` share one compiled update and another `steps`
-    compiles its own."""
-    # a float: optax's schedule turns an int decay_steps into a float on its first call, so that the optimiser's
-    # value key (`base.value_key`: optax's code and arguments) would change after the first fit
-    return optax.adam(optax.cosine_decay_schedule(DEFAULT_LR, float(steps), alpha=DEFAULT_FINAL_LR / DEFAULT_LR))
+    `DEFAULT_FINAL_LR` (1e-4) over `steps` updates (`inference.optimizers.cosine_adam`, a record whose numbers are
+    data: another `steps` compiles nothing). The rate is this library's choice, not a paper's: the k-tied paper
+    (app. D) picks Adam's rate per model on validation data from {1e-4, 3e-4, 1e-3, 3e-3}; only the guides' sigma
+    init 0.01 comes from there (app. D, and D.4 for the k-tied factors)."""
+    return cosine_adam(DEFAULT_LR, decay_steps=steps, alpha=DEFAULT_FINAL_LR / DEFAULT_LR)
 
 
 def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, optimizer=None,
         kl_warmup: int = 0, kl_schedule=None, temperature: float = 1.0, num_particles: int = 1, seed: int = 0, progress: bool = True,
         chunk_size: int = 500, init_params=None, config: dict | None = None,
         checkpoint_dir: str | None = None, checkpoint_every: int | None = None, resume: bool = False,
-        on_chunk=None, estimator: str = "standard", callbacks=(), mesh=None, validation_data=None) -> Posterior:
+        estimator: str = "standard", callbacks=(), mesh=None, validation_data=None) -> Posterior:
     """Fit `guide` to `model` by SVI and return the `Posterior`.
 
     Args:
@@ -107,12 +104,13 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         digits, B = 128): about 700 epochs (steps = 700 N / B, 6,000 here) for every prior and guide on an
         MLP of 9k weights; on one of 478k weights 350 epochs (3,000 steps) were enough for 2-tied, not for
         mean field. Check ``posterior.info.converged`` and raise `steps` until it holds;
-      optimizer: any optax GradientTransformation (default `default_optimizer(steps)`: Adam, its rate
+      optimizer: an optimiser record (`inference.optimizers`: ``adam(learning_rate=...)``, its numbers
+        data: another rate compiles nothing) or any optax GradientTransformation (one compile per object;
+        default `default_optimizer(steps)`: Adam, its rate
         cosine-decayed from 1e-2 to 1e-4 over `steps`: this library's choice (the k-tied paper's app. D
         picks its rate on validation data from 1e-4 .. 3e-3; only the guides' sigma init 0.01 is from
         there); at a constant 1e-3 from sigma 1e-3 mean field's sigmas barely move on a large net in
-        thousands of steps). The schedule depends on `steps`: a second fit with the same `steps`
-        compiles nothing, another `steps` compiles its own update;
+        thousands of steps). Its decay steps are data: another `steps` compiles nothing;
       kl_warmup: steps of linear KL warm-up, beta_t = min(1, (t+1)/kl_warmup) multiplying the KL exactly
         (`inference.kl_schedules.linear`);
       kl_schedule: any KL schedule, a callable step t -> beta_t >= 0 (an optax-like schedule, e.g.
@@ -132,13 +130,14 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         another temperature is refused); a traced argument of the compiled step (no recompile per value);
         ``losses`` are those of the tempered objective;
       num_particles: Monte Carlo draws per step; seed: controls the minibatches and the noise;
-      estimator: how the likelihood term is estimated (`inference.svi.ESTIMATORS`; InputError naming the value and
-        the choices otherwise): "standard", one guide draw per minibatch; "per_example", an independent guide
-        draw per example (the same ELBO, a lower-variance gradient: `inference.per_example`; the local
-        reparameterisation trick's estimator), B draws of every stochastic weight per step, refused for models
-        with batch norm; "local": the local reparameterisation trick on dense Gaussian / dropout layers
-        (`inference.local_reparam`: the same estimator's marginal, per-example pre-activations, no B weight draws)
-        and Flipout on Gaussian convolution kernels;
+      estimator: how the likelihood term is estimated (`inference.estimators`: an object, or its shorthand string;
+        InputError naming the value and the choices otherwise): ``Standard()`` / "standard", one guide draw per
+        minibatch; ``PerExample()`` / "per_example", an independent guide draw per example (the same ELBO, a
+        lower-variance gradient: `inference.per_example`), B draws of every stochastic weight per step, refused
+        for models with batch norm; ``Local()`` / "local": the local reparameterisation trick on the dense sites
+        whose family offers a ``local_rule`` (`inference.local_reparam`: the same estimator's marginal,
+        per-example pre-activations, no B weight draws) and Flipout on Gaussian convolution kernels; refused
+        (InputError) for a guide without per-site families (full_covariance, low_rank, block_diagonal);
       progress: a tqdm bar over chunks, with the running loss; chunk_size: steps per scanned chunk (every
         chunk has this length, the last one padded with skipped steps, so any number of steps reuses one
         compiled update);
@@ -156,7 +155,6 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
         state at the last finished chunk), and at the end. A folder that already holds a fit state is
         refused unless `resume`;
       checkpoint_every: steps between saves (None: only on interruption and at the end);
-      on_chunk: None or ``on_chunk(steps done, posterior so far)``, called after every finished chunk;
       callbacks: more `Callback` objects (the protocol below), run after the built-in ones;
       validation_data: None, or held-out data (a `Dataset` or (x_val (M, *feature_shape), y_val (M,)), checked against the
         model as `data` is, InputError naming ``validation_data``) that the collapse check also judges (below); never
@@ -197,12 +195,11 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     target: ``info.temperature`` is 1 unless `temperature` is passed.
 
     Compiled once per structure (`inference.svi`'s module docstring): the initialisation and the scanned update
-    are jitted with a `inference.svi.Program` (model, guide, optimiser, n_data, num_particles, estimator) as a
-    static argument, compared by value keys, so another seed, another guide instance of the same kind, another
-    ``zoo.get`` of the same entry, other data of the same shape, another optax optimiser with the same arguments
-    or another number of steps with the same optimiser compile nothing; the default optimiser
-    (`default_optimizer`) compiles again for another `steps`, a schedule function written by the user for
-    another function object.
+    are module-level ``jax.jit`` functions whose static arguments are the model, the guide (compared by their
+    declared configuration), n_data, num_particles, the estimator and the mesh; the optimiser is data (an
+    `inference.optimizers` record's numbers live in its state). So another seed, another guide instance of the
+    same kind, another ``zoo.get`` of the same entry, other data of the same shape, another learning rate or
+    another number of steps compile nothing; a user's own optax object compiles once per object.
 
     Callbacks: the jobs around the steps are objects with any of four methods, called in list order:
     ``on_start(run)`` before the first chunk, ``on_chunk(run)`` after every finished chunk (not the one a
@@ -210,7 +207,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
     ended them, e.g. KeyboardInterrupt, or None) and ``on_end(run, posterior) -> posterior`` once the result is
     built (it may return a new one or raise). `run` is the `FitRun` (the state, the losses so far, the steps
     done, the first non-finite step...). Built in, in this order: `Checkpoints` (with `checkpoint_dir`),
-    `ProgressBar` (with `progress`), `on_chunk`, `ConvergenceCheck`, `NonFiniteStop`, `CollapseCheck`,
+    `ProgressBar` (with `progress`), `ConvergenceCheck`, `NonFiniteStop`, `CollapseCheck`,
     `SummaryLine` (with `progress`); then `callbacks`.
 
     Convergence: at the end, `inference.convergence.judge` reads the losses and the gradient norms (computed
@@ -247,12 +244,12 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
                     num_particles=num_particles, seed=seed,
                     progress=progress, chunk_size=chunk_size, init_params=init_params, config=config,
                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume,
-                    on_chunk=on_chunk, estimator=estimator, callbacks=callbacks, mesh=mesh,
+                    estimator=estimator, callbacks=callbacks, mesh=mesh,
                     validation_data=validation_data)
 
 
 def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_schedule, temperature, num_particles, seed,
-         progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume, on_chunk,
+         progress, chunk_size, init_params, config, checkpoint_dir, checkpoint_every, resume,
          estimator, callbacks, mesh, validation_data) -> Posterior:
     """`fit`'s work (the same arguments and result), inside its checkpoint folder's lock."""
     # the arguments first (a bad `steps` is named before the data are read), the default steps from the data
@@ -260,8 +257,7 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
                    num_particles=num_particles, chunk_size=chunk_size, kl_warmup=kl_warmup)
     temperature = validation.check_real("temperature", temperature, low=0.0)
     validation.check_seed(seed)
-    validation.check_callable("on_chunk", on_chunk, "on_chunk(step, posterior)")
-    estimator = check_estimator(estimator)
+    estimator = as_estimator(estimator)
     callbacks = check_callbacks(callbacks)
     config = check_config(config)
     x, y = labelled_arrays(model, data, "training")
@@ -275,26 +271,23 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
     batch_size = min(batch_size, n)
     mesh = check_mesh(mesh, batch_size)
     check_fit_memory(model, feature_shape, batch_size, chunk_size, num_particles)
-    probe = optimizer is not None  # the default one descends at every step
-    optimizer = optimizer if optimizer is not None else default_optimizer(steps)
+    optimizer = as_optimizer(optimizer if optimizer is not None else default_optimizer(steps))
     start = start_params(init_params)
     t0 = time.perf_counter()
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     # the first batch cut on the host: slicing device arrays compiles an op by op program per shape
     x_dev, y_dev = (jnp.asarray(x), jnp.asarray(y)) if mesh is None else put_replicated((x, y), mesh)
     xb, yb = jnp.asarray(x[:batch_size]), jnp.asarray(y[:batch_size])
-    guide.setup(xb)
-    program = svi.Program(model, guide, optimizer, n, num_particles, estimator, mesh)
-    if probe:  # before anything is compiled for the fit
-        validation.check_optimizer(optimizer, steps=steps)
-    traces_before = svi.TRACES["chunk"]
-    state = start_state(program, init_key, xb, yb, start)
+    settings = svi.compiled_settings(model, guide, n, num_particles, estimator, mesh)
+    traces_before = svi.compiled_updates()
+    state = start_state(settings, optimizer, init_key, xb, yb, start)
     run = FitRun(model=model, guide=guide, x=x, y=y, steps=steps, config=config, t0=t0, initial=state, state=state,
                  order=MinibatchOrder(n, batch_size, seed), rng_key=run_key, fingerprint=data_fingerprint(x, y))
     builtin: list = []
     if checkpoint_dir is not None:
-        identity = run_identity(model, guide, optimizer, x, y, feature_shape=feature_shape, steps=steps,
-                                batch_size=batch_size, seed=seed, kl_warmup=kl_warmup, temperature=temperature,
+        identity = run_identity(model, guide, optimizer, state.opt_state, x, y, feature_shape=feature_shape,
+                                steps=steps, batch_size=batch_size, seed=seed, kl_warmup=kl_warmup,
+                                temperature=temperature,
                                 estimator=estimator, num_particles=num_particles,
                                 chunk_size=chunk_size, init_params=start,
                                 kl_schedule=None if kl_schedule is None else kl_schedules.betas_digest(betas))
@@ -306,8 +299,6 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
         builtin.append(saver)
     if progress:
         builtin.append(ProgressBar(getattr(model, "name", "model")))
-    if on_chunk is not None:
-        builtin.append(ChunkHook(on_chunk))
     builtin += [ConvergenceCheck(), NonFiniteStop(), CollapseCheck(held_out)]
     if progress:
         builtin.append(SummaryLine(getattr(model, "name", "model")))
@@ -318,7 +309,8 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
 
     def run_chunk(state, idx, step_ids):  # the betas: host data of the chunk's steps (padding: 0)
         kl = np.where(step_ids >= 0, betas[np.clip(step_ids, 0, max(steps - 1, 0))], 0).astype(np.float32)
-        return svi.run_chunk(program, *place((state, run.rng_key)), x_dev, y_dev, *place((idx, step_ids, kl, temp)))
+        return svi.run_chunk(*place((state, run.rng_key)), x_dev, y_dev, *place((idx, step_ids, kl, temp, optimizer)),
+                             **settings)
 
     _call(hooks, "on_start", run)
     error = None
@@ -330,9 +322,10 @@ def _fit(model, guide, data, *, steps, batch_size, optimizer, kl_warmup, kl_sche
     finally:
         _call(hooks, "on_close", run, error)
     info = FitInfo(first_step_s=run.first_step_s, fit_s=time.perf_counter() - t0,
-                   traces=svi.TRACES["chunk"] - traces_before, temperature=temperature,
+                   traces=svi.compiled_updates() - traces_before, temperature=temperature,
                    final_kl_weight=float(betas[-1]) if steps else None)
-    params = svi.constrained(program, run.state.params, xb, yb) if run.params is None else run.params  # no chunk ran
+    params = (svi.constrained(run.state.params, xb, yb, guide=settings["guide"], n_data=n) if run.params is None
+              else run.params)  # no chunk ran
     post = svi_posterior(model, guide, run.state, params, run.losses(), feature_shape=feature_shape, config=config,
                          info=info, training_data=run.fingerprint)
     for hook in hooks:
@@ -418,9 +411,12 @@ class FitRun:
 
     def resume_from(self, resumed, order: MinibatchOrder) -> None:
         """Continue from a saved `inference.fit_state.FitState` and its minibatch `order`."""
-        self.state = resumed.state  # `initial` stays the state at step 0: whether the parameters moved is judged on it
+        # device arrays (``jax.device_put``: a copy, nothing compiled), as a fresh run's state and key are: host
+        # arrays would be another entry of the jitted update's cache (`inference.svi.compiled_updates`)
+        # `initial` stays the state at step 0: whether the parameters moved is judged on it
+        self.state = jax.device_put(resumed.state)
         self.done, self.losses_before, self.norms_before = resumed.step, resumed.losses, resumed.grad_norms
-        self.rng_key, self.order = np.asarray(resumed.rng_key), order  # a host array: jnp.asarray compiles a copy
+        self.rng_key, self.order = jax.device_put(np.asarray(resumed.rng_key)), order
 
     def losses(self) -> np.ndarray:
         """(done,) float32 the loss of every step that updated the state, a resumed fit's earlier ones included."""
@@ -481,11 +477,13 @@ class Checkpoints:
                                  hint=f"it holds a fit saved after {found} steps; pass resume=True to continue "
                                       "it, or another folder to start afresh")
             return None
-        if self.identity.get("optimizer") is None:
+        optimizer = self.identity.get("optimizer") or {}
+        if optimizer.get("config") is None and not optimizer.get("hyperparams"):
             warnings.warn(CheckpointWarning(
-                "checkpoint_dir: the optimiser cannot be fingerprinted (it does not run on a 3-vector probe), so "
-                "resuming cannot tell whether it is the one the state was saved with; only its state's structure "
-                "is compared"), stacklevel=4)
+                "checkpoint_dir: the optimiser is the user's own optax object, whose learning rate this library "
+                "does not read, so resuming cannot tell whether it is the one the state was saved with; only its "
+                "state's structure is compared (an optimiser record, inference.optimizers.adam(learning_rate=...), is "
+                "compared by its numbers)"), stacklevel=4)
         resumed = load_fit_state(self.path, self.identity, template)
         if resumed is None:
             warnings.warn(f"checkpoint_dir: no saved fit state at {str(self.path)!r}; the fit starts at step 0",
@@ -596,9 +594,10 @@ def labelled_arrays(model, data, purpose: str) -> tuple[np.ndarray, np.ndarray]:
     return data_args.labelled_arrays(model, data, purpose)
 
 
-def start_state(program: svi.Program, rng_key, xb, yb, init_params: Mapping | None = None) -> svi.SVIState:
-    """The SVIState at step 0 (`inference.svi.initial_state`, compiled once per program) for the minibatch
-    xb (B, ...), yb (B,).
+def start_state(settings: dict, optimizer, rng_key, xb, yb, init_params: Mapping | None = None) -> svi.SVIState:
+    """The SVIState at step 0 (`inference.svi.initial_state`, compiled once per `settings`,
+    `inference.svi.compiled_settings`) for the minibatch xb (B, ...), yb (B,) and the optimiser pytree
+    `optimizer` (`inference.optimizers.as_optimizer`).
 
     `init_params`: unconstrained guide parameters {name: array} to start from instead of the guide's
     initialisers; it must hold every guide parameter with its shape (extra entries are ignored). Raises
@@ -606,8 +605,9 @@ def start_state(program: svi.Program, rng_key, xb, yb, init_params: Mapping | No
     `inference.svi.param_shapes`, an abstract trace, before anything is compiled).
     """
     if init_params is not None:
-        init_params = svi.check_init_params(init_params, svi.param_shapes(program.guide, (xb, yb), program.n_data))
-    return svi.initial_state(program, rng_key, xb, yb, init_params)
+        shapes = svi.param_shapes(settings["guide"], (xb, yb), settings["n_data"])
+        init_params = svi.check_init_params(init_params, shapes)
+    return svi.initial_state(rng_key, xb, yb, init_params, optimizer, **settings)
 
 
 def run_steps(run: FitRun, run_chunk, blocks, chunk_len: int, hooks: list) -> None:
@@ -694,7 +694,8 @@ class ProgressBar:
 
 
 class ChunkHook:
-    """`fit`'s ``on_chunk(steps done, posterior so far)`` as a callback."""
+    """A callback calling ``fn(steps done, posterior so far)`` after every finished chunk: ``fit(...,
+    callbacks=[ChunkHook(fn)])`` (the one hook path; `fit` has no ``on_chunk`` argument)."""
 
     def __init__(self, fn):
         self.fn = fn

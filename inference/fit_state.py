@@ -12,9 +12,8 @@ mid-save leaves the previous state readable) with two files besides the manifest
 
 Resuming checks the identity (model spec and site shapes, guide config, steps, batch size, seed, KL
 warm-up, likelihood temperature, estimator, particles,
-chunk size, a fingerprint of the optimiser's behaviour over the whole run (`optimizer_fingerprint`: every
-update of all `steps`, so another learning rate, schedule or optimiser differs), of the data and of the
-initial parameters) and the pytree structure against the run being resumed, and refuses another run naming
+chunk size, the optimiser's configuration and the structure and hyper-parameters of its state
+(`inference.optimizers.optimizer_identity`), fingerprints of the data and of the initial parameters) and the pytree structure against the run being resumed, and refuses another run naming
 the first difference (the settings a user passes before what is derived from them), so a resumed fit
 continues exactly the run it saved.
 
@@ -24,23 +23,22 @@ posterior or the user's files, and an empty folder holds no fit state.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from base.atomic_dir import atomic_directory, folder_kind, readable_path, verify_directory
 from inference.model_identity import array_fingerprint
-from inference.per_example import check_estimator
-from base.value_key import Static
+from inference.estimators import as_estimator
+from inference.optimizers import optimizer_identity
 from base.errors import CheckpointError
 
-FORMAT = 2  # 2: the estimator in the run identity (was per_example_noise)
+FORMAT = 3  # 3: the optimiser by its configuration and state (was a probe's fingerprint); 2: the estimator
+FORMATS = {2: "format 2 (before the optimiser records: the optimiser fingerprinted by running it)"}
+"""Formats this version refuses, by what they were (a state of one cannot be resumed: fit again)."""
 STATE_JSON = "fit_state.json"
 STATE_NPZ = "fit_state.npz"
 
@@ -59,15 +57,16 @@ class FitState(NamedTuple):
     grad_norms: np.ndarray
 
 
-def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_size, seed, kl_warmup,
+def run_identity(model, guide, optimizer, opt_state, x, y, *, feature_shape, steps, batch_size, seed, kl_warmup,
                  num_particles, chunk_size, init_params, temperature=1.0, estimator="standard",
                  kl_schedule=None) -> dict:
     """JSON-able {what: value} that identifies a fit: a checkpoint resumes only the run whose identity equals
     the one it stored.
 
     x (N, ...), y (N,): the training data (fingerprinted, `array_fingerprint`); `init_params`: the
-    unconstrained start {name: array} or None (fingerprinted); the optimiser by `optimizer_fingerprint` over
-    the `steps` updates;
+    unconstrained start {name: array} or None (fingerprinted); the optimiser by
+    `inference.optimizers.optimizer_identity` (a record's configuration, the structure of its state `opt_state`
+    and the hyper-parameters that state holds; nothing is run);
     the model by its ``spec`` (name, prior, likelihood, origin) and site shapes; the guide by its ``config``;
     `kl_schedule`: a digest of the betas of a ``fit(kl_schedule=...)`` (`inference.kl_schedules.betas_digest`),
     stored only when given (a run without a schedule has no such entry).
@@ -78,9 +77,9 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
         "site_shapes": {k: list(v) for k, v in site_shapes.items()},
         "guide": getattr(guide, "config", None) or type(guide).__qualname__,
         "steps": steps, "batch_size": batch_size, "seed": seed, "kl_warmup": kl_warmup,
-        "temperature": float(temperature), "estimator": check_estimator(estimator),
+        "temperature": float(temperature), "estimator": as_estimator(estimator).name,
         "num_particles": num_particles, "chunk_size": chunk_size,
-        "optimizer": optimizer_fingerprint(optimizer, steps),
+        "optimizer": optimizer_identity(optimizer, opt_state),
         "data": {"x": array_fingerprint(x), "y": array_fingerprint(y)},
         "init_params": None if init_params is None else
         {k: array_fingerprint(v) for k, v in sorted(init_params.items())},
@@ -88,61 +87,6 @@ def run_identity(model, guide, optimizer, x, y, *, feature_shape, steps, batch_s
     if kl_schedule is not None:
         identity["kl_schedule"] = kl_schedule
     return json.loads(json.dumps(identity, default=_json_default))  # tuples -> lists, as they load back
-
-
-PROBE_PARAMS = np.array([0.5, -1.0, 2.0], np.float32)
-PROBE_GRADS = np.array([[1.0, -2.0, 0.25], [-0.5, 0.1, 3.0], [0.0, 1.0, -1.0]], np.float32)
-PROBE_CHUNK = 256  # updates per compiled call of the probe
-
-
-def optimizer_fingerprint(optimizer, steps: int) -> str | None:
-    """A fingerprint of what an optax GradientTransformation does over a run of `steps` updates, or None when
-    it cannot run on the probe (e.g. one that needs the guide's parameter names; the state's structure is
-    still checked when the state is read).
-
-    The optimiser runs `steps` updates of a 3-vector (starting at (0.5, -1, 2)) whose gradients cycle through
-    three fixed vectors; the fingerprint is a BLAKE2b digest of its state's pytree structure (the optax
-    transformations it chains) and of every update, each rounded to 20 significant bits (so that float
-    rounding of another compiler setting does not count as a difference). Any learning rate or schedule that
-    differs at some step, or another optimiser, gives another fingerprint. A scan of `PROBE_CHUNK` updates run as
-    often as needed, compiled once per optimiser (jitted with the optimiser as a static argument compared by its
-    value key, `base.value_key`: the same object or an equal value object)."""
-    try:
-        params = {"w": jnp.asarray(PROBE_PARAMS)}
-        state = optimizer.init(params)
-        digest = hashlib.blake2b(str(jax.tree_util.tree_structure(state)).encode(), digest_size=16)
-        static = Static(optimizer)
-        done = 0
-        while done < steps:
-            params, state, updates = _probe_chunk(static, params, state, jnp.int32(done))
-            digest.update(_rounded(np.asarray(updates)[:steps - done]).tobytes())
-            done += PROBE_CHUNK
-    except Exception:  # noqa: BLE001 - any optimiser that cannot run on the probe is simply not fingerprinted
-        return None
-    return digest.hexdigest()
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _probe_chunk(static: Static, params, state, start):
-    """(params, state, updates (PROBE_CHUNK, 3)): `PROBE_CHUNK` updates of the optimiser ``static.obj`` from
-    update number `start` on."""
-    import optax
-
-    optimizer, grads = static.obj, jnp.asarray(PROBE_GRADS)
-
-    def one(carry, t):
-        params, state = carry
-        update, state = optimizer.update({"w": grads[t % len(PROBE_GRADS)]}, state, params)
-        return (optax.apply_updates(params, update), state), update["w"]
-
-    (params, state), updates = jax.lax.scan(one, (params, state), start + jnp.arange(PROBE_CHUNK))
-    return params, state, updates
-
-
-def _rounded(values: np.ndarray) -> np.ndarray:
-    """`values` (float) with their mantissas rounded to 20 bits, as float64."""
-    mantissa, exponent = np.frexp(np.asarray(values, np.float64))
-    return np.ldexp(np.round(mantissa * 2.0 ** 20) / 2.0 ** 20, exponent)
 
 
 def saved_step(path: str) -> int | None:
@@ -199,7 +143,9 @@ def load_fit_state(path: str, identity: dict, template) -> FitState | None:
     with open(os.path.join(folder, STATE_JSON)) as f:
         meta = json.load(f)
     if meta.get("format") != FORMAT:
-        raise CheckpointError(path, f"fit state format {meta.get('format')!r}, expected {FORMAT}", STATE_JSON)
+        what = FORMATS.get(meta.get("format"), f"format {meta.get('format')!r}")
+        raise CheckpointError(path, f"a fit state of {what}, this version resumes format {FORMAT} only: fit again "
+                                    "(a saved posterior, inference.save, still loads)", STATE_JSON)
     check_identity(path, meta["identity"], identity)
     leaves, treedef = jax.tree_util.tree_flatten(template)
     if meta["treedef"] != str(treedef):
@@ -230,8 +176,7 @@ def load_fit_state(path: str, identity: dict, template) -> FitState | None:
 # what is derived from the settings a user passes, compared after them: the default optimiser's schedule
 # depends on `steps`, so another `steps` is named as such rather than as another optimiser
 DERIVED = ("optimizer", "model", "site_shapes", "guide", "init_params", "data")
-WHAT_DIFFERS = {"optimizer": " (another optimiser, learning rate or schedule: the fingerprint covers every update "
-                             "of the run)"}
+WHAT_DIFFERS = {"optimizer": " (another optimiser, learning rate or schedule)"}
 
 
 def check_identity(path: str, saved: dict, current: dict) -> None:

@@ -22,110 +22,110 @@ from base.value_key import value_key
 
 
 class BNNGuide(AutoGuide):
-    """AutoGuide base for `models.BNN` models (see the module docstring).
+    """AutoGuide base for `models.BNN` models (see the module docstring): a value, built once for its model.
 
     Args:
-      model: a `models.BNN`.
+      model: a `models.BNN` that knows its input shape (``model.feature_shape``: set by ``zoo.get``, or
+        ``models.bnn(..., feature_shape=...)``); InputError naming ``model`` otherwise.
       prefix: the parameter name prefix (NumPyro's convention, default ``"auto"``).
       config: JSON-able {"name": registry name, **keyword arguments} that rebuilds the guide with
         ``inference.make_guide(config["name"], model, **rest)`` (checkpoints store it).
-    Subclasses implement ``__call__``, ``sample_posterior``, ``median``, ``quantiles`` and
-    ``num_params_formula``; they may validate the site table in ``check_sites``.
+
+    The site table (`inference.sites.site_table`) is read at construction and the subclass's own layout made
+    from it (``check_sites``, called by `finish` at the end of a subclass's ``__init__``): the guide is complete
+    and never changes afterwards (setting an attribute raises AttributeError). Two guides are equal (and equally
+    hashed) when their classes declare their whole configuration (``__value_key__``: `SiteGuide`,
+    `JointGaussian`) and those are equal, so that jit's own cache serves another guide of the same
+    configuration; any other guide is equal only to itself. Subclasses implement ``__call__``,
+    ``sample_posterior``, ``median``, ``quantiles`` and ``num_params_formula``; they may validate and lay out the
+    site table in ``check_sites``.
     """
 
     def __init__(self, model, *, prefix: str = "auto", config: dict):
         if not isinstance(prefix, str) or not prefix:
             raise InputError.worded("prefix", f"prefix: expected a non-empty string, got {prefix!r}")
+        feature_shape = getattr(model, "feature_shape", None)
+        if feature_shape is None:
+            raise InputError("model", f"<a {type(model).__name__} without a feature_shape>",
+                             "a model that knows its input shape, so that the guide is built whole once",
+                             "build it with models.bnn(network, ..., feature_shape=x.shape[1:]) or zoo.get(...)")
         super().__init__(model, prefix=prefix)
-        self.sites: dict[str, Site] | None = None  # {name: Site} once `setup` has seen the inputs' shape
+        self.feature_shape = tuple(int(d) for d in feature_shape)
         self._guide_config = {**config, "prefix": prefix}
+        with jax.ensure_compile_time_eval():  # concrete even when a guide is built inside a trace
+            self.sites: dict[str, Site] = site_table(model, self.feature_shape)
+
+    def finish(self) -> None:
+        """Lay out the site table (``check_sites``) and freeze the guide; a subclass calls it last in ``__init__``."""
+        self.check_sites()
+        object.__setattr__(self, "_frozen", True)
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"{type(self).__name__} is a value built once for its model: {name!r} cannot be "
+                                 "set (build another guide)")
+        object.__setattr__(self, name, value)
 
     @property
     def config(self) -> dict:
         """A copy of the JSON-able {"name": ..., **kwargs} that rebuilds this guide."""
         return dict(self._guide_config)
 
-    def setup(self, x):
-        """Read the model's sites for inputs shaped like `x` (B, ...) if not done yet; returns self.
-
-        Only x's shape is read (x may be a tracer). The table holds concrete arrays only, even when `setup` is
-        first called inside a user's ``jax.jit`` or an abstract trace: it is computed under
-        ``jax.ensure_compile_time_eval`` (the initial locations are constants of the model, never values of
-        the trace), so no tracer outlives the transformation that set the guide up (issue 45).
-        """
-        if self.sites is None:
-            with jax.ensure_compile_time_eval():
-                sites = site_table(self.model, x)
-            traced = [name for name, site in sites.items()
-                      if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tuple(site)))]
-            if traced:  # a model whose initial values depend on the trace: keep nothing rather than leak it
-                raise InputError.worded("model", f"model: the initial values of sites {traced[:3]} depend on the "
-                                        "traced inputs; a guide caches only concrete values (set it up outside jit "
-                                        "with guide.setup(x))")
-            self.sites = sites
-            self.check_sites()
-        else:
-            self.check_same_sites(x)
-        return self
-
     def check_same_sites(self, x) -> None:
-        """Refuse (InputError naming ``x``) inputs whose feature shape gives the model other site shapes than the
-        ones this guide was set up with (a batch with an extra feature column would otherwise meet a guide of the
-        old width). One cached abstract trace per new feature shape (`models.BNN.site_shapes`)."""
-        shapes, sites = self.model.site_shapes(x), self.checked_sites()
-        other = [name for name, site in sites.items() if tuple(shapes.get(name, ())) != tuple(site.shape)]
-        if other:
-            name = other[0]
+        """Refuse (InputError naming ``x``) inputs of another feature shape than the guide's (a batch with an extra
+        feature column would otherwise meet a guide of the old width). Reads x's shape only (x may be a tracer)."""
+        if tuple(x.shape[1:]) != self.feature_shape:
             raise InputError("x", f"<inputs of feature shape {tuple(x.shape[1:])}>",
-                             "inputs of the feature shape this guide was set up with",
-                             f"site {name!r} would be {tuple(shapes.get(name, ()))}, the guide's is "
-                             f"{tuple(sites[name].shape)}")
+                             f"inputs of the feature shape {self.feature_shape} this guide was built for")
 
     def __value_key__(self):
-        """None: a guide is keyed by identity (`base.value_key`) unless its class declares its whole
-        configuration (`SiteGuide`, `JointGaussian` do)."""
+        """None: a guide is equal only to itself unless its class declares its whole configuration (`SiteGuide`,
+        `JointGaussian` do)."""
         return None
 
-    def setup_key(self) -> tuple:
-        """What every guide's value key shares: its model's value key, its prefix and the site shapes it was set up
-        with (None before `setup`)."""
-        sites = None if self.sites is None else tuple((n, tuple(s.shape)) for n, s in self.sites.items())
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return False
+        key = self.__value_key__()
+        return key is not None and key == other.__value_key__()
+
+    def __hash__(self) -> int:
+        key = self.__value_key__()
+        return id(self) if key is None else hash(key)
+
+    def model_key(self) -> tuple:
+        """What every guide's value key shares: its model's value key, its prefix and its site shapes."""
+        sites = tuple((n, tuple(s.shape)) for n, s in self.sites.items())
         return (value_key(self.model), self.prefix, sites)
 
     def check_sites(self) -> None:
-        """Validate the guide's options against `self.sites` (after `setup`); raise `InputError` naming the option if they do not fit."""
-
-    def setup_from_call(self, args, kwargs) -> None:
-        """`setup` from the arguments a NumPyro guide is called with: ``(x, ...)`` or ``x=...``."""
-        self.setup(args[0] if args else kwargs["x"])
+        """Validate the guide's options against `self.sites` and lay them out (at construction); raise `InputError`
+        naming the option if they do not fit."""
 
     def checked_sites(self) -> dict[str, Site]:
-        """{latent site: Site} in model order (after `setup`; InputError naming the guide before)."""
-        if self.sites is None:
-            raise InputError.worded("guide",
-                                    f"{type(self).__name__}: the guide has not seen the model's inputs yet; call "
-                                    "guide.setup(x) (fit does) before asking for sites or parameter counts")
+        """{latent site: Site} in model order."""
         return self.sites
 
     def site_shapes(self) -> dict:
-        """{latent site: shape} in model order (after `setup`)."""
-        return {name: site.shape for name, site in self.checked_sites().items()}
+        """{latent site: shape} in model order."""
+        return {name: site.shape for name, site in self.sites.items()}
 
     def latent_names(self) -> list:
-        """Names of the model's latent sites, in model order (after `setup`)."""
+        """Names of the model's latent sites, in model order."""
         return list(self.site_shapes())
 
     def num_latent(self) -> int:
-        """Number of scalar latent values (after `setup`)."""
+        """Number of scalar latent values."""
         return int(sum(math.prod(shape) for shape in self.site_shapes().values()))
 
     @abstractmethod
     def num_params_formula(self) -> int:
-        """Scalar variational parameters by the guide's formula (after `setup`)."""
+        """Scalar variational parameters by the guide's formula."""
 
     def init_params(self, rng_key, x) -> dict:
         """Fresh constrained guide parameters {param name: array} for inputs shaped like `x` (B, ...)."""
-        self.setup(x)
         with handlers.block():
             trace = handlers.trace(handlers.seed(self, rng_key)).get_trace(x)
         return {k: s["value"] for k, s in trace.items() if s["type"] == "param"}

@@ -55,7 +55,6 @@ def param_structure(guide, batch, n_data) -> tuple[dict, dict]:
     found: dict = {}
 
     def constraints_of(key, x, y):
-        guide.setup(x)
         params, constraints = guide_params(guide, key, x, y, n_data)
         found.update(constraints)  # this call's own dict, returned below: no state outlives the call
         return params

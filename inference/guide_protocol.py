@@ -17,15 +17,12 @@ class Guide(Protocol):
 
     config: a JSON-able {"name": registry name, **kwargs} that rebuilds the guide with
       ``inference.make_guide`` (stored in checkpoints).
-    setup(x): read the model's sites for inputs shaped like x (B, ...); returns the guide.
-    num_params_formula(): scalar variational parameters by the paper's formula (after setup).
+    num_params_formula(): scalar variational parameters by the paper's formula.
     num_free_params(params): free scalar parameters counted from the constrained params dict.
     """
 
     @property
     def config(self) -> dict: ...
-
-    def setup(self, x): ...
 
     def num_params_formula(self) -> int: ...
 

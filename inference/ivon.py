@@ -51,6 +51,7 @@ from base import validation
 from base.errors import InputError
 from base.prng import flat_key
 from base.value_key import value_key
+from inference.estimators import as_estimator
 from inference import svi
 from inference.gaussian_kl import normal_prior_parameters
 from inference.guide_params import param_constraints
@@ -89,8 +90,16 @@ class IVON:
     weight_decay: float | None = None
 
     def __value_key__(self):
-        """Its fields, the learning rate by `base.value_key` (an optax schedule by its code and arguments)."""
+        """Its fields, the learning rate by `base.value_key` (a number by value, a schedule function by identity)."""
         return (value_key(self.learning_rate), self.ess, self.hess_init, self.beta1, self.beta2, self.weight_decay)
+
+    def config(self) -> dict:
+        """JSON-able {"kind": "ivon", field: value}: what identifies it when a fit resumes (a schedule function as
+        its name: the state's structure is compared beside it)."""
+        rate = self.learning_rate
+        return {"kind": "ivon", "learning_rate": float(rate) if not callable(rate) else f"<{type(rate).__name__}>",
+                "ess": self.ess, "hess_init": self.hess_init, "beta1": self.beta1, "beta2": self.beta2,
+                "weight_decay": self.weight_decay}
 
     # ----- the optax-style record over a pytree of means -------------------------------------------------------
     def init(self, params, *, weight_decay=None, ess=None) -> IVONState:
@@ -137,7 +146,7 @@ class IVON:
         "standard" (IVON's own estimator is the single reparameterised draw)."""
         if num_particles != 1:
             raise InputError("num_particles", num_particles, "1 with inference.ivon (one draw per step)")
-        if estimator != "standard":
+        if as_estimator(estimator).name != "standard":
             raise InputError("estimator", estimator, "'standard' with inference.ivon")
         fixed = dict(ivon=self, model=model, guide=guide, n_data=n_data)
         return svi.SVI(functools.partial(_init, **fixed), functools.partial(_step, **fixed))
@@ -191,10 +200,9 @@ class _Sites(NamedTuple):
     priors: dict
 
 
-def _sites(guide, x) -> _Sites:
+def _sites(guide) -> _Sites:
     """The guide's sites checked for IVON (InputError naming ``guide`` otherwise): a mean-field guide
     (`NormalFamily` on every site), real supports, Normal priors centred at 0."""
-    guide.setup(x)
     assigned = guide.assigned() if hasattr(guide, "assigned") else None
     if assigned is None or not all(isinstance(f, NormalFamily) for f in assigned.values()):
         raise InputError("guide", f"<{type(guide).__name__} {getattr(guide, 'config', {}).get('name', '')}>",
@@ -216,7 +224,7 @@ def _init(key, batch, *, ivon: IVON, model, guide, n_data, init_params=None) -> 
     scale set to IVON's sigma; delta per site from the prior (or ``ivon.weight_decay``), lambda = ``ivon.ess``
     or `n_data`."""
     x, _ = batch
-    sites = _sites(guide, x)
+    sites = _sites(guide)
     params_u = svi.initial_params(guide, key, batch, n_data)
     if init_params is not None:
         start = svi.check_init_params(init_params, {k: jax.ShapeDtypeStruct(jnp.shape(v), v.dtype)
@@ -277,7 +285,7 @@ def _step(state: svi.SVIState, batch, key, *, ivon: IVON, model, guide, n_data, 
     with respect to the means per unit beta. A non-finite loss or gradient leaves the state and sets
     ``stopped``."""
     x, y = batch
-    sites = _sites(guide, x)
+    sites = _sites(guide)
     constraints = param_constraints(guide, batch, n_data)
     means = {s: state.params[loc] for s, (loc, _, _, _) in sites.names.items()}  # a location is unconstrained
     opt_state: IVONState = state.opt_state  # type: ignore[assignment]  # build_svi's state holds an IVONState

@@ -35,7 +35,7 @@ from inference.families import positive_number
 from inference.gaussian_kl import row_variances
 from inference.guide_base import BNNGuide
 from inference.registry import plain_model_under, register_guide
-from inference.sites import constrain
+from models.bridge import constrain
 from base.errors import InputError
 
 BLOCKS = ("all", "layer", "site")
@@ -71,19 +71,19 @@ class JointGaussian(BNNGuide):
         self.init_scale = positive_number("init_scale", init_scale)
         self.max_latent_dim = check_max_latent_dim(max_latent_dim)
         super().__init__(model, prefix=prefix, config=config)
-        self.block_sites: dict[str, list[str]] | None = None  # {block: [site names]} after setup
+        self.block_sites: dict[str, list[str]] = {}  # {block: [site names]}, by `check_sites`
+        self.finish()
 
     def __value_key__(self):
-        """The guide as a value (`base.value_key`): blocks, covariance, rank, init_scale, its model's key, prefix
-        and site shapes; None (identity) for a subclass."""
+        """The guide's configuration, its equality (`BNNGuide`): blocks, covariance, rank, init_scale,
+        max_latent_dim, its model's value key (`base.value_key`), prefix and site shapes; None (identity) for a
+        subclass."""
         if type(self) is not JointGaussian:
             return None
-        return (self.blocks, self.covariance, self.rank, self.init_scale, self.max_latent_dim, self.setup_key())
+        return (self.blocks, self.covariance, self.rank, self.init_scale, self.max_latent_dim, self.model_key())
 
     def grouped_sites(self) -> dict[str, list[str]]:
-        """{block: [site names]} (after `setup`; InputError naming the guide before)."""
-        self.checked_sites()
-        assert self.block_sites is not None  # `setup` groups the sites when it reads them
+        """{block: [site names]}."""
         return self.block_sites
 
     def low_rank(self) -> int:
@@ -110,7 +110,7 @@ class JointGaussian(BNNGuide):
                                  f"(rank {size - 1} already represents any covariance)")
 
     def block_size(self, block: str) -> int:
-        """n_b: the number of unconstrained entries of `block` (after `setup`)."""
+        """n_b: the number of unconstrained entries of `block`."""
         sites = self.checked_sites()
         return sum(int(np.prod(sites[s].shape, dtype=int)) for s in self.grouped_sites()[block])
 
@@ -168,7 +168,7 @@ class JointGaussian(BNNGuide):
     # ----- the NumPyro guide -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         """Per block an auxiliary Gaussian draw, per site a Delta at its slice; returns {site: value}."""
-        self.setup_from_call(args, kwargs)
+        self.check_same_sites(args[0] if args else kwargs["x"])
         result = {}
         for block in self.block_sites:
             z = numpyro.sample(self.latent_site(block), self.block_distribution(self.block_values(block)),
@@ -211,7 +211,7 @@ class JointGaussian(BNNGuide):
         return constrain(self.sites, latent)
 
     def site_moments(self, params: dict) -> dict:
-        """{site: (mean, variance)} of the unconstrained site values, each of the site's shape (after `setup`)."""
+        """{site: (mean, variance)} of the unconstrained site values, each of the site's shape ."""
         out = {}
         for block in self.grouped_sites():
             values = self.block_values(block, params)
@@ -221,7 +221,7 @@ class JointGaussian(BNNGuide):
 
     # ----- parameter counts ------------------------------------------------------------------------------------
     def num_params_formula(self) -> int:
-        """Sum over blocks of n_b + n_b(n_b+1)/2 (full) or n_b + n_b r + n_b (low rank), after `setup`."""
+        """Sum over blocks of n_b + n_b(n_b+1)/2 (full) or n_b + n_b r + n_b (low rank)."""
         sizes = [self.block_size(b) for b in self.grouped_sites()]
         if self.covariance == "full":
             return sum(n + n * (n + 1) // 2 for n in sizes)

@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, positive_number, scale_cap_arg,
-                                scale_limit)
+from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, gaussian_local_rule,
+                                positive_number, scale_cap_arg, scale_limit)
+from models.local_reparam import KTiedRule
 from inference.mean_field import NormalFamily
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
@@ -105,6 +106,14 @@ class KTiedFamily:
         if len(site.shape) < 2:
             return self._vector_family().moments(site, values)
         return values["loc"], self.sd(site, values) ** 2
+
+    def local_rule(self, site, values):
+        """The local estimator's rule: `KTiedRule` (the pre-activations' variance from U and V, no (in, out)
+        matrix) for a dense weight without a scale cap (sd = U Vᵀ exactly), else
+        `inference.families.gaussian_local_rule` of its `moments`."""
+        if len(site.shape) == 2 and self.scale_cap is None:
+            return KTiedRule(values["loc"], values["u"], values["v"])
+        return gaussian_local_rule(site, *self.moments(site, values))
 
     def num_params(self, site) -> int:
         """mn + k(m + n) for matrices (Table 1); 2 per entry otherwise."""

@@ -3,8 +3,9 @@
     loss = -( E[log p(y | x, h)] * N/B / T  -  beta * KL(q || p) )
 
 estimated like `inference.elbo.annealed_elbo_loss`, except that the likelihood of every dense weight site
-whose family is a factorised Gaussian (mean field, k-tied N(mu, (U Vᵀ)²), variance layers N(mu, alpha mu²),
-zero-mean N(0, sigma²)) or binary dropout is computed from pre-activations drawn per example and unit (`models.local_reparam`): the
+whose family offers a local rule (``family.local_rule``: the factorised Gaussians, mean field, k-tied
+N(mu, (U Vᵀ)²), variance layers N(mu, alpha mu²), zero-mean N(0, sigma²), and binary dropout; a new family by its
+own method, `local_rules`) is computed from pre-activations drawn per example and unit (`models.local_reparam`): the
 exact marginal of `inference.per_example`'s independent weight draw per example, so both estimate the same
 expected log-likelihood, at the cost of two matrix products instead of B weight draws and a vmap over the
 examples. Convolution kernels of those Gaussian families use Flipout (Wen et al., 2018): example n's kernel
@@ -16,46 +17,41 @@ own draw otherwise). Batch norm works (the minibatch is one batch).
 
 from __future__ import annotations
 
-from inference.dropout import BinaryDropoutFamily
 from inference.elbo import annealed_elbo_loss
-from inference.k_tied import KTiedFamily
-from inference.mean_field import NormalFamily
-from inference.zero_mean import VarianceLayerFamily, ZeroMeanFamily
 from base.errors import InputError
-from models.local_reparam import DropoutRule, FlipoutRule, GaussianRule, KTiedRule, local_noise
+from models.local_reparam import local_noise
 
-__all__ = ["GAUSSIAN_FAMILIES", "local_rules", "local_reparam_elbo_loss"]
-
-GAUSSIAN_FAMILIES = (NormalFamily, KTiedFamily, VarianceLayerFamily, ZeroMeanFamily)
-"""Families whose weights are independent Gaussians with closed-form moments (mean, variance)."""
-LOCAL_FAMILIES = GAUSSIAN_FAMILIES + (BinaryDropoutFamily,)
+__all__ = ["local_rules", "local_reparam_elbo_loss"]
 
 
 def local_rules(guide, params: dict) -> dict:
-    """{module path: rule} for the real weight sites (leaf ``w``) of a `SiteGuide`: a dense (2-D) site whose
-    family is in `GAUSSIAN_FAMILIES` gets `GaussianRule` from the family's moments (`KTiedRule` for k-tied sites
-    without a scale cap, whose sd is U Vᵀ exactly), or `DropoutRule` under binary dropout; a convolution kernel
-    (3-D or more, channels last) of a `GAUSSIAN_FAMILIES` family gets `FlipoutRule`; all from the constrained
-    guide ``params``. The module path of site ``a/~/b/w`` is ``a/b`` (`models.local_reparam.local_noise`)."""
-    rules: dict[str, FlipoutRule | DropoutRule | KTiedRule | GaussianRule] = {}
+    """{module path: rule} for the real weight sites (leaf ``w``) of a guide whose sites have variational families
+    (``guide.family_of(site)``, a `SiteGuide`): each family says its own rule, ``family.local_rule(site, values)``
+    from the constrained guide ``params`` (a `models.local_reparam` rule, or None: none for this site; a family
+    without the method has none). The built-in Gaussian families give `GaussianRule` on a dense (2-D) site and
+    `FlipoutRule` on a convolution kernel (`inference.families.gaussian_local_rule`), k-tied without a scale cap
+    `KTiedRule`, binary dropout `DropoutRule` on a dense site. The module path of site ``a/~/b/w`` is ``a/b``
+    (`models.local_reparam.local_noise`). A guide without families (one Gaussian over blocks of sites,
+    `inference.JointGaussian`) is refused: InputError naming ``estimator``."""
+    family_of = getattr(guide, "family_of", None)
+    if not callable(family_of):
+        name = getattr(guide, "config", {}).get("name", type(guide).__name__)
+        raise InputError("estimator", "local", "a guide whose weight sites have variational families with a local "
+                         "rule (mean_field, k_tied, zero_mean, variance_layers, binary_dropout, by_site...)",
+                         hint=f"the {name} guide draws blocks of sites jointly, with no per-site rule: use "
+                              "estimator='standard' or 'per_example'")
+    rules: dict = {}
     for name, site in guide.sites.items():
-        family = guide.assignment[name]
-        dense = len(site.shape) == 2 and isinstance(family, LOCAL_FAMILIES)
-        kernel = len(site.shape) >= 3 and isinstance(family, GAUSSIAN_FAMILIES)
-        if not site.is_real or not (dense or kernel):
-            continue
         path, _, leaf = name.replace("/~/", "/").rpartition("/")
-        if leaf != "w":
+        if not site.is_real or leaf != "w":
             continue
-        values = {s: params[guide.param_name(name, s)] for s in family.params(site)}
-        if kernel:
-            rules[path] = FlipoutRule(*family.moments(site, values))
-        elif isinstance(family, BinaryDropoutFamily):
-            rules[path] = DropoutRule(values["loc"], family.rate)
-        elif isinstance(family, KTiedFamily) and family.scale_cap is None:  # sd = U Vᵀ exactly: no (in, out) variance
-            rules[path] = KTiedRule(values["loc"], values["u"], values["v"])
-        else:
-            rules[path] = GaussianRule(*family.moments(site, values))
+        family = family_of(name)
+        rule_of = getattr(family, "local_rule", None)
+        if not callable(rule_of):
+            continue
+        rule = rule_of(site, {s: params[guide.param_name(name, s)] for s in family.params(site)})
+        if rule is not None:
+            rules[path] = rule
     return rules
 
 

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, positive_number, scale_cap_arg,
-                                scale_limit, site_size)
+from inference.families import (DEFAULT_SCALE_CAP, ParamSpec, bias_limit_arg, capped, gaussian_local_rule,
+                                positive_number, scale_cap_arg, scale_limit, site_size)
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
 
@@ -52,6 +52,10 @@ class NormalFamily:
     def moments(self, site, values):
         """(mean, variance) = (loc, sd^2), each of the site's shape."""
         return values["loc"], self.sd(site, values["scale"]) ** 2
+
+    def local_rule(self, site, values):
+        """`inference.families.gaussian_local_rule` of its `moments` (the local estimator's rule)."""
+        return gaussian_local_rule(site, *self.moments(site, values))
 
     def num_params(self, site) -> int:
         """2 per entry (a location and a scale)."""

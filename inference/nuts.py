@@ -11,11 +11,12 @@ the kernel `numpyro.infer.NUTS` runs) under one jitted program per piece:
   per-iteration statistics.
 
 Warm-up and draws run as host-side chunks of L iterations (a tqdm bar advances per chunk). The data, the
-network state, the start values and the key are ARGUMENTS of both programs, never baked-in constants, and
-both are kept in a module-level table of samplers (`compiled_sampler`, at most `MAX_SAMPLERS`, least
-recently used dropped) keyed by the model's value key (`base.value_key`), the sites' shapes and supports, the data's shapes and dtypes and the settings (num_chains, chain_method,
-num_warmup, target_accept_prob, max_tree_depth, L): a second call with the same model (value key), data
-shapes and settings compiles nothing, whatever its seed, data values or init posterior.
+network state, the start values and the key are ARGUMENTS of both programs, never baked-in constants; both are
+module-level ``jax.jit`` functions (`sampler_init`, `sampler_chunk`) whose static argument, a `SamplerSpec`, is
+compared by the model's value key (`base.value_key`), the sites' shapes and supports and the settings
+(num_chains, chain_method, num_warmup, target_accept_prob, max_tree_depth, L): jit's own cache is the only
+cache, and a second call with the same model (value key), data shapes and settings compiles nothing, whatever
+its seed, data values or init posterior.
 
 The keys follow NumPyro's ``MCMC`` + ``NUTS``: the seed's key is split into one key per chain (not split for a
 single chain) and each chain key is split again, the first half starting the kernel. From the same start
@@ -28,13 +29,11 @@ the same algorithm, not the same numbers over a long run.
 
 Pure pieces underneath: `initial_positions` (where each chain starts), `network_state` (batch-norm state
 for evaluation mode), `unconstrained_potential` (the potential energy; with the model and site priors bound
-it is the kernel's ``potential_fn_gen``), `compiled_sampler` (the cached programs) and `run_sampler` (the
-chunk loop); `nuts` is the thin front end (validation, defaults, assembling the Posterior).
+it is the kernel's ``potential_fn_gen``), `compiled_sampler` (the programs with their spec bound) and
+`run_sampler` (the chunk loop); `nuts` is the thin front end (validation, defaults, assembling the Posterior).
 """
 
 from __future__ import annotations
-
-from collections import OrderedDict
 
 import math
 import time
@@ -336,45 +335,77 @@ class CompiledSampler(NamedTuple):
     chunk_len: int
 
 
-MAX_SAMPLERS = 16
-"""How many `CompiledSampler` s `compiled_sampler` keeps (least recently used dropped)."""
-_SAMPLERS: OrderedDict[tuple, CompiledSampler] = OrderedDict()
+class SamplerSpec:
+    """What a NUTS program computes, as the static argument of `sampler_init` / `sampler_chunk` (jit's own cache
+    is the only cache): the model, its site priors {site: distribution} and the settings (num_chains,
+    chain_method, num_warmup, target_accept_prob, max_tree_depth, chunk_len, dense_mass, data_per_chain).
+    Equal (and equally hashed) when the model's value key (`base.value_key.Static`: a ``zoo.get`` model by its
+    entry, arguments, data, prior and likelihood; any other model by identity), every site's name, prior class,
+    batch and event shapes and support, and the settings are; the data's shapes and dtypes are jit's own key."""
+
+    __slots__ = ("model", "site_priors", "settings", "_key")
+
+    def __init__(self, model, site_priors: dict, settings: dict):
+        self.model, self.site_priors, self.settings = model, site_priors, settings
+        sites = tuple((name, type(d).__name__, tuple(d.batch_shape), tuple(d.event_shape), support_key(d.support))
+                      for name, d in site_priors.items())
+        self._key = (Static(model), sites, tuple(sorted(settings.items())))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SamplerSpec) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
 
 
 def compiled_sampler(model, site_priors: dict, x, y, state, *, num_chains: int, chain_method: str,
                      num_warmup: int, target_accept_prob: float, max_tree_depth, chunk_len: int,
                      dense_mass: bool = False, data_per_chain: bool = False) -> CompiledSampler:
-    """The `CompiledSampler` for this model, data shapes and dtypes (x (N, ...), y (N,), state) and settings:
-    the one kept under `sampler_key` if any, else `build_sampler`'s (kept). Only shapes and dtypes of the arrays
-    are read. The table holds samplers, not traces: NumPyro's kernel objects carry the settings as Python state
-    that their traced functions read, so one sampler is built per key and reused whole. data_per_chain (with
-    chain_method "vectorized"): x (C, N, ...) and y (C, N) carry a leading chain axis, each chain its own data
-    set of the same shapes (`inference.nuts_splits`: the splits of a benchmark in one program)."""
-    settings = dict(num_chains=num_chains, chain_method=chain_method, num_warmup=num_warmup,
-                    target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len,
-                    dense_mass=dense_mass, data_per_chain=data_per_chain)
-    key = sampler_key(model, site_priors, x, y, state, settings)
-    sampler = _SAMPLERS.get(key)
-    if sampler is None:
-        sampler = build_sampler(model, site_priors, **settings)
-        _SAMPLERS[key] = sampler
-        while len(_SAMPLERS) > MAX_SAMPLERS:
-            _SAMPLERS.popitem(last=False)
-    else:
-        _SAMPLERS.move_to_end(key)
-    return sampler
+    """The `CompiledSampler` for this model and settings: `sampler_init` and `sampler_chunk` with their
+    `SamplerSpec` bound, so a second call with an equal spec and data of the same shapes compiles nothing. x, y
+    and state are not read (kept for the callers' signature: their shapes and dtypes are jit's key when the
+    sampler runs). data_per_chain (with chain_method "vectorized"): x (C, N, ...) and y (C, N) carry a leading
+    chain axis, each chain its own data set of the same shapes (`inference.nuts_splits`: the splits of a benchmark
+    in one program)."""
+    del x, y, state
+    if data_per_chain and chain_method != "vectorized":
+        raise InputError("chain_method", chain_method, "'vectorized' for chains with their own data")
+    if chain_method not in CHAIN_METHODS:
+        raise InputError.worded("chain_method", f"chain_method: expected one of {CHAIN_METHODS}, got {chain_method!r}")
+    spec = SamplerSpec(model, site_priors, dict(
+        num_chains=num_chains, chain_method=chain_method, num_warmup=num_warmup,
+        target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth, chunk_len=chunk_len,
+        dense_mass=dense_mass, data_per_chain=data_per_chain))
+    return CompiledSampler(partial(sampler_init, spec=spec), partial(sampler_chunk, spec=spec), num_chains,
+                           chain_method, num_warmup, chunk_len)
 
 
-def sampler_key(model, site_priors: dict, x, y, state, settings: dict) -> tuple:
-    """The key of a sampler: the model's value key (`base.value_key.Static`: a ``zoo.get`` model by its entry,
-    arguments, data, prior and likelihood; any other model by identity), every site's name, prior class, batch
-    and event shapes and support, the shapes and dtypes of x (N, ...), y (N,) and the state, and `settings`."""
-    sites = tuple((name, type(d).__name__, tuple(d.batch_shape), tuple(d.event_shape), support_key(d.support))
-                  for name, d in site_priors.items())
-    leaves, treedef = jax.tree.flatten(state)
-    state_sig = (str(treedef), tuple((tuple(np.shape(v)), str(np.asarray(v).dtype)) for v in leaves))
-    data_sig = (tuple(np.shape(x)), str(np.asarray(x).dtype), tuple(np.shape(y)), str(np.asarray(y).dtype))
-    return (Static(model), sites, data_sig, state_sig, tuple(sorted(settings.items())))
+@partial(jax.jit, static_argnames="spec")
+def sampler_init(chain_keys, z0, x, y, state, *, spec: SamplerSpec):
+    """Every chain's HMC state from its key (C, 2) and start value z0 {site: (C, *site_shape)} (`build_sampler`'s
+    ``init``), compiled once per `spec` and data shapes."""
+    return build_sampler(spec.model, spec.site_priors, **spec.settings).init(chain_keys, z0, x, y, state)
+
+
+@partial(jax.jit, static_argnames="spec")
+def sampler_chunk(hmc_state, active, x, y, state, *, spec: SamplerSpec):
+    """`build_sampler`'s ``chunk``: L NUTS iterations of every chain, compiled once per `spec` and data shapes.
+    NumPyro's kernel pair keeps the settings ``init_kernel`` set as Python state that ``sample_kernel`` reads, so
+    the pair built here runs its ``init`` abstractly first (``jax.eval_shape``: nothing computed) on start values
+    shaped like the chains'."""
+    sampler = build_sampler(spec.model, spec.site_priors, **spec.settings)
+    keys = jax.ShapeDtypeStruct((spec.settings["num_chains"], 2), jnp.uint32)
+    z0 = {k: jax.ShapeDtypeStruct((spec.settings["num_chains"],) + tuple(v.shape), v.dtype)
+          for k, v in unravel_shapes(hmc_state.z, spec.site_priors).items()}
+    jax.eval_shape(sampler.init, keys, z0, x, y, state)
+    return sampler.chunk(hmc_state, active, x, y, state)
+
+
+def unravel_shapes(z, site_priors: dict) -> dict:
+    """{site: ShapeDtypeStruct (*site_shape)} of one chain's position (z (C, D) flat, `ravel_sites`)."""
+    dtype = jnp.result_type(z)
+    return {name: jax.ShapeDtypeStruct(tuple(d.batch_shape) + tuple(d.event_shape), dtype)
+            for name, d in site_priors.items()}
 
 
 def support_key(support) -> tuple:
@@ -394,10 +425,10 @@ def support_key(support) -> tuple:
 def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: str, num_warmup: int,
                   target_accept_prob: float, max_tree_depth, chunk_len: int,
                   dense_mass: bool = False, data_per_chain: bool = False) -> CompiledSampler:
-    """Build (not yet compile) the `CompiledSampler`: NumPyro's ``hmc(potential_fn_gen=..., algo="NUTS")`` pair,
-    created here once per cache entry because ``init_kernel`` sets the settings (warm-up length, tree depth,
-    adaptation) as Python state that ``sample_kernel`` reads when traced; `run_sampler` always traces init
-    before the first chunk. Kernel options are NumPyro NUTS's defaults (step size 1, step-size and diagonal
+    """The (init, chunk) functions, not jitted (`sampler_init` / `sampler_chunk` jit them), as a `CompiledSampler`:
+    NumPyro's ``hmc(potential_fn_gen=..., algo="NUTS")`` pair, created anew per trace because ``init_kernel`` sets
+    the settings (warm-up length, tree depth, adaptation) as Python state that ``sample_kernel`` reads when traced
+    (`sampler_chunk` runs init abstractly first). Kernel options are NumPyro NUTS's defaults (step size 1, step-size and diagonal
     mass-matrix adaptation (diagonal, or dense with `dense_mass`), regularised mass matrix, no heuristic step
     size). data_per_chain: "vectorized" chains each with its own data (x, y mapped over their leading axis)."""
     unravel = site_unraveller(site_priors)
@@ -428,10 +459,10 @@ def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: st
         raise InputError("chain_method", chain_method, "'vectorized' for chains with their own data")
     if chain_method == "vectorized":
         data_axis = 0 if data_per_chain else None
-        init = jax.jit(jax.vmap(init_one, in_axes=(0, 0, data_axis, data_axis, None)))
-        chunk = jax.jit(jax.vmap(chunk_one, in_axes=(0, None, data_axis, data_axis, None)))
+        init = jax.vmap(init_one, in_axes=(0, 0, data_axis, data_axis, None))
+        chunk = jax.vmap(chunk_one, in_axes=(0, None, data_axis, data_axis, None))
     elif chain_method == "parallel":
-        init, chunk = jax.jit(per_device(init_one, num_chains, 2)), jax.jit(per_device(chunk_one, num_chains, 1))
+        init, chunk = per_device(init_one, num_chains, 2), per_device(chunk_one, num_chains, 1)
     elif chain_method == "sequential":
         def init_seq(chain_keys, z0, x, y, state):
             return lax.map(lambda a: init_one(a[0], a[1], x, y, state), (chain_keys, z0))
@@ -439,7 +470,7 @@ def build_sampler(model, site_priors: dict, *, num_chains: int, chain_method: st
         def chunk_seq(hmc_state, active, x, y, state):
             return lax.map(lambda s: chunk_one(s, active, x, y, state), hmc_state)
 
-        init, chunk = jax.jit(init_seq), jax.jit(chunk_seq)
+        init, chunk = init_seq, chunk_seq
     else:
         raise InputError.worded("chain_method", f"chain_method: expected one of {CHAIN_METHODS}, got {chain_method!r}")
     return CompiledSampler(init, chunk, num_chains, chain_method, num_warmup, chunk_len)

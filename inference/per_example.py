@@ -20,8 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from inference.elbo import annealed_elbo_loss, elbo_terms
-from inference.local_reparam import local_reparam_elbo_loss
+from inference.elbo import elbo_terms
 from base.errors import InputError
 
 
@@ -51,25 +50,3 @@ def per_example_elbo_loss(rng_key, params, model, guide, beta, num_particles, x,
     if num_particles == 1:
         return one_particle(rng_key), {}
     return jnp.mean(jax.vmap(one_particle)(jax.random.split(rng_key, num_particles))), {}
-
-
-ESTIMATORS = ("standard", "per_example", "local")
-"""Values of the ``estimator`` of `inference.fit` and `inference.svi`: "standard", one guide draw per minibatch
-(`inference.elbo.annealed_elbo_loss`); "per_example", a guide draw per example (`per_example_elbo_loss`);
-"local", the local reparameterisation trick on the dense Gaussian and dropout layers and Flipout on the Gaussian
-convolution kernels (`inference.local_reparam`)."""
-
-
-def check_estimator(estimator) -> str:
-    """`estimator` checked: one of `ESTIMATORS`; InputError naming the argument, the value and the choices
-    otherwise."""
-    if isinstance(estimator, str) and estimator in ESTIMATORS:
-        return estimator
-    raise InputError("estimator", estimator, f"one of {ESTIMATORS}: one guide draw per minibatch, a guide draw "
-                     "per example, or the local reparameterisation trick")
-
-
-def estimator_loss(estimator):
-    """The loss function (signature of `inference.elbo.annealed_elbo_loss`) of an `ESTIMATORS` value."""
-    return {"standard": annealed_elbo_loss, "per_example": per_example_elbo_loss,
-            "local": local_reparam_elbo_loss}[check_estimator(estimator)]

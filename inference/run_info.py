@@ -21,7 +21,9 @@ class FitInfo(NamedTuple):
       first_step_s: seconds from the start of the run (after argument checks) until the first chunk of
         steps returned: guide initialisation, the compile of the scanned update and one chunk of steps.
       fit_s: seconds of the whole run, the same start to the Posterior being built (float).
-      traces: how many times the scanned update was traced (int; 1 means the fit compiled once).
+      traces: how many programs of the scanned update this fit added to jit's cache (the growth of
+        ``inference.svi.run_chunk._cache_size()`` over the run: 0 when the compiled update was reused, 1 when the
+        fit compiled it; another fit compiling at the same time in another thread would count too).
       temperature: the likelihood temperature T the fit targeted, p(y | x, w)^(1/T) p(w) (float; 1 is the
         Bayesian posterior; see `inference.fit`).
       converged: whether the ELBO had converged when the fit ended (bool; None: not judged, e.g. a FitInfo built

@@ -25,7 +25,7 @@ from numpyro.distributions import biject_to
 
 from inference.families import Family
 from inference.guide_base import BNNGuide
-from inference.sites import constrain
+from models.bridge import constrain
 from base.prng import normal_draws
 from base.errors import InputError
 from base.value_key import value_key
@@ -54,16 +54,17 @@ class SiteGuide(BNNGuide):
         self.families = dict(families)
         self.default = default
         self.patterns_arg = patterns_arg
-        self.assignment: dict[str, Family] | None = None  # {site: Family} after setup
+        self.assignment: dict[str, Family] = {}  # {site: Family}, by `check_sites`
+        self.finish()
 
     def __value_key__(self):
-        """The guide as a value (`base.value_key`): its {pattern: family} map and default family (frozen
-        dataclasses, compared by their fields), its model's key, prefix and site shapes; None (identity) for a
-        subclass, which may compute more than these say."""
+        """The guide's configuration, its equality (`BNNGuide`): its {pattern: family} map and default family
+        (frozen dataclasses, compared by their fields), its model's value key (`base.value_key`), prefix and site
+        shapes; None (identity) for a subclass, which may compute more than these say."""
         if type(self) is not SiteGuide:
             return None
         families = tuple((pattern, value_key(family)) for pattern, family in self.families.items())
-        return (families, value_key(self.default), self.setup_key())
+        return (families, value_key(self.default), self.model_key())
 
     def check_sites(self) -> None:
         """Assign a family to every site; refuse unmatched patterns and, with no default, uncovered sites."""
@@ -82,13 +83,11 @@ class SiteGuide(BNNGuide):
         self.assignment = {n: f for n, f in chosen.items() if f is not None}  # all of them: none is uncovered
 
     def assigned(self) -> dict[str, Family]:
-        """{site: Family} of every site in model order (after `setup`; InputError naming the guide before)."""
-        self.checked_sites()
-        assert self.assignment is not None  # `setup` assigns the families when it reads the sites
+        """{site: Family} of every site in model order."""
         return self.assignment
 
     def family_of(self, name: str) -> Family:
-        """The family chosen for site `name` (after `setup`)."""
+        """The family chosen for site `name`."""
         return self.assigned()[name]
 
     def param_name(self, site: str, suffix: str) -> str:
@@ -99,7 +98,7 @@ class SiteGuide(BNNGuide):
     def __call__(self, *args, **kwargs):
         """One ``numpyro.param`` per family parameter and one ``numpyro.sample`` per site (model order);
         returns {site: constrained value}."""
-        self.setup_from_call(args, kwargs)
+        self.check_same_sites(args[0] if args else kwargs["x"])
         # every parameter first, then every draw: a random initialiser (k-tied U, V; rank-1 signs) then takes
         # its key from the same position of the seed sequence whatever the sites after it
         values = {name: {suffix: numpyro.param(self.param_name(name, suffix), spec.init, constraint=spec.constraint)
@@ -154,7 +153,7 @@ class SiteGuide(BNNGuide):
         return constrain(self.sites, latent)
 
     def num_params_formula(self) -> int:
-        """Sum over sites of the site's family formula (after `setup`)."""
+        """Sum over sites of the site's family formula."""
         assignment = self.assigned()
         return int(sum(assignment[n].num_params(site) for n, site in self.checked_sites().items()))
 

@@ -14,9 +14,9 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 import jax
-from numpyro.distributions import biject_to, constraints
+from numpyro.distributions import biject_to
 
-from models.bridge import BNN
+from models.bridge import BNN, is_real_support
 from models.priors import layer_fan_in
 from base.errors import InputError
 
@@ -69,14 +69,3 @@ def site_table(model, x, rng_key=None) -> "OrderedDict[str, Site]":
         (name, Site(name, shapes[name], prior.support, prior, biject_to(prior.support).inv(init[name]),
                     layer_fan_in(name, shapes)))
         for name, prior in priors.items())
-
-
-def is_real_support(support) -> bool:
-    """True for ``real`` and ``independent(real, k)`` supports."""
-    return support is constraints.real or (
-        isinstance(support, constraints.independent) and support.base_constraint is constraints.real)
-
-
-def constrain(sites: dict, unconstrained: dict) -> dict:
-    """{name: value} mapped from the unconstrained space to each site's support (same shapes)."""
-    return {k: v if sites[k].is_real else biject_to(sites[k].support)(v) for k, v in unconstrained.items()}

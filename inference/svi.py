@@ -24,33 +24,31 @@ Example (runs as written; `inference.fit` does the same with minibatches, checkp
     step = jax.jit(algorithm.step)
     for t in range(20):
         state, info = step(state, (x, y), jax.random.PRNGKey(t + 1), beta=min(1.0, (t + 1) / 10))
-    params = svi.constrain(state.params, svi.param_constraints(guide, (x, y), len(entry.train.x)))
+    params = svi.constrain(svi.param_constraints(guide, (x, y), len(entry.train.x)), state.params)
 
 Both functions are pure: ``init(key, batch) -> SVIState`` and ``step(state, batch, key, beta=, temperature=) ->
 (SVIState, StepInfo)``, NamedTuples of arrays; ``build`` only binds the model, guide, optimiser and settings
 (``functools.partial`` of the module-level `init` / `step`, which take them as keyword arguments).
 
 Compile once (how `inference.fit` reuses compiled code): the scanned update `run_chunk`, `initial_state` and
-`constrained` are module-level ``jax.jit`` functions whose first argument is a `Program`, a static argument:
-jit's own cache is the only cache. A `Program` compares and hashes by the *value keys* of its model, guide and
-optimiser (`base.value_key`), taken when it is made: an object that declares its whole configuration (a
-`models.BNN` built by ``zoo.get``, a `SiteGuide` or `JointGaussian`, a frozen dataclass, an optax transformation
-by optax's code and its arguments) is equal to another with the same configuration, so another ``zoo.get`` of
-the same entry, another guide instance of the same kind, another ``optax.adam(1e-3)`` or another seed compiles
-nothing; anything else (a network closure built by hand, a schedule function written by the user) is keyed by
-identity: the same object reuses the code, another object compiles its own. A key never misses what the
-computation depends on: it is the full configuration or the object itself. The learning rate is part of the
-optimiser's key (another rate compiles another update). The minibatch shapes and dtypes and the chunk length
-are part of jit's key as usual; the data, the step numbers, the KL weights and the temperature are arguments.
-Nothing is filled while tracing: the parameters' constraints and shapes are computed by an abstract trace of
-the guide's initialisation (`param_constraints`, `param_shapes`) wherever they are needed.
+`constrained` are module-level ``jax.jit`` functions; jit's own cache is the only cache. Their static keyword
+arguments (`COMPILED_SETTINGS`) are the model (compared by its declared configuration, `base.value_key.Static`:
+a `models.BNN` built by ``zoo.get``; anything else by identity), the guide (a value whose equality is its
+configuration: a `SiteGuide` or `JointGaussian` built for an equal model; any other guide by identity), n_data,
+num_particles, the estimator (`inference.estimators`: a frozen object) and the mesh. The optimiser is an ordinary
+(pytree) argument: an `inference.optimizers` record's numbers (learning rate, decay steps) are traced leaves and
+live in the optimiser's state, so another learning rate or another number of steps compiles nothing; a user's own
+optax object is a pytree without leaves keyed by identity (one compile per object; nothing reads its code). The
+minibatch shapes and dtypes and the chunk length are part of jit's key as usual; the data, the step numbers,
+the KL weights and the temperature are arguments. Nothing is filled while tracing: the parameters' constraints
+and shapes are computed by an abstract trace of the guide's initialisation (`param_constraints`, `param_shapes`)
+wherever they are needed.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,20 +56,21 @@ import numpy as np
 import optax
 from jax.sharding import Mesh
 from numpyro import handlers
-from numpyro.distributions import biject_to
 
 from inference.guide_params import guide_params, param_constraints, param_structure
 from inference.svi_checks import (check_batch, check_finite_params, check_key, check_n_data, check_num_particles,
-                                  check_optimizer_type, check_scalar, check_state)
-from inference.per_example import ESTIMATORS, check_estimator, estimator_loss
-from models.bridge import BNN, STATE_SITE
+                                  check_scalar, check_state)
+from base.registry import ESTIMATORS
+from inference.estimators import as_estimator
+from models.bridge import BNN, STATE_SITE, constrain
 from base.errors import InputError
 from base.prng import flat_key
-from base.value_key import value_key
+from base.value_key import Static
+from inference.optimizers import as_optimizer
 from inference.mesh import replicate, shard_rows
 
-__all__ = ["SVIState", "StepInfo", "SVI", "build", "init", "step", "param_constraints", "param_shapes", "constrain",
-           "initial_params", "initial_mutable", "guide_param_init", "Program", "ESTIMATORS"]
+__all__ = ["SVIState", "StepInfo", "SVI", "build", "init", "step", "run", "param_constraints", "param_shapes",
+           "constrain", "initial_params", "initial_mutable", "guide_param_init", "ESTIMATORS"]
 
 
 class SVIState(NamedTuple):
@@ -96,11 +95,13 @@ class StepInfo(NamedTuple):
 
 
 class SVI(NamedTuple):
-    """The (init, step) pair `build` returns: ``init(key, batch, init_params=None) -> SVIState`` and
-    ``step(state, batch, key, beta=1.0, temperature=1.0) -> (SVIState, StepInfo)``."""
+    """What `build` returns: ``init(key, batch, init_params=None) -> SVIState``, ``step(state, batch, key,
+    beta=1.0, temperature=1.0) -> (SVIState, StepInfo)`` and ``run(state, data, key, num_steps, batch_size=None,
+    beta=1.0, temperature=1.0) -> (SVIState, StepInfo of (num_steps,))`` (`run` with this `step`)."""
 
     init: Callable
     step: Callable
+    run: Callable | None = None
 
 
 def build(model, guide, optimizer, *, n_data: int, num_particles: int = 1, estimator: str = "standard") -> SVI:
@@ -110,15 +111,17 @@ def build(model, guide, optimizer, *, n_data: int, num_particles: int = 1, estim
     estimator (one of `ESTIMATORS`, InputError otherwise) bound; pure functions, jit them (the module docstring's
     example). n_data (an integer >= 1), num_particles (an integer >= 1) and the optimiser's type are checked here
     (InputError / ArgumentTypeError naming them); `init` and `step` check the rest (`inference.svi_checks`)."""
-    check_estimator(estimator)
+    estimator = as_estimator(estimator)
     check_n_data(n_data)
     check_num_particles(num_particles)
-    check_optimizer_type(optimizer)
-    if callable(getattr(optimizer, "build_svi", None)):  # an algorithm of its own over the guide (`inference.ivon`)
-        return optimizer.build_svi(model, guide, n_data=n_data, num_particles=num_particles, estimator=estimator)
+    optimizer = as_optimizer(optimizer)
+    own: Any = getattr(optimizer, "tx", None)
+    if callable(getattr(own, "build_svi", None)):  # an algorithm of its own over the guide (`inference.ivon`)
+        pair = own.build_svi(model, guide, n_data=n_data, num_particles=num_particles, estimator=estimator)
+        return pair if pair.run is not None else pair._replace(run=functools.partial(run, step=pair.step))
     fixed = dict(model=model, guide=guide, optimizer=optimizer, n_data=n_data)
-    return SVI(functools.partial(init, **fixed),
-               functools.partial(step, **fixed, num_particles=num_particles, estimator=estimator))
+    step_fn = functools.partial(step, **fixed, num_particles=num_particles, estimator=estimator)
+    return SVI(functools.partial(init, **fixed), step_fn, functools.partial(run, step=step_fn))
 
 
 def initial_params(guide, key, batch, n_data) -> dict:
@@ -126,7 +129,6 @@ def initial_params(guide, key, batch, n_data) -> dict:
     y (B,)); every leaf strongly typed (an initialiser's constants are weakly typed), so that a state read back
     from a checkpoint (NumPy arrays, never weak) has the very types of this one. Traceable."""
     x, y = batch
-    guide.setup(x)
     params_u, _ = guide_params(guide, key, x, y, n_data)
     return {k: jnp.asarray(v, dtype=jnp.result_type(v)) for k, v in params_u.items()}
 
@@ -135,11 +137,6 @@ def param_shapes(guide, batch, n_data) -> dict:
     """{param name: jax.ShapeDtypeStruct} of `guide`'s unconstrained parameters for minibatches shaped like
     batch = (x, y), by an abstract trace (nothing computed)."""
     return jax.eval_shape(lambda key: initial_params(guide, key, batch, n_data), jax.random.PRNGKey(0))
-
-
-def constrain(params_u: dict, constraints: dict) -> dict:
-    """{name: array} the unconstrained guide parameters mapped to their constraint sets (`param_constraints`)."""
-    return {k: biject_to(constraints[k])(v) if constraints.get(k) is not None else v for k, v in params_u.items()}
 
 
 def initial_mutable(model, guide, key, batch, n_data) -> dict:
@@ -184,7 +181,7 @@ def init(key, batch, *, model, guide, optimizer, n_data, init_params=None) -> SV
     against the model (x of the model's feature shape, B >= 1 rows in x and y, labels of the likelihood's shape and
     dtype; concrete labels within the network's classes) and n_data (an integer >= B).
     """
-    check_optimizer_type(optimizer)
+    tx = as_optimizer(optimizer).transformation()
     check_key(key)
     x, _ = check_batch(model, batch)
     check_n_data(n_data, x.shape[0])
@@ -196,7 +193,7 @@ def init(key, batch, *, model, guide, optimizer, n_data, init_params=None) -> SV
                                                 for k, v in params_u.items()})
         params_u = {k: jnp.asarray(start[k], dtype=v.dtype) for k, v in params_u.items()}
     mutable = initial_mutable(model, guide, key, batch, n_data)
-    return SVIState(params_u, optimizer.init(params_u), mutable, jnp.array(False))
+    return SVIState(params_u, tx.init(params_u), mutable, jnp.array(False))
 
 
 def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1.0, temperature=1.0,
@@ -217,19 +214,19 @@ def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1
     beta < 0 or temperature <= 0 marks the step not finite (no update, ``stopped`` set); out-of-range traced labels
     give an infinite loss (not finite, no update); NaN / inf in x or y.
     """
-    check_optimizer_type(optimizer)
+    tx = as_optimizer(optimizer).transformation()
     check_num_particles(num_particles)
     check_key(key)
     x, y = check_batch(model, batch)
     check_n_data(n_data, x.shape[0])
     valid = check_scalar("temperature", temperature, positive=True)
     valid = valid & check_scalar("beta", beta, positive=False)
-    loss_of = estimator_loss(estimator)
+    loss_of = as_estimator(estimator).loss
     shapes, constraints = param_structure(guide, batch, n_data)
     check_state(state, shapes, SVIState)
 
     def loss_fn(params_u, mutable):
-        return loss_of(key, constrain(params_u, constraints), model, guide, beta, num_particles, x, y, n_data,
+        return loss_of(key, constrain(constraints, params_u), model, guide, beta, num_particles, x, y, n_data,
                        temperature=temperature, mutable=mutable)
 
     (loss, mutable), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, state.mutable)
@@ -239,7 +236,7 @@ def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1
         finite = finite & valid
 
     def update(_):
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
         return SVIState(optax.apply_updates(state.params, updates), opt_state, mutable, state.stopped)
 
     def stop(_):
@@ -249,96 +246,22 @@ def step(state: SVIState, batch, key, *, model, guide, optimizer, n_data, beta=1
     return new_state, StepInfo(loss.astype(jnp.float32), grad_norm.astype(jnp.float32), finite)
 
 
-# ----- the compiled programs `inference.fit` runs (compile once: the module docstring) --------------------------
-@dataclass(frozen=True, eq=False)
-class Program:
-    """What a compiled fit program computes, as a static argument of ``jax.jit``: model, guide (set up for the
-    minibatch shape), optimiser, n_data, num_particles, estimator and mesh (None: one device; a
-    ``jax.sharding.Mesh`` with a "data" axis: each minibatch split over it, the state replicated,
-    `inference.mesh`). Equal (and equally hashed) exactly when every part's value key
-    (`base.value_key.value_key`) is equal and the meshes are equal (the same devices in the same layout, the
-    same axis names); the objects themselves are held."""
-
-    model: object
-    guide: object
-    optimizer: object
-    n_data: int
-    num_particles: int = 1
-    estimator: str = "standard"
-    mesh: Mesh | None = None
-
-    def __post_init__(self):
-        # computed once: hash and equality stay consistent even if a part changes afterwards (optax's cosine
-        # schedule turns an int decay_steps into a float on its first call; a later Program keys the new value)
-        object.__setattr__(self, "_key", (value_key(self.model), value_key(self.guide), value_key(self.optimizer),
-                                          int(self.n_data), int(self.num_particles), check_estimator(self.estimator),
-                                          self.mesh))
-
-    def key(self) -> tuple:
-        """(value keys of model, guide (set up) and optimiser, n_data, num_particles, estimator, mesh), taken
-        when the Program was made."""
-        return self._key  # type: ignore[attr-defined]
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Program) and self.key() == other.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def svi(self) -> SVI:
-        """The program's `build` pair."""
-        return build(self.model, self.guide, self.optimizer, n_data=self.n_data, num_particles=self.num_particles,
-                     estimator=self.estimator)
-
-
-TRACES = {"chunk": 0}
-"""How often `run_chunk` has been traced in this process (a count for ``FitInfo.traces``; nothing reads it in a
-computation)."""
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def initial_state(program: Program, key, xb, yb, start) -> SVIState:
-    """`init` of `program` for the minibatch (xb (B, ...), yb (B,)), starting from `start` (unconstrained
-    parameters {name: array}, already checked by `check_init_params`) or the guide's initialisers (None)."""
-    return program.svi().init(key, (xb, yb), init_params=start)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def constrained(program: Program, params_u: dict, xb, yb) -> dict:
-    """`constrain` of the unconstrained `params_u` with `program`'s guide's constraints (minibatch xb, yb)."""
-    return constrain(params_u, param_constraints(program.guide, (xb, yb), program.n_data))
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def run_chunk(program: Program, state: SVIState, key, x, y, idx, steps, kl, temperature):
-    """``lax.scan`` of `step` over a chunk: (state, (losses, updated, grad_norms), constrained params).
-
-    x (N, ...), y (N,): the training data; idx: (C, B) int32 minibatch rows; steps: (C,) int32 global step
-    numbers (-1 = padding, no update); kl: (C,) float32 beta of each step, or a scalar kl_warmup (beta_t =
-    min(1, (t + 1) / kl_warmup), 1 when kl_warmup <= 0); temperature: scalar T. Step t uses the key
-    ``fold_in(flat_key(key), t)``. losses (C,) float32 (NaN for padding and after a stop), updated (C,) bool,
-    grad_norms (C,) float32 (NaN for padding); params: the last state's parameters constrained, in the same
-    program. A padding step, or any step once ``stopped`` is set, skips the computation (``lax.cond``), so one
-    chunk length serves any number of steps.
-
-    With ``program.mesh`` (data parallel, `inference.mesh`): pass every argument replicated on the mesh
-    (`inference.mesh.put_replicated`); each step's minibatch ``x[rows]``, ``y[rows]`` is constrained to be split
-    over the "data" axis and the outputs to be replicated, so XLA partitions the step and reduces the gradient
-    across devices itself. The arithmetic is the one-device step's, its sums split over devices (float rounding).
-    """
-    TRACES["chunk"] += 1
-    svi = program.svi()
-    mesh = program.mesh
+# ----- many steps in one scan: `run` (the user's), `run_chunk` (fit's) -------------------------------------------
+def scan_steps(step_fn, state: SVIState, key, x, y, idx, steps, betas, temperature, mesh: Mesh | None = None):
+    """(state, (losses, updated, grad_norms)): ``lax.scan`` of ``step_fn(state, batch, key, beta=, temperature=)``
+    (a bound `step`) over the minibatch rows idx (C, B) int32 of the data x (N, ...), y (N,), the step numbers
+    steps (C,) int32 (-1: padding, skipped) and the KL weights betas (C,) float32. Step t's key is
+    ``fold_in(flat_key(key), t)``; a padding step, or any step once ``stopped`` is set, skips the computation
+    (``lax.cond``): loss and gradient norm NaN, updated False. With `mesh` each minibatch is constrained to be
+    split over its "data" axis (`inference.mesh.shard_rows`)."""
     key = flat_key(key)  # the same draws, compiled faster (`base.prng`)
-    betas = kl if jnp.ndim(kl) == 1 else jnp.where(
-        kl > 0, jnp.minimum(1.0, (steps + 1.0) / jnp.maximum(kl, 1.0)), 1.0)
 
     def one_step(state, inputs):
         rows, t, beta = inputs
 
         def active(state):
             batch = (x[rows], y[rows]) if mesh is None else shard_rows((x[rows], y[rows]), mesh)
-            new, info = svi.step(state, batch, jax.random.fold_in(key, t), beta=beta, temperature=temperature)
+            new, info = step_fn(state, batch, jax.random.fold_in(key, t), beta=beta, temperature=temperature)
             return new, info.loss, info.finite, info.grad_norm
 
         def skip(state):
@@ -347,11 +270,96 @@ def run_chunk(program: Program, state: SVIState, key, x, y, idx, steps, kl, temp
         new_state, loss, ok, grad_norm = jax.lax.cond((t >= 0) & ~state.stopped, active, skip, state)
         return new_state, (loss, ok, grad_norm)
 
-    state, outputs = jax.lax.scan(one_step, state, (idx, steps, betas))
+    return jax.lax.scan(one_step, state, (idx, steps, betas))
+
+
+def run(state: SVIState, data, key, num_steps: int, *, step, batch_size: int | None = None, beta=1.0,
+        temperature=1.0) -> tuple[SVIState, StepInfo]:
+    """`num_steps` SVI updates from `state` in one ``lax.scan``: (the last SVIState, StepInfo of (num_steps,)
+    arrays). Pure: jit it with `num_steps` (and `batch_size`) static, e.g. ``jax.jit(algorithm.run,
+    static_argnums=3)`` for the `build` pair's own ``run``.
+
+    data: (x (N, ...), y (N,)); step: a bound `step` (``build(...).step``); batch_size: B rows per minibatch,
+    drawn without replacement for step t from ``fold_in(rows_key, t)`` (None: the full batch, every step); beta:
+    the KL weight, a scalar or (num_steps,) (a schedule, data: no recompile); temperature: T > 0. Step t's key is
+    ``fold_in(flat_key(step_key), t)`` with (step_key, rows_key) = split(key). Once a step is not finite
+    (``state.stopped``), the later ones are skipped: their loss and gradient norm are NaN, ``finite`` False."""
+    x, y = data
+    n = jnp.shape(x)[0]
+    step_key, rows_key = jax.random.split(key)
+    ts = jnp.arange(num_steps, dtype=jnp.int32)
+    if batch_size is None or batch_size >= n:
+        idx = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (num_steps, n))
+    else:
+        idx = jax.vmap(lambda t: jax.random.permutation(jax.random.fold_in(rows_key, t), n)[:batch_size])(ts)
+    betas = jnp.broadcast_to(jnp.asarray(beta, jnp.float32), (num_steps,))
+    state, (losses, finite, norms) = scan_steps(step, state, step_key, x, y, idx, ts, betas, temperature)
+    return state, StepInfo(losses, norms, finite)
+
+
+# ----- the compiled programs `inference.fit` runs (compile once: the module docstring) --------------------------
+COMPILED_SETTINGS = ("model", "guide", "n_data", "num_particles", "estimator", "mesh")
+"""The static keyword arguments of `initial_state` and `run_chunk` (jit's own cache keys the compiled code by
+them): model (a `base.value_key.Static`: compared by its declared configuration, or by identity), the guide (a
+value: equal guides are equal configurations, `inference.guide_base.BNNGuide`),
+n_data, num_particles, estimator, mesh (None or a ``jax.sharding.Mesh`` with a "data" axis)."""
+
+
+def compiled_settings(model, guide, n_data: int, num_particles: int = 1, estimator: str = "standard",
+                      mesh: Mesh | None = None) -> dict:
+    """{name: static value} of `COMPILED_SETTINGS` for `initial_state` / `run_chunk` (``**`` them in)."""
+    return dict(model=Static(model), guide=guide, n_data=int(n_data), num_particles=int(num_particles),
+                estimator=as_estimator(estimator), mesh=mesh)
+
+
+def _bound(model, guide, n_data, num_particles, estimator, optimizer) -> SVI:
+    return build(model.obj, guide, optimizer, n_data=n_data, num_particles=num_particles, estimator=estimator)
+
+
+@functools.partial(jax.jit, static_argnames=COMPILED_SETTINGS)
+def initial_state(key, xb, yb, start, optimizer, *, model, guide, n_data, num_particles=1, estimator="standard",
+                  mesh=None) -> SVIState:
+    """`init` for the minibatch (xb (B, ...), yb (B,)), starting from `start` (unconstrained parameters {name:
+    array}, already checked by `check_init_params`) or the guide's initialisers (None); `optimizer` an
+    `inference.optimizers` record or wrapped optax object (a pytree: a record's numbers are traced, so another
+    learning rate compiles nothing)."""
+    del mesh
+    return _bound(model, guide, n_data, num_particles, estimator, optimizer).init(key, (xb, yb), init_params=start)
+
+
+@functools.partial(jax.jit, static_argnames=("guide", "n_data"))
+def constrained(params_u: dict, xb, yb, *, guide, n_data) -> dict:
+    """`constrain` of the unconstrained `params_u` with the guide's constraints (minibatch xb, yb)."""
+    return constrain(param_constraints(guide, (xb, yb), n_data), params_u)
+
+
+@functools.partial(jax.jit, static_argnames=COMPILED_SETTINGS)
+def run_chunk(state: SVIState, key, x, y, idx, steps, kl, temperature, optimizer, *, model, guide, n_data,
+              num_particles=1, estimator="standard", mesh=None):
+    """``lax.scan`` of `step` over a chunk: (state, (losses, updated, grad_norms), constrained params).
+
+    x (N, ...), y (N,): the training data; idx: (C, B) int32 minibatch rows; steps: (C,) int32 global step
+    numbers (-1 = padding, no update); kl: (C,) float32 beta of each step, or a scalar kl_warmup (beta_t =
+    min(1, (t + 1) / kl_warmup), 1 when kl_warmup <= 0); temperature: scalar T; optimizer: the optimiser pytree
+    (`inference.optimizers`; its update reads a record's numbers from ``state.opt_state``). Step t uses the key
+    ``fold_in(flat_key(key), t)``. losses (C,) float32 (NaN for padding and after a stop), updated (C,) bool,
+    grad_norms (C,) float32 (NaN for padding); params: the last state's parameters constrained, in the same
+    program. A padding step, or any step once ``stopped`` is set, skips the computation (``lax.cond``), so one
+    chunk length serves any number of steps. The keyword arguments are static (`COMPILED_SETTINGS`).
+
+    With `mesh` (data parallel, `inference.mesh`): pass every argument replicated on the mesh
+    (`inference.mesh.put_replicated`); each step's minibatch ``x[rows]``, ``y[rows]`` is constrained to be split
+    over the "data" axis and the outputs to be replicated, so XLA partitions the step and reduces the gradient
+    across devices itself. The arithmetic is the one-device step's, its sums split over devices (float rounding).
+    """
+    svi = _bound(model, guide, n_data, num_particles, estimator, optimizer)
+    betas = kl if jnp.ndim(kl) == 1 else jnp.where(
+        kl > 0, jnp.minimum(1.0, (steps + 1.0) / jnp.maximum(kl, 1.0)), 1.0)
+    state, outputs = scan_steps(svi.step, state, key, x, y, idx, steps, betas, temperature, mesh)
     rows = jnp.shape(idx)[1]
     batch = (jax.ShapeDtypeStruct((rows,) + jnp.shape(x)[1:], x.dtype), jax.ShapeDtypeStruct((rows,), y.dtype))
-    constraints = param_constraints(program.guide, batch, program.n_data)
-    result = state, outputs, constrain(state.params, constraints)
+    constraints = param_constraints(guide, batch, n_data)
+    result = state, outputs, constrain(constraints, state.params)
     return result if mesh is None else replicate(result, mesh)
 
 
@@ -359,6 +367,14 @@ def guide_param_init(guide, key, x, y, n_data) -> tuple[dict, dict, dict]:
     """(unconstrained params {name: array}, constraints {name: constraint or None}, mutable {site: value}) of
     `guide` at the start of a fit on minibatches like (x (B, ...), y (B,)): `initial_params` (jitted),
     `param_constraints` and `initial_mutable`."""
-    guide.setup(x)
     params = jax.jit(lambda k, xb, yb: initial_params(guide, k, (xb, yb), n_data))(key, x, y)
     return params, param_constraints(guide, (x, y), n_data), initial_mutable(guide.model, guide, key, (x, y), n_data)
+
+
+_RUN_CHUNK = run_chunk  # the jitted function itself, whatever a test puts in its place
+
+
+def compiled_updates() -> int:
+    """How many programs of `run_chunk` jit's cache holds in this process (``_cache_size()`` of the jitted
+    function): `inference.fit` reads it before and after a run for ``FitInfo.traces``."""
+    return _RUN_CHUNK._cache_size()  # type: ignore[attr-defined]  # jax's jitted functions have it

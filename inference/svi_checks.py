@@ -1,9 +1,10 @@
 """The checks of `inference.svi.init` / `step`'s inputs (issue 45): each refuses a bad input by name, where it costs
 nothing at run time.
 
-- On the host, at trace time (settings bound by ``svi.build``, Python scalars): the optimiser's type, ``n_data``
-  (an integer >= the batch size), ``num_particles`` (an integer >= 1), a Python / NumPy / concrete ``beta`` >= 0 and
-  ``temperature`` > 0, concrete labels within the network's classes, concrete ``init_params`` finite.
+- On the host, at trace time (settings bound by ``svi.build``, Python scalars): the optimiser's type
+  (`inference.optimizers.as_optimizer`), ``n_data`` (an integer >= the batch size), ``num_particles`` (an integer
+  >= 1), a Python / NumPy / concrete ``beta`` >= 0 and ``temperature`` > 0, concrete labels within the network's
+  classes, concrete ``init_params`` finite.
 - At trace time (shapes and dtypes, known inside ``jax.jit``): the key is a PRNG key, the batch is (x (B, ...),
   y (B,)) with B >= 1 rows in both, x of the feature shape the model was built for, labels of the likelihood's
   shape and dtype (integer class labels of shape (B,) for a classifier; (B,) or (B, D) real targets, D the output
@@ -34,13 +35,6 @@ RAW_KEY_SHAPE = (2,)
 def is_traced(value) -> bool:
     """Whether `value` is a JAX tracer (a value known only when the compiled program runs)."""
     return isinstance(value, jax.core.Tracer)
-
-
-def check_optimizer_type(optimizer, arg: str = "optimizer") -> None:
-    """ArgumentTypeError naming `arg` unless `optimizer` has optax's ``init`` and ``update`` (e.g. a string
-    "adam")."""
-    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
-        raise ArgumentTypeError(arg, optimizer, "an optax GradientTransformation (e.g. optax.adam(1e-3))")
 
 
 def check_n_data(n_data, batch_size: int | None = None) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from inference.families import ParamSpec, positive_number, site_size
+from inference.families import ParamSpec, gaussian_local_rule, positive_number, site_size
 from inference.mean_field import NormalFamily
 from inference.registry import register_family, register_guide
 from inference.site_guide import SiteGuide
@@ -68,6 +68,10 @@ class ZeroMeanFamily:
         """(0, sigma²)."""
         return jnp.zeros(site.shape), values["sigma"] ** 2
 
+    def local_rule(self, site, values):
+        """`inference.families.gaussian_local_rule` of its `moments` (the local estimator's rule)."""
+        return gaussian_local_rule(site, *self.moments(site, values))
+
     def num_params(self, site) -> int:
         """One sigma per weight."""
         return site_size(site)
@@ -108,6 +112,10 @@ class VarianceLayerFamily:
     def moments(self, site, values):
         """(mu, alpha mu²)."""
         return values["loc"], scale_from_log_alpha(values["loc"], values["log_alpha"]) ** 2
+
+    def local_rule(self, site, values):
+        """`inference.families.gaussian_local_rule` of its `moments` (the local estimator's rule)."""
+        return gaussian_local_rule(site, *self.moments(site, values))
 
     def num_params(self, site) -> int:
         """mu per weight plus the alphas: size + (1 | out | size)."""

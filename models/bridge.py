@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 from numpyro.primitives import mutable as numpyro_mutable
-from numpyro.distributions import biject_to
+from numpyro.distributions import biject_to, constraints
 
 from models import likelihoods as likelihoods_lib
 from models.adapters import adapter_for
@@ -69,6 +69,8 @@ class BNN:
       name: a label used in reports.
       origin: an optional JSON-able description of what built this model (e.g. the catalogue entry's
         ``zoo.get`` arguments, set by ``zoo.get``); stored in `spec`, so that a checkpoint can rebuild it.
+      feature_shape: the shape of one input (x.shape[1:]), or None; a guide is built for it (`inference`'s
+        guides refuse a model without it) and the data `fit`, `nuts` and predictions take are checked against it.
 
     Two attributes, None unless set (``zoo.get`` sets both), make `identity` precise:
       arguments: {name: JSON value} of every argument that built the network, defaults included (e.g.
@@ -77,7 +79,8 @@ class BNN:
         ``{"fingerprint": inference.model_identity.data_fingerprint(x, y)}`` for the user's own arrays.
     """
 
-    def __init__(self, network, prior, likelihood, name: str = "bnn", origin: dict | None = None):
+    def __init__(self, network, prior, likelihood, name: str = "bnn", origin: dict | None = None,
+                 feature_shape: tuple | None = None):
         self.adapter = adapter_for(network)
         self.network_fn = network
         # the Haiku transform (None for NNX and Equinox modules), for tools that intercept Haiku modules
@@ -92,8 +95,9 @@ class BNN:
         # what built this model, as a value (`base.value_key`): set by ``zoo.get`` to (the entry's build
         # function, its arguments, the data set); None for a model built by hand (keyed by identity)
         self.build_key: tuple | None = None
-        # the input shape the model was built for (set by zoo.get); fit, nuts, predict and score check data against it
-        self.feature_shape: tuple | None = None
+        # the input shape the model was built for (set by zoo.get, or passed); guides are built for it, and fit,
+        # nuts, predict and score check data against it
+        self.feature_shape: tuple | None = None if feature_shape is None else _feature_shape(tuple(feature_shape))
         self._sites_cache: dict = {}
         self._output_width_cache: dict = {}
         self._stateful: dict = {}
@@ -310,14 +314,16 @@ class BNN:
         }
 
 
-def bnn(network, prior=None, likelihood=None, name: str = "bnn", origin: dict | None = None) -> BNN:
+def bnn(network, prior=None, likelihood=None, name: str = "bnn", origin: dict | None = None,
+        feature_shape: tuple | None = None) -> BNN:
     """Build a `BNN` NumPyro model from a network: a Haiku network function, a Flax ``nnx.Module``, an
     ``eqx.Module`` or an (``eqx.Module``, ``eqx.nn.State``) pair (see `BNN` and `models.adapters`).
 
-    Defaults: a unit Normal prior on every tensor and a categorical likelihood; `origin` as in `BNN`.
+    Defaults: a unit Normal prior on every tensor and a categorical likelihood; `origin` and `feature_shape` (the
+    shape of one input, x.shape[1:]: what a guide is built for) as in `BNN`.
     """
     return BNN(network, prior or priors_lib.normal(1.0), likelihood or likelihoods_lib.categorical(), name,
-               origin)
+               origin, feature_shape)
 
 
 def unconstrain(site_priors: dict, values: dict) -> dict:
@@ -325,9 +331,23 @@ def unconstrain(site_priors: dict, values: dict) -> dict:
     return {k: biject_to(site_priors[k].support).inv(v) for k, v in values.items()}
 
 
-def constrain(site_priors: dict, values: dict) -> dict:
-    """Map unconstrained values to each site's support (sites not in `site_priors` pass through)."""
-    return {k: biject_to(site_priors[k].support)(v) if k in site_priors else v for k, v in values.items()}
+def constrain(supports: dict, values: dict) -> dict:
+    """{name: value} mapped from the unconstrained space to each name's support (same shapes): the one map of the
+    package (guide parameters, site draws, site priors). supports: {name: a NumPyro constraint, None (real), or
+    anything with a ``support`` (a distribution, an `inference.Site`)}; a real support, None, and names without
+    an entry pass through unchanged; any other support goes through ``biject_to(support)``."""
+    out = {}
+    for name, value in values.items():
+        support = getattr(supports.get(name), "support", supports.get(name))
+        out[name] = value if support is None or is_real_support(support) else biject_to(support)(value)
+    return out
+
+
+def is_real_support(support) -> bool:
+    """True for ``real`` and ``independent(real, k)`` supports (no transform between constrained and
+    unconstrained values)."""
+    return support is constraints.real or (
+        isinstance(support, constraints.independent) and support.base_constraint is constraints.real)
 
 
 def _spec_key(part):

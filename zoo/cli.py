@@ -471,8 +471,6 @@ def cmd_list(args):
 
 
 def cmd_fit(args):
-    import optax
-
     import evals
     import inference
     from base.atomic_dir import remove_folder
@@ -494,7 +492,8 @@ def cmd_fit(args):
     try:
         with signals_stop_the_fit() as interrupt:
             post = inference.fit(entry.model, guide, entry.train, steps=args.steps, batch_size=args.batch_size,
-                                 optimizer=None if args.lr is None else optax.adam(args.lr),
+                                 optimizer=(None if args.lr is None
+                                            else inference.optimizers.adam(learning_rate=args.lr)),
                                  kl_warmup=args.kl_warmup,
                                  temperature=args.temperature,
                                  num_particles=args.particles, seed=args.seed, progress=not args.quiet,

@@ -6,6 +6,7 @@ import optax
 import pytest
 
 import models
+from inference.fit import ChunkHook
 from zoo.experiments.analysis.diversity import component_probs, diversity_table, member_scores, plot_diversity
 from inference import fit
 from inference.rank1_mixture import batch_ensemble
@@ -47,12 +48,14 @@ def test_member_scores_refuses_two_dimensional_input():
 def k1_batch_ensemble():
     """K = 1 rank-1 MLP 3-4-2 with BatchEnsemble's Delta factors, 6 Adam steps (the weights move off init),
     with `inference.fit`'s on_chunk checkpoints every 2 steps."""
-    model = models.bnn(rank1_mlp([4], 2, 1), rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 1))
+    model = models.bnn(rank1_mlp([4], 2, 1), rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 1),
+                       feature_shape=(3,))
     x = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (20, 3)), np.float32)
     y = (x[:, 0] > 0).astype(np.int32)
     seen = []
     post = fit(model, batch_ensemble(model, sign_init=-0.5), (x, y), steps=6, batch_size=20, chunk_size=2,
-               optimizer=optax.adam(1e-2), progress=False, on_chunk=lambda step, p: seen.append((step, p)))
+               optimizer=optax.adam(1e-2), progress=False,
+               callbacks=[ChunkHook(lambda step, p: seen.append((step, p)))])
     return post, x, y, seen
 
 
@@ -83,7 +86,8 @@ def test_k1_delta_rank1_is_the_deterministic_network_with_w_times_s_r_transposed
 
 
 def test_component_probs_average_to_the_mixture_prediction():
-    model = models.bnn(rank1_mlp([4], 2, 3), rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 3))
+    model = models.bnn(rank1_mlp([4], 2, 3), rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 3),
+                       feature_shape=(3,))
     x = np.asarray(jax.random.normal(jax.random.PRNGKey(2), (10, 3)), np.float32)
     y = (x[:, 1] > 0).astype(np.int32)
     post = fit(model, batch_ensemble(model), (x, y), steps=3, batch_size=10, progress=False)

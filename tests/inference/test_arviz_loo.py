@@ -31,7 +31,7 @@ def blr():
     w, b = rng.normal(size=3), rng.normal()  # from the prior N(0, 1)
     x = rng.normal(size=(N_TRAIN + N_TEST, 3)).astype(np.float32)
     y = (x @ w + b + NOISE * rng.normal(size=len(x))).astype(np.float32)
-    model = bnn(mlp((), 1), priors.normal(1.0), likelihoods.normal(NOISE), name="blr_loo")
+    model = bnn(mlp((), 1), priors.normal(1.0), likelihoods.normal(NOISE), name="blr_loo", feature_shape=(3,))
     train, test = (x[:N_TRAIN], y[:N_TRAIN]), (x[N_TRAIN:], y[N_TRAIN:])
     post = inference.nuts(model, train, num_chains=2, num_warmup=200, draws_per_chain=200, seed=0, progress=False)
     return model, train, test, post

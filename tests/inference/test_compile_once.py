@@ -49,21 +49,30 @@ def test_a_second_fit_of_the_same_structure_compiles_nothing():
     assert not np.allclose(runs[0].losses, runs[1].losses)  # the data really were the new data
 
 
-def test_optimisers_are_values_and_a_users_schedule_function_is_not():
-    from base.value_key import value_key
+def test_another_learning_rate_or_number_of_steps_compiles_nothing_and_a_users_optax_object_once():
+    """The optimiser is data: a record's numbers live in its state (optax.inject_hyperparams), so a fit with another
+    rate, another default schedule (another `steps`) or another seed reuses the compiled update, and computes
+    optax's own numbers; a user's optax object is keyed by identity (one compile per object). The compiles are
+    counted by the jitted update's own cache (`_cache_size`) and by jax.monitoring, nothing in the library."""
+    from inference.svi import run_chunk
 
-    assert value_key(default_optimizer(40)) == value_key(default_optimizer(40)) != \
-        value_key(default_optimizer(41))
-    _fit(_entry(), optimizer=default_optimizer(40), seed=0)
-    _fit(_entry(), seed=0)
-    before = len(COMPILES)
-    runs = [_fit(_entry(), optimizer=default_optimizer(40), seed=1),  # another object, equal arguments
-            _fit(_entry(), optimizer=optax.adam(1.5e-3), seed=2)]  # another optax object, the same arguments
-    assert COMPILES[before:] == [] and [r.info.traces for r in runs] == [0, 0]
-    # a schedule the user wrote is keyed by identity: another function object, another compile (never a stale hit)
-    own = [_fit(_entry(), optimizer=optax.adam(lambda t: 1.5e-3), seed=3) for _ in range(2)]
-    assert [r.info.traces for r in own] == [1, 1]
-    np.testing.assert_array_equal(own[0].losses, _fit(_entry(), seed=3).losses)  # the same numbers as ADAM's
+    entry = _entry()
+    _fit(entry, optimizer=inference.optimizers.adam(learning_rate=1e-3), seed=0)
+    _fit(entry, optimizer=None, steps=40, seed=0)  # the default: a cosine record
+    cache, before = run_chunk._cache_size(), len(COMPILES)
+    runs = [_fit(_entry(), optimizer=inference.optimizers.adam(learning_rate=rate), seed=1) for rate in (2e-3, 5e-2)]
+    runs += [_fit(_entry(), optimizer=None, steps=steps, seed=2) for steps in (41, 90)]
+    assert run_chunk._cache_size() == cache and COMPILES[before:] == [] and [r.info.traces for r in runs] == [0] * 4
+    # the same numbers as optax's own objects (each of which compiles its own update once)
+    mine = {id(o): o for o in (optax.adam(5e-2), optax.adam(optax.cosine_decay_schedule(1e-2, 90.0, alpha=0.01)))}
+    theirs = [_fit(_entry(), optimizer=o, seed=s, steps=n) for o, s, n in zip(mine.values(), (1, 2), (30, 90))]
+    assert [r.info.traces for r in theirs] == [1, 1]
+    for ours, their in zip((runs[1], runs[3]), theirs):
+        np.testing.assert_array_equal(ours.losses, their.losses)
+        for k in ours.params:
+            np.testing.assert_array_equal(ours.params[k], their.params[k])
+    assert not np.array_equal(runs[0].losses, runs[1].losses)  # the rate really was the new rate
+    assert _fit(_entry(), optimizer=list(mine.values())[0], seed=3).info.traces == 0  # the same object: reused
 
 
 def test_a_recompiled_fit_gives_the_result_of_the_first_compile():
@@ -78,42 +87,44 @@ def test_a_recompiled_fit_gives_the_result_of_the_first_compile():
         np.testing.assert_array_equal(b.params[k], c.params[k])
 
 
-def test_value_keys_see_every_setting_of_the_computation():
-    """The key of a fit's program (`inference.svi.Program`) changes with whatever the computation depends on:
-    no setting of the model, the guide or the fit can reuse another's compiled code."""
+def test_the_compiled_settings_see_every_setting_of_the_computation():
+    """jit's key of a fit's update (`inference.svi.compiled_settings` and the optimiser's pytree structure) changes
+    with whatever the computation depends on: no setting of the model, the guide or the fit can reuse another's
+    compiled code; a learning rate is no part of it."""
     import models
-    from inference.svi import Program
+    from inference.svi import compiled_settings
 
-    def program(entry=None, guide=None, optimizer=ADAM, **kw):
+    def key(entry=None, guide=None, optimizer=None, **kw):
         entry = _entry() if entry is None else entry
         guide = inference.mean_field(entry.model) if guide is None else guide
-        guide.setup(entry.train.x[:4])
-        return Program(entry.model, guide, optimizer, kw.pop("n_data", 160), **kw)
+        structure = jax.tree.structure(inference.optimizers.as_optimizer(optimizer or inference.optimizers.adam(1e-3)))
+        return compiled_settings(entry.model, guide, kw.pop("n_data", 160), **kw), structure
 
-    base = program()
-    assert program() == base and hash(program()) == hash(base)
-    assert program(optimizer=optax.adam(1.5e-3)) == base  # optax's closures by their code and arguments
+    base = key()
+    assert key() == base and hash(tuple(key()[0].values())) == hash(tuple(base[0].values()))
+    assert key(optimizer=inference.optimizers.adam(learning_rate=0.5)) == base  # a rate is data
+    assert key(optimizer=ADAM) == key(optimizer=ADAM) != key(optimizer=optax.adam(1.5e-3))  # optax's: by identity
     changed = {
-        "prior scale": program(_entry(prior_scale=2.0)), "prior kind": program(_entry(prior="cauchy")),
-        "width": program(zoo.get("mlp", data="two_moons", hidden=(6,), data_kwargs={"n": 160, "noise": 0.1})),
-        "activation": program(_entry(activation="tanh")),
-        "data set": program(zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.2})),
-        "guide init scale": program(guide=inference.mean_field(_entry().model, init_scale=0.05)),
-        "guide kind": program(guide=inference.k_tied.k_tied(_entry().model, k=2)),
-        "learning rate": program(optimizer=optax.adam(2e-3)), "optimizer kind": program(optimizer=optax.sgd(1.5e-3)),
-        "user's schedule": program(optimizer=optax.adam(lambda t: 1.5e-3)), "n_data": program(n_data=161),
-        "particles": program(num_particles=2), "estimator": program(estimator="local"),
+        "prior scale": key(_entry(prior_scale=2.0)), "prior kind": key(_entry(prior="cauchy")),
+        "width": key(zoo.get("mlp", data="two_moons", hidden=(6,), data_kwargs={"n": 160, "noise": 0.1})),
+        "activation": key(_entry(activation="tanh")),
+        "data set": key(zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 160, "noise": 0.2})),
+        "guide init scale": key(guide=inference.mean_field(_entry().model, init_scale=0.05)),
+        "guide kind": key(guide=inference.k_tied.k_tied(_entry().model, k=2)),
+        "optimizer kind": key(optimizer=inference.optimizers.sgd(1e-3)),
+        "adam's b1": key(optimizer=inference.optimizers.adam(b1=0.8)),
+        "n_data": key(n_data=161), "particles": key(num_particles=2), "estimator": key(estimator="local"),
     }
     for what, other in changed.items():
         assert other != base, what
     entry = _entry()
     entry.model.likelihood = models.likelihoods.categorical()  # replaced after the build: its spec is compared
-    assert program(entry) == base
+    assert key(entry) == base
     entry.model.prior = models.priors.normal(3.0)
-    assert program(entry) != base
+    assert key(entry) != base
     network = lambda x: __import__("haiku").Linear(2)(x)  # noqa: E731
-    hand, other_hand = models.bnn(network), models.bnn(network)  # built by hand: no value, keyed by identity
-    of = lambda model, guide: program(entry=type("E", (), {"model": model, "train": entry.train}), guide=guide)  # noqa: E731
+    hand, other_hand = (models.bnn(network, feature_shape=(2,)) for _ in range(2))  # by hand: keyed by identity
+    of = lambda model, guide: key(entry=type("E", (), {"model": model, "train": entry.train}), guide=guide)  # noqa: E731
     assert of(hand, inference.mean_field(hand)) == of(hand, inference.mean_field(hand))  # the same model object
     assert of(hand, inference.mean_field(hand)) != of(other_hand, inference.mean_field(other_hand))
 
@@ -197,7 +208,7 @@ def test_a_stateful_networks_initial_state_and_nuts_start_compile_nothing_more()
     import models
 
     entry = _entry()
-    model = models.bnn(_batch_norm_mlp(2), name="bn_mlp")
+    model = models.bnn(_batch_norm_mlp(2), name="bn_mlp", feature_shape=entry.train.feature_shape)
     feature_shape = entry.train.feature_shape
     assert model.is_stateful(feature_shape)
     model.init_values(jax.random.PRNGKey(0), feature_shape)  # as a guide's site table does, outside any trace
@@ -211,4 +222,4 @@ def test_a_stateful_networks_initial_state_and_nuts_start_compile_nothing_more()
     inference.nuts(model, entry.train, num_chains=2, num_warmup=2, draws_per_chain=2, max_tree_depth=2,
                    chain_method="vectorized", progress=False)
     programs = [name for name in COMPILES[before:] if "cache_retrieval" not in name]  # a cache hit is both events
-    assert sorted(programs) == ["jit(chunk_one)", "jit(init_one)"], programs
+    assert sorted(programs) == ["jit(sampler_chunk)", "jit(sampler_init)"], programs

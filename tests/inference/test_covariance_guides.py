@@ -57,7 +57,7 @@ def blr():
     # Lambda = I / s² + Phiᵀ Phi / sigma²,  m = Lambda^-1 Phiᵀ y / sigma²
     precision = np.eye(4) / PRIOR_SD**2 + features.T @ features / NOISE**2
     mean = np.linalg.solve(precision, features.T @ y / NOISE**2)
-    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr")
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr", feature_shape=(3,))
     return x, y, model, mean, np.linalg.inv(precision), precision
 
 
@@ -273,29 +273,30 @@ def test_by_site_serves_every_posterior_api(tmp_path, monkeypatch):
 
 # ----- parameter counts and refusals -------------------------------------------------------------------
 def _digits_mlp(hidden):
-    return models.bnn(mlp([hidden], 10), models.priors.normal(1.0)), np.zeros((2, 64), np.float32)
+    return (models.bnn(mlp([hidden], 10), models.priors.normal(1.0), feature_shape=(64,)),
+            np.zeros((2, 64), np.float32))
 
 
 def test_full_covariance_refuses_beyond_max_latent_dim_naming_size_and_memory():
     model, x = _digits_mlp(256)  # D = 64*256 + 256 + 256*10 + 10 = 19,210 > 16,384
     with pytest.raises(ValueError) as err:
-        full_covariance(model).setup(x)
+        full_covariance(model)
     message = str(err.value)
     assert "19,210 latent dimensions" in message
     assert "1.5 GB" in message  # 19,210² float32 = 1.476e9 bytes
     assert "19,210 x 19,210 Cholesky factor" in message and "max_latent_dim" in message and "low_rank" in message
-    guide = full_covariance(model, max_latent_dim=20_000).setup(x)  # raising the limit accepts it
+    guide = full_covariance(model, max_latent_dim=20_000)  # raising the limit accepts it
     assert guide.num_params_formula() == 19210 + 19210 * 19211 // 2
 
 
 def test_block_and_low_rank_refusals_name_the_block_and_the_rank():
     model, x = _digits_mlp(256)
     with pytest.raises(ValueError, match=r"block 'mlp/~/linear_0/w' .* 16,384 latent dimensions"):
-        block_diagonal(model, max_latent_dim=16_000).setup(x)
-    block_diagonal(model).setup(x)  # per site the largest block is 16,384: accepted at the default limit
+        block_diagonal(model, max_latent_dim=16_000)
+    block_diagonal(model)  # per site the largest block is 16,384: accepted at the default limit
     small, xs = _digits_mlp(1)  # D = 64 + 1 + 10 + 10 = 85
     with pytest.raises(ValueError, match="rank: 86 exceeds the 85 latent dimensions"):
-        low_rank(small, rank=86).setup(xs)
+        low_rank(small, rank=86)
     with pytest.raises(ValueError, match="max_latent_dim: expected a positive integer"):
         full_covariance(small, max_latent_dim=0)
 
@@ -303,8 +304,6 @@ def test_block_and_low_rank_refusals_name_the_block_and_the_rank():
 def _free_numbers(guide, x) -> int:
     """How many unconstrained numbers the optimiser sees (each param through biject_to(constraint).inv),
     from an abstract trace of the guide (no compile)."""
-    guide.setup(x)
-
     def unconstrained(key):
         trace = handlers.trace(handlers.seed(guide, key)).get_trace(x)
         return {k: biject_to(s["kwargs"].get("constraint") or constraints.real).inv(s["value"])
@@ -330,7 +329,7 @@ def test_by_site_draws_two_similar_sites_with_independent_keys():
     """AutoGuideList.sample_posterior hands every part the same key (two similar parts drew perfectly
     correlated noise: measured corr = 1.0 with NumPyro 0.22); here two
     identically initialised mean-field families over same-shaped sites must draw uncorrelated noise."""
-    model = models.bnn(mlp([3, 3], 2), models.priors.normal(1.0))
+    model = models.bnn(mlp([3, 3], 2), models.priors.normal(1.0), feature_shape=(3,))
     x = np.zeros((2, 3), np.float32)
     guide = by_site(model, {"*/linear_0/b": "mean_field", "*/linear_1/b": "mean_field"}, default="point_estimate")
     params = jax.jit(lambda key: guide.init_params(key, x))(jax.random.PRNGKey(0))
@@ -358,10 +357,10 @@ def test_by_site_draws_two_similar_sites_with_independent_keys():
 
 def test_by_site_k_tied_dense_mean_field_conv_counts_parameters_by_family():
     """The k-tied paper's set-up: k-tied Normal on dense weight matrices, mean field on conv layers."""
-    model = models.bnn(lenet5(10, channels=(2, 3), hidden=8, padding="SAME"), models.priors.normal(1.0))
+    model = models.bnn(lenet5(10, channels=(2, 3), hidden=8, padding="SAME"), models.priors.normal(1.0),
+                       feature_shape=(8, 8, 1))
     x = np.zeros((2, 8, 8, 1), np.float32)  # 8x8 digits: conv2 output 2x2x3 -> dense1 w (12, 8)
     guide = by_site(model, {"*/dense*/w": ("k_tied", {"k": 2}), "*/conv*": "mean_field"}, default="mean_field")
-    guide.setup(x)
     assert {n: guide.family_of(n).name for n in ("lenet5/conv1/w", "lenet5/dense1/w", "lenet5/dense1/b")} == {
         "lenet5/conv1/w": "mean_field", "lenet5/dense1/w": "k_tied", "lenet5/dense1/b": "mean_field"}
     k_tied_part = 12 * 8 + 2 * (12 + 8) + 8 * 10 + 2 * (8 + 10)  # mn + k(m + n) per matrix (Table 1)
@@ -374,14 +373,14 @@ def test_by_site_k_tied_dense_mean_field_conv_counts_parameters_by_family():
 def test_by_site_refuses_uncovered_sites_and_unmatched_patterns():
     model, x = _digits_mlp(2)
     with pytest.raises(ValueError, match=r"sites \['mlp/~/linear_0/b', 'mlp/~/linear_1/b'\] match no pattern"):
-        by_site(model, {"*/w": "mean_field"}, default=None).setup(x)
+        by_site(model, {"*/w": "mean_field"}, default=None)
     with pytest.raises(ValueError, match=r"patterns \['\*/conv\*'\] match no site"):
-        by_site(model, {"*/conv*": "mean_field"}).setup(x)
+        by_site(model, {"*/conv*": "mean_field"})
     with pytest.raises(ValueError, match="unknown family 'mean_feild'"):
         by_site(model, {"*/w": "mean_feild"})
     with pytest.raises(ValueError, match="does not take the keyword arguments"):
         by_site(model, {"*/w": ("k_tied", {"rnak": 2})})
-    guide = by_site(model, {"*/linear_1/*": "mean_field", "*/w": ("k_tied", {"k": 1})}).setup(x)
+    guide = by_site(model, {"*/linear_1/*": "mean_field", "*/w": ("k_tied", {"k": 1})})
     assert [guide.family_of(n).name for n in guide.site_shapes()] == ["point_estimate", "k_tied", "mean_field", "mean_field"]
     assert guide.num_params_formula() == 2 + (128 + 64 + 2) + 2 * (20 + 10)
 
@@ -389,9 +388,9 @@ def test_by_site_refuses_uncovered_sites_and_unmatched_patterns():
 def test_block_guide_pushes_constrained_sites_through_their_bijection():
     """A learned noise (positive support): value = exp(z), the Delta carries log density -log|J| = -z
     (so the ELBO's Delta-KL adds the Jacobian), draws are positive and the median is exp(loc)."""
-    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(None), name="blr")
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(None), name="blr", feature_shape=(3,))
     x = np.zeros((4, 3), np.float32)
-    guide = block_diagonal(model, blocks="layer").setup(x)
+    guide = block_diagonal(model, blocks="layer")
     assert guide.block_sites["likelihood"] == ["likelihood/noise"]
     trace = handlers.trace(handlers.seed(guide, 0)).get_trace(x)
     z = trace["_auto_likelihood_latent"]["value"][0]

@@ -21,7 +21,8 @@ def test_default_learning_rate_schedule():
     import optax
 
     steps = 400
-    opt = default_optimizer(steps)
+    record = default_optimizer(steps)
+    opt = record.transformation()
     params = {"w": np.zeros(1, np.float32)}
     state = opt.init(params)
     # the step Adam takes on a constant gradient is the rate itself (m / sqrt(v) = 1)
@@ -34,6 +35,7 @@ def test_default_learning_rate_schedule():
     assert sizes[steps // 2] == pytest.approx(0.5 * (1e-2 + 1e-4), rel=2e-2)  # cosine: half way at the middle
     assert sizes[-1] == pytest.approx(1e-4, rel=0.05)
     assert isinstance(opt, optax.GradientTransformation)
+    assert record == inference.optimizers.cosine_adam(1e-2, decay_steps=steps, alpha=0.01)  # a record: data, no closure
 
 
 def test_guides_start_sigma_at_0_01():
@@ -54,6 +56,8 @@ def test_fit_uses_the_default_optimizer_and_compiles_once(entry):
     explicit = inference.fit(entry.model, inference.mean_field(entry.model), entry.train,
                              optimizer=default_optimizer(30), **kw)
     assert explicit.info.traces == 0  # the same structure: the default is default_optimizer(steps)
+    other = inference.fit(entry.model, inference.mean_field(entry.model), entry.train, **{**kw, "steps": 45})
+    assert other.info.traces == 0  # another number of steps: the decay steps are data
     np.testing.assert_array_equal(first.losses, explicit.losses)
     scale = next(v for k, v in first.params.items() if k.endswith("_scale"))
     assert not np.allclose(scale, 1e-2)  # the sigmas have moved from their start

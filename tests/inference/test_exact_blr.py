@@ -24,7 +24,7 @@ def problem():
     precision = np.eye(4) / PRIOR_SD**2 + phi.T @ phi / NOISE**2
     cov = np.linalg.inv(precision)
     mean = cov @ phi.T @ y / NOISE**2
-    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr")
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr", feature_shape=(3,))
     return x, y, model, mean, cov, precision
 
 

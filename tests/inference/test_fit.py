@@ -65,7 +65,7 @@ def test_kl_warmup_scales_only_the_kl(tiny):
 
     params_u, constraints, _ = guide_param_init(post0.guide, jax.random.split(jax.random.PRNGKey(5))[0],
                                              tiny.train.x[:32], tiny.train.y[:32], len(tiny.train))
-    ll, kl, _ = elbo_terms(key, constrain_params(params_u, constraints), tiny.model, post0.guide,
+    ll, kl, _ = elbo_terms(key, constrain_params(constraints, params_u), tiny.model, post0.guide,
                         tiny.train.x[idx], tiny.train.y[idx], len(tiny.train))
     np.testing.assert_allclose(post0.losses[0], -(ll - kl), rtol=1e-5)
     np.testing.assert_allclose(warm.losses[0], -(ll - kl / 1000), rtol=1e-5)
@@ -99,7 +99,7 @@ def test_a_nan_gradient_with_a_finite_loss_stops_at_its_own_step():
     x = rng.normal(size=(64, 3)).astype(np.float32)
     x[41, 0] = 1000.0
     y = (x[:, 1] > 0).astype(np.int32)
-    model = models.bnn(network)
+    model = models.bnn(network, feature_shape=(3,))
     first_bad = int(np.flatnonzero((minibatch_indices(64, 8, 40, 0) == 41).any(1))[0])
     with pytest.raises(inference.NonFiniteLossError, match="the gradient became NaN/inf at step") as info:
         inference.fit(model, inference.mean_field(model), (x, y), steps=40, batch_size=8, seed=0,

@@ -226,7 +226,7 @@ import numpy as np
 import inference, models
 from models.networks.mlp import mlp
 
-model = models.bnn(mlp((32,), 2))
+model = models.bnn(mlp((32,), 2), feature_shape=(10,))
 shapes = model.site_shapes((10,))  # cached now: the writers do no JAX work
 path, saves = sys.argv[1], int(sys.argv[2])
 

@@ -27,11 +27,12 @@ def _data():
 
 def _plain_model():
     prior = models.priors.by_pattern({"mlp/~/linear_0/w": log_uniform_prior()}, default=models.priors.normal(1.0))
-    return models.bnn(mlp([4], 2), prior)
+    return models.bnn(mlp([4], 2), prior, feature_shape=(3,))
 
 
 def _rank1_model(factor="normal"):
-    return models.bnn(rank1_mlp([4], 2, K), rank1_prior(factor), rank1_likelihood(models.likelihoods.categorical(), K))
+    return models.bnn(rank1_mlp([4], 2, K), rank1_prior(factor), rank1_likelihood(models.likelihoods.categorical(), K),
+                      feature_shape=(3,))
 
 
 FACTORIES = {"k_tied": k_tied, "zero_mean": zero_mean, "variance_layers": variance_layers,

@@ -12,7 +12,8 @@ import evals
 import inference
 import zoo
 from base.errors import InputError
-from inference.fit_state import optimizer_fingerprint, saved_step
+from inference.fit_state import saved_step
+from inference.optimizers import optimizer_identity
 from models import bnn, likelihoods, priors
 from models.networks.mlp import mlp
 
@@ -29,7 +30,7 @@ def blr():
     phi = np.c_[x, np.ones(N)].astype(np.float64)
     precision = np.eye(4) / PRIOR_SD**2 + phi.T @ phi / NOISE**2
     mean = np.linalg.solve(precision, phi.T @ y / NOISE**2)
-    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr")
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr", feature_shape=(3,))
     post = inference.fit(model, inference.mean_field(model, scale_cap=None), (x, y), steps=BLR_STEPS, batch_size=N,
                          optimizer=inference.ivon(optax.cosine_decay_schedule(0.1, BLR_STEPS), beta2=0.99),
                          progress=False, seed=1)
@@ -88,8 +89,8 @@ def test_an_interrupted_ivon_fit_resumes_bit_for_bit_and_scores(moons, tmp_path)
         np.testing.assert_array_equal(resumed.params[k], reference.params[k])
         np.testing.assert_array_equal(resumed.unconstrained[k], reference.unconstrained[k])
     assert resumed.info.traces == 0
-    # another IVON setting is another run (the fingerprint covers the rate, betas, h0 and an explicit decay)
-    assert optimizer_fingerprint(IVON, 100) != optimizer_fingerprint(inference.ivon(0.05, beta2=0.999), 100)
+    # another IVON setting is another run (its configuration: the rate, betas, h0 and an explicit decay)
+    assert optimizer_identity(IVON, None) != optimizer_identity(inference.ivon(0.05, beta2=0.999), None)
     assert sorted(os.listdir(state)) == ["MANIFEST.json", "fit_state.json", "fit_state.npz"]
     # the result is the mean-field posterior everything downstream takes: scoring and save / load round trip
     row = evals.score(reference, moons.test, num_samples=8, verbose=False).iloc[0]

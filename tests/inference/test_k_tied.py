@@ -29,12 +29,12 @@ def _conv_net(x):
 
 
 def test_parameter_count_is_table_1_formula_for_dense_and_conv():
-    dense = k_tied(models.bnn(mlp([5], 2)), k=2)
+    dense = k_tied(models.bnn(mlp([5], 2), feature_shape=(3,)), k=2)
     params = _param_shapes(dense, (3,))
     # linear_0 w: 3*5 + 2*(3+5); b: 2*5; linear_1 w: 5*2 + 2*(5+2); b: 2*2
     assert dense.num_params_formula() == dense.num_free_params(params) == (15 + 16) + 10 + (10 + 14) + 4
 
-    conv = k_tied(models.bnn(_conv_net), k=3)
+    conv = k_tied(models.bnn(_conv_net, feature_shape=(6, 6, 2)), k=3)
     params = _param_shapes(conv, (6, 6, 2))
     # conv w (3,3,2,4) -> m = 18, n = 4; dense w (4*4*4, 2) -> m = 64, n = 2
     assert params["conv2_d/w_auto_u"].shape == (18, 3) and params["conv2_d/w_auto_v"].shape == (4, 3)
@@ -44,7 +44,7 @@ def test_parameter_count_is_table_1_formula_for_dense_and_conv():
 
 def test_init_is_log_domain_half_log_s0_over_k_plus_noise():
     s0, k = 0.01, 3
-    guide = k_tied(models.bnn(mlp([200], 150)), k=k, init_scale=s0, init_noise=0.1)
+    guide = k_tied(models.bnn(mlp([200], 150), feature_shape=(100,)), k=k, init_scale=s0, init_noise=0.1)
     params = _init_params(guide, 100)
     log_u = np.log(np.asarray(params["mlp/~/linear_0/w_auto_u"]))
     assert log_u.mean() == pytest.approx(0.5 * (math.log(s0) - math.log(k)), abs=0.03)  # 300 draws: se 0.006
@@ -70,8 +70,8 @@ def _positive_factors(a, k):
 
 def test_full_rank_k_tied_represents_any_mean_field_sigma():
     """With k >= min(m, n) for every matrix, the k-tied guide equals the mean-field guide at any sigma."""
-    model = models.bnn(mlp([5], 2))
-    kt, mf = k_tied(model, k=3), mean_field(model).setup(jnp.zeros((2, 3)))
+    model = models.bnn(mlp([5], 2), feature_shape=(3,))
+    kt, mf = k_tied(model, k=3), mean_field(model)
     params_kt = _init_params(kt, 3)
     params_mf = {f"{k}_auto_loc": v for k, v in model.init_values(jax.random.PRNGKey(0), (3,)).items()}
     rng = np.random.default_rng(0)
@@ -93,6 +93,6 @@ def test_full_rank_k_tied_represents_any_mean_field_sigma():
 
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="rank"):
-        k_tied(models.bnn(mlp([5], 2)), k=0)
+        k_tied(models.bnn(mlp([5], 2), feature_shape=(3,)), k=0)
     with pytest.raises(ValueError, match="init_scale"):
-        k_tied(models.bnn(mlp([5], 2)), init_scale=0.0)
+        k_tied(models.bnn(mlp([5], 2), feature_shape=(3,)), init_scale=0.0)

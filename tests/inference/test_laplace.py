@@ -28,7 +28,6 @@ W, B = "mlp/~/linear_0/w", "mlp/~/linear_0/b"
 def point_posterior(model, feature_shape, values):
     """A point-estimate Posterior at `values` {site: array} (the exact MAP, set by hand)."""
     guide = inference.point_estimate.point_estimate(model)
-    guide.setup(np.zeros((1,) + feature_shape, np.float32))
     return inference.SVIPosterior(model=model, guide=guide, feature_shape=feature_shape,
                                   params={f"{k}_auto_loc": np.asarray(v, np.float32) for k, v in values.items()})
 
@@ -56,7 +55,7 @@ def blr():
     x = rng.normal(size=(40, 3)).astype(np.float32)
     y = (x @ np.array([1.0, -2.0, 0.5]) + 0.3 + NOISE * rng.normal(size=40)).astype(np.float32)
     phi = np.c_[np.ones(40), x].astype(np.float64)  # the model's site order: b, then w
-    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr")
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr", feature_shape=(3,))
     return x, y, phi, model
 
 
@@ -103,7 +102,8 @@ def test_blr_laplace_posterior_predictive_and_evidence_are_exact(blr):
 def small():
     """A 3-4-3 tanh MLP with a categorical likelihood, 20 examples, random weights as theta*."""
     rng = np.random.default_rng(1)
-    model = bnn(mlp((4,), 3, activation="tanh"), priors.normal(1.0), likelihoods.categorical(), name="small")
+    model = bnn(mlp((4,), 3, activation="tanh"), priors.normal(1.0), likelihoods.categorical(), name="small",
+                feature_shape=(3,))
     center = {k: np.asarray(v) * 2 for k, v in model.init_values(jax.random.PRNGKey(3), (3,)).items()}
     x = rng.normal(size=(20, 3)).astype(np.float32)
     y = rng.integers(0, 3, size=20).astype(np.int32)
@@ -226,11 +226,13 @@ def test_haiku_nnx_and_equinox_give_the_same_laplace_and_kfac_is_exact_for_a_con
     rng = np.random.default_rng(2)
     x = rng.normal(size=(6, 3, 3, 2)).astype(np.float32)
     y = rng.integers(0, 3, size=6).astype(np.int32)
-    haiku = bnn(_haiku_cnn, priors.normal(1.0), likelihoods.categorical(), name="cnn")
+    haiku = bnn(_haiku_cnn, priors.normal(1.0), likelihoods.categorical(), name="cnn", feature_shape=(3, 3, 2))
     values = {k: np.asarray(v) * 3 for k, v in haiku.init_values(jax.random.PRNGKey(0), x).items()}
     p = models.unflatten_params(values)
-    nets = {"haiku": haiku, "nnx": bnn(_nnx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn"),
-            "eqx": bnn(_eqx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn")}
+    nets = {"haiku": haiku, "nnx": bnn(_nnx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn",
+                          feature_shape=(3, 3, 2)),
+            "eqx": bnn(_eqx_cnn(p), priors.normal(1.0), likelihoods.categorical(), name="cnn",
+                          feature_shape=(3, 3, 2))}
     names = {"haiku": {"w": "w", "b": "b", "conv": "conv", "out": "out"},
              "nnx": {"w": "kernel", "b": "bias", "conv": "layers/0", "out": "layers/3"},
              "eqx": {"w": "weight", "b": "bias", "conv": "layers/1", "out": "layers/4"}}
@@ -282,7 +284,7 @@ def test_bad_arguments_are_refused_naming_them(small):
     other = bnn(mlp((4,), 3, activation="tanh"), priors.normal(1.0), likelihoods.categorical(), name="other")
     with pytest.raises(inference.InputError, match="point_posterior"):
         inference.laplace(other, point, (x, y))
-    wide = bnn(mlp((200,), 3), priors.normal(1.0), likelihoods.categorical(), name="wide")
+    wide = bnn(mlp((200,), 3), priors.normal(1.0), likelihoods.categorical(), name="wide", feature_shape=(50,))
     values = wide.init_values(jax.random.PRNGKey(0), (50,))
     with pytest.raises(inference.InputError, match="at most 10000 parameters .these sites hold 10803"):
         inference.laplace(wide, point_posterior(wide, (50,), values), (np.zeros((2, 50), np.float32), y[:2]),

@@ -1,19 +1,26 @@
 """`inference.local_reparam` and `models.local_reparam`: the local reparameterisation trick estimates the same ELBO
 as a weight draw per example (`inference.per_example`), with a gradient variance no higher."""
 
+from dataclasses import dataclass
+
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 import pytest
 
 import inference
 import zoo
 from inference.dropout import binary_dropout
 from inference.elbo import annealed_elbo_loss
+from inference.families import ParamSpec, gaussian_local_rule
+from inference.joint_gaussian import block_diagonal
+from inference.site_guide import SiteGuide
 from inference.svi import constrain as constrain_params, guide_param_init
 from inference.local_reparam import local_reparam_elbo_loss, local_rules
-from inference.per_example import per_example_elbo_loss, estimator_loss
+from inference.estimators import Local, PerExample, Standard, as_estimator
+from inference.per_example import per_example_elbo_loss
 from base.errors import InputError
 from base.prng import paired_normals
 from models.local_reparam import (FlipoutRule, GaussianRule, KTiedRule, dropout_preactivation, flipout_output,
@@ -74,7 +81,7 @@ def _values_and_grads(setup, guide, loss, param):
     params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(e.train.y))
 
     def one(key, pu):
-        return loss(key, constrain_params(pu, constraints), e.model, guide, 1.0, 1, x, y, len(e.train.y))[0]
+        return loss(key, constrain_params(constraints, pu), e.model, guide, 1.0, 1, x, y, len(e.train.y))[0]
 
     keys = jax.random.split(jax.random.PRNGKey(1), KEYS)
     values, grads = jax.jit(jax.vmap(jax.value_and_grad(one, argnums=1), in_axes=(0, None)))(keys, params_u)
@@ -115,7 +122,7 @@ def test_rules_cover_the_dense_gaussian_and_dropout_sites_only(setup):
     e, x, y = setup
     guide = inference.by_site.by_site(e.model, {SITE: ("variance_layers", {"init_log_alpha": 1.0})})
     params_u, constraints, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(e.train.y))
-    params = constrain_params(params_u, constraints)
+    params = constrain_params(constraints, params_u)
     rules = local_rules(guide, params)
     assert list(rules) == ["mlp/linear_0"]  # the output layer is a point estimate: no noise to move
     mu = params[f"{SITE}_auto_loc"]
@@ -123,14 +130,68 @@ def test_rules_cover_the_dense_gaussian_and_dropout_sites_only(setup):
     tied = {cap: inference.k_tied.k_tied(e.model, k=2, scale_cap=cap) for cap in (None, 1.5)}
     for cap, guide in tied.items():  # sd = U Vᵀ only without the cap (tanh): the O(k² (m + n)) rule needs it
         pu, pc, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, y, len(e.train.y))
-        kinds = {path: type(rule) for path, rule in local_rules(guide, constrain_params(pu, pc)).items()}
+        kinds = {path: type(rule) for path, rule in local_rules(guide, constrain_params(pc, pu)).items()}
         assert kinds == dict.fromkeys(["mlp/linear_0", "mlp/linear_1"], KTiedRule if cap is None else GaussianRule)
     point = inference.point_estimate.point_estimate(e.model)
     pu, pc, _ = guide_param_init(point, jax.random.PRNGKey(0), x, y, len(e.train.y))
     with pytest.raises(InputError, match="estimator"):
-        local_reparam_elbo_loss(jax.random.PRNGKey(0), constrain_params(pu, pc), e.model, point, 1.0, 1, x, y, 100)
+        local_reparam_elbo_loss(jax.random.PRNGKey(0), constrain_params(pc, pu), e.model, point, 1.0, 1, x, y, 100)
     with pytest.raises(InputError, match="estimator"):
-        estimator_loss("weights please")
+        as_estimator("weights please")
+    assert [as_estimator(n) for n in ("standard", "per_example", "local")] == [Standard(), PerExample(), Local()]
+    assert as_estimator(Local()) is not None and hash(Local()) == hash(as_estimator("local"))  # a value: jit's key
+    joint = block_diagonal(e.model)  # one Gaussian per block, no per-site family: a named refusal
+    with pytest.raises(InputError, match=r"estimator: .*variational families with a local rule.*block_diagonal"):
+        local_reparam_elbo_loss(jax.random.PRNGKey(0), {}, e.model, joint, 1.0, 1, x, y, 100)
+
+
+@dataclass(frozen=True)
+class LogScaleNormal:
+    """A Gaussian family written in this test file only: N(loc, exp(log_scale)²), its own local rule."""
+
+    init_scale: float = 0.05
+    name = "log_scale_normal"
+
+    def params(self, site):
+        return {"loc": ParamSpec(site.init_loc),
+                "log_scale": ParamSpec(jnp.full(site.shape, np.log(self.init_scale), jnp.float32))}
+
+    def distribution(self, site, values):
+        return dist.Normal(values["loc"], jnp.exp(values["log_scale"])).to_event(len(site.shape))
+
+    def moments(self, site, values):
+        return values["loc"], jnp.exp(2 * values["log_scale"])
+
+    def local_rule(self, site, values):
+        return gaussian_local_rule(site, *self.moments(site, values))
+
+    def num_params(self, site):
+        return 2 * int(np.prod(site.shape))
+
+    def config(self):
+        return {"init_scale": self.init_scale}
+
+
+def test_a_new_gaussian_family_works_with_the_local_estimator_by_its_own_rule(setup):
+    """A family defined here, in no file of the library, gets the local estimator through its own `local_rule`:
+    the same rules and the same loss as mean field at the same N(loc, sd²)."""
+    e, x, y = setup
+    ours = SiteGuide(e.model, {}, default=LogScaleNormal(), config={"name": "log_scale_normal"})
+    mean_field = inference.mean_field(e.model, init_scale=0.05, scale_cap=None)
+    params_u, constraints, _ = guide_param_init(ours, jax.random.PRNGKey(0), x, y, len(e.train.y))
+    params = constrain_params(constraints, params_u)
+    rng = np.random.default_rng(1)
+    params = {k: v + np.float32(0.3) * rng.normal(size=np.shape(v)).astype(np.float32) for k, v in params.items()}
+    as_mean_field = {k.replace("_log_scale", "_scale"): (np.exp(v) if k.endswith("_log_scale") else v)
+                     for k, v in params.items()}
+    rules = local_rules(ours, params)
+    assert {p: type(r) for p, r in rules.items()} == dict.fromkeys(["mlp/linear_0", "mlp/linear_1"], GaussianRule)
+    for path, rule in local_rules(mean_field, as_mean_field).items():
+        np.testing.assert_allclose(rules[path].variance, rule.variance, rtol=1e-5)
+    loss = jax.jit(lambda key, p, guide: Local().loss(key, p, e.model, guide, 1.0, 1, x, y, 100)[0],
+                   static_argnums=2)
+    key = jax.random.PRNGKey(3)
+    np.testing.assert_allclose(loss(key, params, ours), loss(key, as_mean_field, mean_field), rtol=1e-5)
 
 
 def test_fit_passes_local_through(setup):
@@ -194,11 +255,12 @@ def test_conv_kernels_of_gaussian_families_get_flipout():
 
     import models
 
-    model = models.bnn(lenet5(3, channels=(2, 3), hidden=6, padding="SAME"), models.priors.normal(1.0))
+    model = models.bnn(lenet5(3, channels=(2, 3), hidden=6, padding="SAME"), models.priors.normal(1.0),
+                       feature_shape=(8, 8, 1))
     x = np.zeros((2, 8, 8, 1), np.float32)
     guide = inference.mean_field(model, init_scale=0.05, scale_cap=None)
     pu, pc, _ = guide_param_init(guide, jax.random.PRNGKey(0), x, np.zeros(2, np.int32), 10)
-    params = constrain_params(pu, pc)
+    params = constrain_params(pc, pu)
     rules = local_rules(guide, params)
     assert {path: type(rule) for path, rule in rules.items()} == {
         "lenet5/conv1": FlipoutRule, "lenet5/conv2": FlipoutRule, "lenet5/dense1": GaussianRule,
@@ -211,7 +273,7 @@ def test_conv_kernels_of_gaussian_families_get_flipout():
     pu, pc, _ = guide_param_init(tiny, jax.random.PRNGKey(0), x, np.zeros(2, np.int32), 10)
     xs = jnp.asarray(np.random.default_rng(0).normal(size=(4, 8, 8, 1)), jnp.float32)
     ys = jnp.array([0, 1, 2, 0])
-    params = constrain_params(pu, pc)
+    params = constrain_params(pc, pu)
     losses = [jax.jit(lambda p, loss=loss: loss(jax.random.PRNGKey(3), p, model, tiny, 0.0, 1, xs, ys, 10)[0])(params)
               for loss in (local_reparam_elbo_loss, annealed_elbo_loss)]  # jitted: one compile, not one per op
     assert 5.0 < float(losses[1]) < 50.0  # 10 x the mean cross-entropy of 4 examples over 3 classes (~1.1)

@@ -21,9 +21,10 @@ COMPILES: list = []  # every backend compile or persistent-cache read of this pr
 monitoring.register_event_duration_secs_listener(
     lambda event, seconds, **kw: COMPILES.append(kw.get("fun_name", event)) if "backend_compile" in event or "cache_retrieval" in event
     else None)
-# tests/inference/test_resume.py's entry and settings: the one-device fit shares its compiled programs (an optax
-# optimiser is a value: another adam(1e-2) is the same key)
-KW = dict(steps=95, batch_size=32, chunk_size=10, seed=3, kl_warmup=20, progress=False, optimizer=optax.adam(1e-2))
+# tests/inference/test_resume.py's entry and settings: the one-device fit shares its compiled programs (an optimiser
+# record's rate is data: another adam(1e-2) is the same key)
+KW = dict(steps=95, batch_size=32, chunk_size=10, seed=3, kl_warmup=20, progress=False,
+          optimizer=inference.optimizers.adam(learning_rate=1e-2))
 
 
 def data_mesh(devices: int) -> Mesh:
@@ -84,13 +85,13 @@ def test_two_devices_split_each_minibatch_equal_one_device_resume_and_compile_on
                                                                                     monkeypatch):
     calls = []
     run_chunk = svi.run_chunk
-    monkeypatch.setattr(svi, "run_chunk", lambda *args: calls.append(args) or run_chunk(*args))
+    monkeypatch.setattr(svi, "run_chunk", lambda *args, **kw: calls.append((args, kw)) or run_chunk(*args, **kw))
     mesh = data_mesh(2)
     whole = inference.fit(entry.model, inference.mean_field(entry.model), entry.train, mesh=mesh, **KW)
     _close(whole, one_device)
     assert not np.array_equal(whole.losses, one_device.losses)  # the sums really were split
     # the compiled step (cached: no compile here) holds B / 2 = 16 rows of logits per device and reduces across them
-    text = run_chunk.lower(*calls[-1]).compile().as_text()
+    text = run_chunk.lower(*calls[-1][0], **calls[-1][1]).compile().as_text()
     assert "all-reduce" in text and "f32[16,2]" in text and "f32[32,2]" not in text
     # interrupted after 50 steps, resumed on a mesh of the same devices: the uninterrupted fit bit for bit
     with pytest.raises(KeyboardInterrupt):
@@ -102,7 +103,7 @@ def test_two_devices_split_each_minibatch_equal_one_device_resume_and_compile_on
                             resume=True, **KW)
     _same(resumed, whole)
     assert resumed.info.traces == 0 and COMPILES == []  # an equal mesh: the compiled programs are reused
-    assert calls[-1][0].mesh == mesh and len(calls) == 10 + 5 + 5  # whole, interrupted, resumed: 10 steps a chunk
+    assert calls[-1][1]["mesh"] == mesh and len(calls) == 10 + 5 + 5  # whole, interrupted, resumed: 10 steps a chunk
 
 
 def _batch_norm_mlp(x, is_training=False):
@@ -119,7 +120,7 @@ def test_a_k_tied_guide_on_a_batch_norm_network_on_two_devices_equals_one_device
     """The batch-norm statistics are the whole minibatch's on both devices (the compiler reduces them too)."""
     import models
 
-    model = models.bnn(_batch_norm_mlp, name="mesh_bn_mlp")
+    model = models.bnn(_batch_norm_mlp, name="mesh_bn_mlp", feature_shape=entry.train.feature_shape)
     # plain SGD: Adam divides by the gradient's size, so on a weight whose gradient is ~0 (a batch-norm offset)
     # it turns float rounding into steps of the learning rate's size (measured on a batch-norm LeNet-5, one
     # device, Adam 1e-2, 6 steps: inputs scaled by 1 + 1e-7 moved such an offset by 7e-3, two devices by 2e-4)

@@ -27,7 +27,7 @@ def _losses_and_sigma_grads(setup, loss, num_keys=3000):
     e, guide, x, y, params_u, constraints = setup
 
     def one(key, pu):
-        return loss(key, constrain_params(pu, constraints), e.model, guide, 1.0, 1, x, y, len(e.train.y))[0]
+        return loss(key, constrain_params(constraints, pu), e.model, guide, 1.0, 1, x, y, len(e.train.y))[0]
 
     keys = jax.random.split(jax.random.PRNGKey(1), num_keys)
     values, grads = jax.jit(jax.vmap(jax.value_and_grad(one, argnums=1), in_axes=(0, None)))(keys, params_u)
@@ -52,7 +52,7 @@ def test_same_objective_lower_gradient_variance(setup):
 def test_refuses_mutable_state(setup):
     e, guide, x, y, params_u, constraints = setup
     with pytest.raises(InputError, match="estimator"):
-        per_example_elbo_loss(jax.random.PRNGKey(0), constrain_params(params_u, constraints), e.model, guide, 1.0,
+        per_example_elbo_loss(jax.random.PRNGKey(0), constrain_params(constraints, params_u), e.model, guide, 1.0,
                               1, x, y, 100, mutable={"state": {}})
 
 
@@ -72,7 +72,8 @@ def test_resuming_with_another_estimator_is_refused(setup, tmp_path):
     from base.errors import CheckpointError
 
     e, guide, x, y, *_ = setup
-    ident = {name: run_identity(e.model, guide, optax.adam(1e-3), x, y, feature_shape=(2,), steps=10, batch_size=4,
+    ident = {name: run_identity(e.model, guide, optax.adam(1e-3), None, x, y, feature_shape=(2,), steps=10,
+                                batch_size=4,
                                 seed=0, kl_warmup=0, num_particles=1, chunk_size=5, init_params=None,
                                 estimator=name) for name in ("standard", "per_example")}
     with pytest.raises(CheckpointError, match="estimator differs"):

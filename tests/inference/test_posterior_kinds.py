@@ -21,7 +21,7 @@ X = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(3, 2)
 
 @pytest.fixture(scope="module")
 def model():
-    return models.bnn(mlp([4], 2))
+    return models.bnn(mlp([4], 2), feature_shape=(2,))
 
 
 @pytest.fixture(scope="module")

@@ -49,12 +49,13 @@ def test_numpyro_pin_admits_the_next_minor_release():
 
 
 MODELS = {
-    "mlp": lambda: models.bnn(mlp([4, 3], 2), models.priors.normal(0.5)),
+    "mlp": lambda: models.bnn(mlp([4, 3], 2), models.priors.normal(0.5), feature_shape=(3,)),
     "log_uniform": lambda: models.bnn(mlp([4], 2), models.priors.by_pattern(
-        {"mlp/~/linear_0/w": log_uniform_prior()}, default=models.priors.normal(1.0))),
-    "learned_noise": lambda: models.bnn(mlp([3], 1), models.priors.normal(1.0), models.likelihoods.normal(None)),
+        {"mlp/~/linear_0/w": log_uniform_prior()}, default=models.priors.normal(1.0)), feature_shape=(3,)),
+    "learned_noise": lambda: models.bnn(mlp([3], 1), models.priors.normal(1.0), models.likelihoods.normal(None),
+                                        feature_shape=(3,)),
     "rank1": lambda: models.bnn(rank1_mlp([4], 2, 2), rank1_prior("cauchy"),
-                                rank1_likelihood(models.likelihoods.categorical(), 2)),
+                                rank1_likelihood(models.likelihoods.categorical(), 2), feature_shape=(3,)),
 }
 
 
@@ -87,7 +88,7 @@ def test_every_guide_satisfies_the_guide_protocol():
         kwargs = None if name == "rank1_mixture" else inference.registry.example_options(name)  # rank-1: no rank-1 sites here
         if kwargs is None:
             continue
-        guide = factory(model, **kwargs).setup(x)
+        guide = factory(model, **kwargs)
         assert isinstance(guide, inference.guide_protocol.Guide), name
         assert isinstance(guide, inference.guide_protocol.HasSiteMoments) == (name in ("full_covariance", "low_rank", "block_diagonal")), name
         # the parameters' shapes from an abstract trace of the initialiser (nothing compiled or computed)

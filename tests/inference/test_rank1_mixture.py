@@ -19,7 +19,8 @@ K, D = 3, 4
 
 
 def _model(factor="normal"):
-    return models.bnn(rank1_mlp([5], 2, K), rank1_prior(factor), rank1_likelihood(models.likelihoods.categorical(), K))
+    return models.bnn(rank1_mlp([5], 2, K), rank1_prior(factor), rank1_likelihood(models.likelihoods.categorical(), K),
+                      feature_shape=(D,))
 
 
 def _xy(n=6):
@@ -90,9 +91,8 @@ def test_cauchy_kl_is_a_one_sample_estimate():
 
 
 def test_a_model_without_rank1_layers_is_refused():
-    guide = rank1_mixture(models.bnn(mlp([3], 2)))
-    with pytest.raises(ValueError, match="rank-1"):
-        _init_params(guide)
+    with pytest.raises(ValueError, match="rank-1"):  # when the guide is built: it reads the sites then
+        rank1_mixture(models.bnn(mlp([3], 2), feature_shape=(D,)))
     with pytest.raises(ValueError, match="family"):
         rank1_mixture(_model(), family="laplace")
 

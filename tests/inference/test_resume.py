@@ -17,7 +17,8 @@ import pytest
 import inference
 import zoo
 from inference.batches import MinibatchOrder, minibatch_blocks
-from inference.fit_state import optimizer_fingerprint, saved_step
+from inference.fit_state import saved_step
+from inference.optimizers import as_optimizer, optimizer_identity
 from base.atomic_dir import lock_path
 from base.errors import CheckpointError, CheckpointWarning, FolderLockedError, InputError
 
@@ -30,7 +31,7 @@ def _entry():
     return zoo.get("mlp", data="two_moons", hidden=(4,), data_kwargs={"n": 100})
 
 
-ADAM = optax.adam(1e-2)  # one object: fits with it share their compiled update (keyed by identity)
+ADAM = inference.optimizers.adam(learning_rate=1e-2)  # a record: optax.adam(1e-2)'s numbers, the rate in the identity
 
 
 def _fit(entry, data=None, **kw):
@@ -91,9 +92,10 @@ def test_a_sigkilled_fit_resumes_to_the_uninterrupted_result(entry, tmp_path):
     fit resumed here ends with the parameters and losses of an uninterrupted fit, bit for bit. While it runs,
     a second fit into its folder is refused naming its pid; once it is killed, its lock is taken over."""
     state, settings = tmp_path / "state", {**SETTINGS, "steps": 2000}
-    code = (f"import optax, inference, zoo\n"
+    code = (f"import inference, zoo\n"
             f"e = zoo.get('mlp', data='two_moons', hidden=(4,), data_kwargs={{'n': 100}})\n"
-            f"inference.fit(e.model, inference.mean_field(e.model), e.train, optimizer=optax.adam(1e-2),\n"
+            f"inference.fit(e.model, inference.mean_field(e.model), e.train,\n"
+            f"              optimizer=inference.optimizers.adam(learning_rate=1e-2),\n"
             f"              checkpoint_dir={str(state)!r}, checkpoint_every=10, **{settings!r})\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stderr=subprocess.PIPE)
@@ -125,36 +127,47 @@ def test_resuming_another_run_is_refused_naming_the_difference(entry, reference,
     _fit(entry, checkpoint_dir=state)
     kw = {"seed": {"seed": 4}, "steps": {"steps": 96}, "kl_warmup": {"kl_warmup": 0},
           "data": {"data": (entry.train.x + np.float32(0.5), entry.train.y)},
-          "optimizer": {"optimizer": optax.adam(2e-2)},
+          "optimizer": {"optimizer": inference.optimizers.adam(learning_rate=2e-2)},
           "schedule": {"optimizer": _late_drop(90)}}[change]  # differs from step 90 of 95 only
     with pytest.raises(CheckpointError, match=f"another run: {named} differs"):
         _fit(entry, checkpoint_dir=state, resume=True, **kw)
 
 
-def test_the_optimizer_fingerprint_covers_every_step_of_the_schedule():
-    adam = optimizer_fingerprint(optax.adam(1e-2), 95)
-    assert adam is not None and adam == optimizer_fingerprint(optax.adam(1e-2), 95)
-    assert adam != optimizer_fingerprint(optax.adam(2e-2), 95)
-    assert adam != optimizer_fingerprint(optax.sgd(1e-2), 95)
-    # a schedule that departs at the run's last step (also past the first probe chunk) differs; one that departs
-    # after the run does not (the run never sees it)
-    late = optimizer_fingerprint(_late_drop(95), 95)
-    assert optimizer_fingerprint(_late_drop(94), 95) != late
-    assert optimizer_fingerprint(_late_drop(300), 301) != optimizer_fingerprint(_late_drop(301), 301)
-    assert optimizer_fingerprint(_late_drop(200), 95) == late
-    # a cosine schedule's length is part of it
-    cosine = [optimizer_fingerprint(optax.adam(optax.cosine_decay_schedule(1e-2, float(n))), 95) for n in (95, 96)]
+def test_the_optimizer_identity_is_its_configuration_and_its_states_structure_nothing_run():
+    params = {"w": np.zeros(3, np.float32)}
+
+    def identity(optimizer):
+        return optimizer_identity(optimizer, as_optimizer(optimizer).transformation().init(params))
+
+    adam = identity(inference.optimizers.adam(learning_rate=1e-2))
+    assert adam == identity(inference.optimizers.adam(learning_rate=1e-2))
+    assert adam["config"] == {"kind": "adam", "learning_rate": 1e-2, "b1": 0.9, "b2": 0.999, "eps": 1e-8}
+    assert adam["hyperparams"] == {"learning_rate": pytest.approx(1e-2), "eps_root": 0.0}  # read off the state
+    assert adam != identity(inference.optimizers.adam(learning_rate=2e-2))
+    assert adam != identity(inference.optimizers.sgd(1e-2))
+    cosine = [identity(inference.optimizers.cosine_adam(1e-2, decay_steps=n)) for n in (95, 96)]
     assert cosine[0] != cosine[1]
+    own = identity(optax.adam(1e-2))  # a user's optax object: its state's structure only
+    assert own["config"] is None and own["hyperparams"] == {} and own == identity(optax.adam(3e-2))
+    assert own != identity(optax.sgd(1e-2, momentum=0.9))
 
 
-def test_resuming_with_an_optimizer_that_cannot_be_fingerprinted_says_so(entry, reference, tmp_path):
-    # a mask by the guide's parameter names: it runs on the guide's parameters, not on the probe's
-    masked = optax.masked(optax.adam(1e-2), {name: True for name in reference.unconstrained})
-    assert optimizer_fingerprint(masked, 10) is None
-    saver = FIT.Checkpoints(tmp_path / "state", {"optimizer": None, "steps": 10}, None, None)
-    with pytest.warns(CheckpointWarning, match="optimiser cannot be fingerprinted .* only its state's structure is "
+def test_resuming_with_a_users_optax_object_says_what_is_compared(entry, reference, tmp_path):
+    ident = {"optimizer": {"config": None, "state": "...", "hyperparams": {}}, "steps": 10}
+    saver = FIT.Checkpoints(tmp_path / "state", ident, None, None)
+    with pytest.warns(CheckpointWarning, match="the user's own optax object.* only its state's structure is "
                                                "compared"):
         assert saver.restore({"w": np.zeros(3, np.float32)}, resume=True) is None  # (nothing saved there yet)
+
+
+def test_a_fit_state_of_the_format_before_is_refused_naming_it(entry, tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    with monkeypatch.context() as patch:  # a state written as the version before wrote its format number
+        patch.setattr(sys.modules["inference.fit_state"], "FORMAT", 2)
+        _fit(entry, checkpoint_dir=state, steps=10)
+    assert json.loads((state / "fit_state.json").read_text())["format"] == 2
+    with pytest.raises(CheckpointError, match="a fit state of format 2 .before the optimiser records.*format 3 only"):
+        _fit(entry, checkpoint_dir=state, resume=True, steps=10)
 
 
 def test_a_saved_fit_is_not_overwritten_without_resume(entry, reference, tmp_path):
@@ -198,7 +211,7 @@ def test_a_fit_state_of_a_pre_release_format_is_refused_naming_the_format(entry,
         saved = json.loads(meta.read_text())
         saved["format"] = 1
         meta.write_text(json.dumps(saved))
-        match = f"fit state format 1, expected {FORMAT}"
+        match = f"a fit state of format 1, this version resumes format {FORMAT} only"
     else:
         npz = state / "fit_state.npz"
         with np.load(npz) as z:
@@ -276,7 +289,7 @@ def test_a_batch_norm_fit_resumes_with_its_moving_averages(tmp_path):
     import models
     from models.networks.lenet5 import lenet5
 
-    model = models.bnn(lenet5(channels=(1, 1), hidden=2, padding="SAME", batch_norm=True))
+    model = models.bnn(lenet5(channels=(1, 1), hidden=2, padding="SAME", batch_norm=True), feature_shape=(4, 4, 1))
     rng = np.random.default_rng(0)
     data = (rng.normal(size=(24, 4, 4, 1)).astype(np.float32), rng.integers(0, 10, 24).astype(np.int32))
     kw = dict(steps=12, batch_size=8, chunk_size=3, seed=1, progress=False, optimizer=optax.adam(1e-2))

@@ -61,8 +61,33 @@ def test_fit_is_a_runner_over_svi_step(entry):
         losses.append(float(info.loss))
     np.testing.assert_allclose(losses, post.losses, rtol=2e-5)
     constraints = svi.param_constraints(guide, (x[:B], y[:B]), N)
-    for k, v in svi.constrain(state.params, constraints).items():
+    for k, v in svi.constrain(constraints, state.params).items():
         np.testing.assert_allclose(v, post.params[k], rtol=1e-4, atol=1e-6)
+
+
+def test_run_is_the_loop_of_step_in_one_scan(entry):
+    """`svi.run`: num_steps steps of the bound step in one lax.scan, step t's key fold_in(flat_key(k), t) (k the
+    first half of the key) and, with batch_size, rows drawn from the second half; the loop of svi.step with those
+    keys and rows gives the same losses and parameters."""
+    N = len(entry.train.x)
+    x, y = np.asarray(entry.train.x), np.asarray(entry.train.y)
+    algorithm = svi.build(entry.model, inference.mean_field(entry.model), inference.optimizers.adam(learning_rate=1e-2),
+                          n_data=N)
+    state = jax.jit(algorithm.init)(jax.random.PRNGKey(0), (x[:B], y[:B]))
+    key, steps = jax.random.PRNGKey(4), 6
+    ran, infos = jax.jit(algorithm.run, static_argnums=3, static_argnames="batch_size")(
+        state, (x, y), key, steps, batch_size=B, beta=np.linspace(0.2, 1.0, steps, dtype=np.float32))
+    step_key, rows_key = jax.random.split(key)
+    step, looped, losses = jax.jit(algorithm.step), state, []
+    for t in range(steps):
+        rows = np.asarray(jax.random.permutation(jax.random.fold_in(rows_key, t), N))[:B]
+        looped, info = step(looped, (x[rows], y[rows]), jax.random.fold_in(flat_key(step_key), t),
+                            beta=np.float32(np.linspace(0.2, 1.0, steps)[t]))
+        losses.append(float(info.loss))
+    assert infos.loss.shape == (steps,) and bool(np.all(infos.finite))
+    np.testing.assert_allclose(infos.loss, losses, rtol=1e-5)
+    for k in looped.params:
+        np.testing.assert_allclose(ran.params[k], looped.params[k], rtol=1e-5, atol=1e-6)
 
 
 def test_a_kl_weight_or_temperature_is_data_and_a_bad_step_stops(entry):

@@ -31,7 +31,7 @@ def problem():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 3)).astype(np.float32)
     y = (x @ np.array([1.0, -2.0, 0.5]) + 0.3 + NOISE * rng.normal(size=40)).astype(np.float32)
-    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr")
+    model = bnn(mlp((), 1), priors.normal(PRIOR_SD), likelihoods.normal(NOISE), name="blr", feature_shape=(3,))
     return x, y, model
 
 

@@ -116,9 +116,10 @@ class EqxCNN(eqx.Module):
 def _three(haiku_fn, nnx_cls, eqx_cls, x):
     """{library: BNN} of one network written three times, NNX and Equinox given the Haiku model's initial values
     (those of the key guides start from), so that all three start at the same weights."""
-    haiku = models.bnn(haiku_fn, PRIOR)
+    haiku = models.bnn(haiku_fn, PRIOR, feature_shape=x.shape[1:])
     p = models.unflatten_params(haiku.init_values(jax.random.PRNGKey(0), x))
-    return {"haiku": haiku, "nnx": models.bnn(nnx_cls(p), PRIOR), "eqx": models.bnn(eqx_cls(p), PRIOR)}
+    return {"haiku": haiku, "nnx": models.bnn(nnx_cls(p), PRIOR, feature_shape=x.shape[1:]),
+            "eqx": models.bnn(eqx_cls(p), PRIOR, feature_shape=x.shape[1:])}
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +154,9 @@ def test_the_same_seed_and_guide_give_the_same_elbo_curve_nuts_draws_and_scores(
     compiles = []
     listener = lambda event, seconds, **kw: compiles.append(event) if "backend_compile" in event or "cache_retrieval" in event else None  # noqa: E731
     monitoring.register_event_duration_secs_listener(listener)
-    try:  # a second fit of the NNX model (another guide object, another seed) compiles nothing
+    try:  # a second fit of the NNX model (another guide object, optimiser record and seed) compiles nothing
         again = inference.fit(mlps["nnx"], inference.mean_field(mlps["nnx"]), (X, Y), steps=25, batch_size=16,
-                              optimizer=optax.adam(1e-2), seed=5, progress=False)
+                              optimizer=inference.optimizers.adam(learning_rate=1e-2), seed=5, progress=False)
     finally:
         monitoring.unregister_event_duration_listener(listener)
     assert compiles == [] and again.info.traces == 0 and not np.allclose(again.losses, curves["nnx"])
@@ -232,7 +233,7 @@ def _library_step(library, module, x):
 def test_batch_statistics_ride_in_the_state_site_and_checkpoints(library, tmp_path):
     eqx_cls = EqxBatchedBN if library == "eqx-batched" else EqxBN
     module = NnxBN() if library == "nnx" else eqx.nn.make_with_state(eqx_cls)(jax.random.PRNGKey(0))
-    model = models.bnn(module, models.priors.normal(1.0))
+    model = models.bnn(module, models.priors.normal(1.0), feature_shape=X.shape[1:])
     assert model.is_stateful(X)
     params = model.init_values(None, X)
     state0 = model.initial_state(X)
@@ -323,7 +324,7 @@ def test_what_the_bridge_refuses(mlps, monkeypatch):
 def fitted(mlps):
     """{library: mean-field Posterior} of the three MLPs, same seed (shared by the ELBO, NUTS and scoring tests)."""
     return {library: inference.fit(model, inference.mean_field(model), (X, Y), steps=25, batch_size=16,
-                                   optimizer=optax.adam(1e-2), seed=4, progress=False)
+                                   optimizer=inference.optimizers.adam(learning_rate=1e-2), seed=4, progress=False)
             for library, model in mlps.items()}
 
 
@@ -342,9 +343,11 @@ def _guides(library: str) -> dict:
     for name in inference.GUIDES:
         if name == "rank1_mixture":
             net = NnxRank1MLP() if library == "nnx" else EqxRank1MLP(jax.random.PRNGKey(0))
-            model = models.bnn(net, rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 2))
+            model = models.bnn(net, rank1_prior(), rank1_likelihood(models.likelihoods.categorical(), 2),
+                               feature_shape=X.shape[1:])
         else:
-            model = models.bnn(cls(p), varnet if name in ("zero_mean", "variance_layers") else PRIOR)
+            model = models.bnn(cls(p), varnet if name in ("zero_mean", "variance_layers") else PRIOR,
+                               feature_shape=X.shape[1:])
         out[name] = (model, inference.make_guide(name, model, **options.get(name, {})))
     return out
 
@@ -404,7 +407,7 @@ def test_every_guide_trains_on_nnx_and_equinox_mlps(library):
         model, guide = cases[name]
         assert np.all(np.isfinite(losses)), name
         assert losses[-8:].mean() < losses[:8].mean(), (name, losses)
-        median = guide.median(inference.svi.constrain(params, param_constraints(guide, batch, len(X))))
+        median = guide.median(inference.svi.constrain(param_constraints(guide, batch, len(X)), params))
         assert {k: tuple(np.shape(v)) for k, v in median.items()} == dict(model.site_shapes(X)), name
 
 

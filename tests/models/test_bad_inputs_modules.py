@@ -118,8 +118,8 @@ def test_equinox_dropout_switched_off_is_accepted():
 @pytest.mark.parametrize("library", ["nnx", "eqx"])
 def test_a_module_built_for_another_input_width_is_refused_by_name_before_any_compile(library):
     module = NnxNet(width=4) if library == "nnx" else EqxNet(width=4)
-    model = models.bnn(module)
-    err = _refused(lambda: inference.mean_field(model).setup(X), "x", words="feature shape (2,)")
+    model = models.bnn(module, feature_shape=X.shape[1:])
+    err = _refused(lambda: inference.mean_field(model), "x", words="feature shape (2,)")
     assert "another input width" in str(err)
 
 

@@ -109,7 +109,6 @@ def test_a_normal_guide_draws_numpyros_per_site_numbers_with_one_hash():
     entry = zoo.get("mlp", data="two_moons", hidden=(5,), data_kwargs={"n": 64, "noise": 0.1})
     guide = inference.mean_field(entry.model, init_scale=0.3, scale_cap=None)  # q.scale is the sd drawn with
     x, y = entry.train.x[:8], entry.train.y[:8]
-    guide.setup(x)  # the site table outside any trace, as fit builds it
 
     def draws_and_expected(key):
         trace = handlers.trace(handlers.seed(guide, key)).get_trace(x, y, len(entry.train))

@@ -17,19 +17,13 @@ def test_plain_data_and_arrays_are_keyed_by_value_and_type():
     assert frozen(a) != frozen(a.astype(np.float64)) and frozen(a) != frozen(a.reshape(2, 3))
 
 
-def test_optax_closures_by_code_and_arguments_user_functions_by_identity():
-    assert value_key(optax.adam(1e-3)) == value_key(optax.adam(1e-3))
-    assert value_key(optax.adam(1e-3)) != value_key(optax.adam(2e-3))
-    assert value_key(optax.adam(1e-3)) != value_key(optax.sgd(1e-3))
-    cosine = [optax.cosine_decay_schedule(1e-2, d, alpha=0.1) for d in (100.0, 100.0, 200.0)]
-    assert value_key(optax.adam(cosine[0])) == value_key(optax.adam(cosine[1])) != value_key(optax.adam(cosine[2]))
+def test_optax_objects_and_user_functions_by_identity_nothing_read():
+    adam = optax.adam(1e-3)
+    assert value_key(adam) == value_key(adam) != value_key(optax.adam(1e-3))  # another object: another key
 
     def schedule(t):
         return 1e-3
 
-    # a schedule written by the user: only the very same function object is the same key
-    assert value_key(optax.adam(schedule)) == value_key(optax.adam(schedule))
-    assert value_key(optax.adam(schedule)) != value_key(optax.adam(lambda t: 1e-3))
     assert value_key(schedule) == Identity(schedule) != Identity(lambda t: 1e-3)
 
 

@@ -52,7 +52,7 @@ def test_readme_quick_start_round_trip(tiny, tmp_path):
 
 def test_zoo_load_refuses_checkpoints_that_name_no_entry(tiny, tmp_path):
     entry, post = tiny
-    outside = models.bnn(mlp((4,), 2))  # same sites, but built outside the catalogue: no origin
+    outside = models.bnn(mlp((4,), 2), feature_shape=entry.train.feature_shape)  # same sites, but built outside the catalogue: no origin
     fitted = inference.fit(outside, inference.mean_field(outside), entry.train, steps=2, batch_size=16,
                            progress=False)
     inference.save(fitted, tmp_path / "outside")

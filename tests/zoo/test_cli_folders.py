@@ -89,7 +89,7 @@ def _hand_posterior():
     import models
     from models.networks.mlp import mlp
 
-    model = models.bnn(mlp((2,), 2))
+    model = models.bnn(mlp((2,), 2), feature_shape=(2,))
     samples = {k: np.zeros((1, 2) + s, np.float32) for k, s in model.site_shapes((2,)).items()}
     return inference.MCMCPosterior(model=model, samples=samples, feature_shape=(2,))
 

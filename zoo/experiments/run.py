@@ -78,6 +78,13 @@ def _default_optimizer(steps):
     return default_optimizer(steps)
 
 
+def _adam(learning_rate):
+    """`inference.adam`: optax.adam's updates, the rate data (a fit with another rate compiles nothing)."""
+    from inference.optimizers import adam
+
+    return adam(learning_rate=learning_rate)
+
+
 # Adam settings per row. CONVERGED trains to ELBO convergence: lr 1e-2 with cosine decay to 1e-4 over
 # 10,000 steps (about 950 epochs of the 1,347 training digits), KL annealed over the first 20 %. At
 # lr 1e-3 for 3,000 steps the mean-field sigmas are still far from their optimum (final loss ~4,000 vs
@@ -94,13 +101,13 @@ RANK1_FIT = FitSettings(steps=3000, optimizer=_default_optimizer, kl_warmup_frac
 # under the Normal(1, 0.1) factor prior cost ~200 nats of KL per -1 entry and were the main cause of issue 17.
 _RANK1_INIT = {"sign_init": -0.5}
 # Variance networks: the expected log-likelihood is the objective (constant KL), no warm-up.
-VARIANCE_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(3e-3), kl_warmup_fraction=0.0)
+VARIANCE_FIT = FitSettings(steps=3000, optimizer=lambda steps: _adam(3e-3), kl_warmup_fraction=0.0)
 # Dense-covariance guides on the digits MLP 16-16 (D = 1,482; a full Cholesky factor is 1.1 M parameters;
 # on the 64-64 net, D = 8,970, it would be 40 M, and block diagonal alone took 0.25-0.3 s a step there):
 # started at the converged mean field of the same net (`inference.warm_start.from_mean_field`) and refined at
 # lr 1e-4. From a cold start Adam's noisy steps on the D² factor entries stall them far above mean
 # field's loss (~4,600 vs ~1,150; inference/warm_start.py).
-REFINE_FIT = FitSettings(steps=3000, optimizer=lambda steps: optax.adam(1e-4), kl_warmup_fraction=0.0,
+REFINE_FIT = FitSettings(steps=3000, optimizer=lambda steps: _adam(1e-4), kl_warmup_fraction=0.0,
                          warm_start="mean_field_16-16")
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from inference.data_args import check_model_data
 from inference.svi import constrain as constrain_params
 from inference.guide_params import param_constraints
-from inference.per_example import check_estimator, estimator_loss
+from inference.estimators import as_estimator
 from inference.posterior import SVIPosterior
 from base.validation import check_positive_ints, check_seed
 from base.value_key import Static
@@ -45,7 +45,7 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
         raise InputError("posterior", f"<{type(posterior).__name__}>", "an inference.SVIPosterior")
     check_positive_ints(batch_size=batch_size, num_batches=num_batches)
     check_seed(seed)
-    estimator = check_estimator(estimator)
+    estimator = as_estimator(estimator)
     x, y = (data.x, data.y) if hasattr(data, "x") else data
     x, y = check_model_data(posterior.model, x, y, arg="data", feature_shape=posterior.feature_shape)
     n = x.shape[0]
@@ -67,16 +67,16 @@ def elbo_gradients(posterior, data, *, batch_size: int = 128, num_batches: int =
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
-def _gradients(model: Static, guide: Static, estimator: str, n: int, params_u, keys, xb, yb):
-    """{name: (num_batches, *shape)} gradients of the one-particle negative ELBO (`estimator`'s, KL weight 1) at the
-    unconstrained guide parameters `params_u`, one per key (num_batches, 2) and minibatch xb (num_batches, B, ...),
-    yb (num_batches, B); n: the training-set size N. Compiled once per (model, guide) value keys,
-    estimator, N and the arrays' shapes."""
-    elbo_loss = estimator_loss(estimator)
+def _gradients(model: Static, guide: Static, estimator, n: int, params_u, keys, xb, yb):
+    """{name: (num_batches, *shape)} gradients of the one-particle negative ELBO (`estimator`'s, an
+    `inference.estimators` object; KL weight 1) at the unconstrained guide parameters `params_u`, one per key
+    (num_batches, 2) and minibatch xb (num_batches, B, ...), yb (num_batches, B); n: the training-set size N.
+    Compiled once per (model, guide) value keys, estimator, N and the arrays' shapes."""
+    elbo_loss = estimator.loss
     constraints = param_constraints(guide.obj, (xb[0], yb[0]), n)
 
     def loss(p_u, key, x1, y1):
-        return elbo_loss(flat_key(key), constrain_params(p_u, constraints), model.obj, guide.obj, 1.0, 1, x1, y1,
+        return elbo_loss(flat_key(key), constrain_params(constraints, p_u), model.obj, guide.obj, 1.0, 1, x1, y1,
                          n)[0]
 
     return jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0))(params_u, keys, xb, yb)

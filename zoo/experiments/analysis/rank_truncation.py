@@ -104,8 +104,9 @@ def k_tied_param_count(model, feature_shape, k: int | None) -> int:
     """Variational parameters of `model` (inputs of `feature_shape`) with the sigma matrices tied at rank k:
     sum over weight matrices (m x n) of mn + k(m + n), plus 2 per bias entry (Table 1; the k-tied guide's
     own formula, `inference.k_tied.KTiedFamily.num_params`); k None: mean field, 2 per entry."""
+    if model.feature_shape is None:
+        model.feature_shape = tuple(feature_shape)
     guide = mean_field(model) if k is None else k_tied(model, k=k)
-    guide.setup(jnp.zeros((1,) + tuple(feature_shape), jnp.float32))
     return guide.num_params_formula()
 
 

@@ -121,7 +121,8 @@ def entry_for(name: str, split: int, root, settings: Settings):
     if settings.noise_prior == "half_normal":
         return entry
     likelihood = normal(None, settings.noise_prior_scale, settings.noise_prior)
-    model = models.bnn(entry.model.network_fn, entry.model.prior, likelihood, name=entry.model.name)
+    model = models.bnn(entry.model.network_fn, entry.model.prior, likelihood, name=entry.model.name,
+                       feature_shape=entry.model.feature_shape)
     return replace_fields(entry, model=model)
 
 

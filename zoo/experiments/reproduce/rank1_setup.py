@@ -195,7 +195,7 @@ def unregularised_factors(model):
 
     prior.spec = {"kind": "by_pattern", "rules": {f"*/{s}": {"kind": "flat"} for s in RANK1_SITE_SUFFIXES},
                   "default": getattr(base, "spec", None)}
-    return bnn(model.network_fn, prior, model.likelihood, name=model.name)
+    return bnn(model.network_fn, prior, model.likelihood, name=model.name, feature_shape=model.feature_shape)
 
 
 def entry_for(method: str, split: DigitsSplit, settings: Rank1Settings, hidden=None, factor=None):
@@ -245,12 +245,14 @@ def fit_method(method: str, split: DigitsSplit, settings: Rank1Settings, seed: i
     `hidden`: other widths (the deep ensemble's members); `on_chunk(step, posterior)` every ``settings.chunk_size``
     steps (``inference.fit``: consecutive checkpoints). Returns the SVI Posterior."""
     import inference
+    from inference.fit import ChunkHook
 
     entry = entry or entry_for(method, split, settings, hidden=hidden)
     guide = guide or _guide(method, entry.model, settings)
     return inference.fit(entry.model, guide, split.train, steps=settings.steps, batch_size=settings.batch_size,
                          optimizer=optimizer_of(settings), kl_warmup=int(settings.steps * settings.kl_fraction),
-                         seed=seed, progress=False, chunk_size=settings.chunk_size, on_chunk=on_chunk)
+                         seed=seed, progress=False, chunk_size=settings.chunk_size,
+                         callbacks=[] if on_chunk is None else [ChunkHook(on_chunk)])
 
 
 def draws_for(method: str, settings: Rank1Settings) -> int:

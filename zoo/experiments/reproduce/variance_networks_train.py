@@ -23,6 +23,7 @@ import inference
 from zoo.experiments.analysis.curvature import count_above, layer_kappa
 from evals.metrics import accuracy
 from inference.dropout import binary_dropout
+from inference.fit import ChunkHook
 from base.errors import InputError
 from zoo.registry import get
 from zoo.experiments.reproduce.tuning import choose_on_validation, grid
@@ -234,7 +235,7 @@ def fit_method(settings, method: Method, seed: int, data_dir=None, log=None, cur
     t0 = time.perf_counter()
     post = inference.fit(e.model, guide, e.train, steps=settings.epochs * per_epoch, batch_size=settings.batch_size,
                          optimizer=optimizer_of(settings, rate), seed=seed, progress=False, chunk_size=per_epoch,
-                         on_chunk=record if curve else None,
+                         callbacks=[ChunkHook(record)] if curve else [],
                          estimator=per_example(settings, method))
     assert isinstance(post.info, FitInfo) and post.losses is not None  # fit records both
     row = {"method": method.label, "seed": seed, "learning_rate": rate, **scores(settings, post, e.test, seed,
