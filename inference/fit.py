@@ -144,7 +144,7 @@ def fit(model, guide, data, *, steps: int | None = None, batch_size: int = 128, 
       init_params: where to start: a fitted SVI `Posterior` of a guide with the same parameters (warm start
         at its exact unconstrained parameters, `Posterior.unconstrained_params`), or unconstrained guide
         parameters {name: array}, every parameter of the guide with its shape (e.g. from
-        `inference.from_mean_field`). ``posterior.params`` (constrained: scales > 0) is refused, since it
+        `inference.warm_start.from_mean_field`). ``posterior.params`` (constrained: scales > 0) is refused, since it
         would be read as unconstrained values;
       config: extra JSON-able configuration saved with the posterior (checkpoints use it to rebuild);
       checkpoint_dir: a folder for the fit's state (`inference.fit_state`: unconstrained guide parameters,

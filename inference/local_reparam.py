@@ -32,7 +32,7 @@ def local_rules(guide, params: dict) -> dict:
     `FlipoutRule` on a convolution kernel (`inference.families.gaussian_local_rule`), k-tied without a scale cap
     `KTiedRule`, binary dropout `DropoutRule` on a dense site. The module path of site ``a/~/b/w`` is ``a/b``
     (`models.local_reparam.local_noise`). A guide without families (one Gaussian over blocks of sites,
-    `inference.JointGaussian`) is refused: InputError naming ``estimator``."""
+    `inference.joint_gaussian.JointGaussian`) is refused: InputError naming ``estimator``."""
     family_of = getattr(guide, "family_of", None)
     if not callable(family_of):
         name = getattr(guide, "config", {}).get("name", type(guide).__name__)

@@ -97,7 +97,7 @@ class Optimizer:
 class OptaxObject:
     """A user's own optax GradientTransformation (or an optimiser with its own ``build_svi``, `inference.ivon`) as
     a pytree without leaves; its aux data is ``base.value_key.Static(tx)``: an object that declares its
-    configuration (a frozen `inference.IVON`) by that, anything else (an optax object) by identity, one compile
+    configuration (a frozen `inference.ivon.IVON`) by that, anything else (an optax object) by identity, one compile
     per object. Nothing about it is read or run."""
 
     __slots__ = ("tx",)
@@ -110,7 +110,7 @@ class OptaxObject:
         return self.tx
 
     def config(self) -> dict | None:
-        """The object's own JSON-able ``config()`` if it declares one (`inference.IVON`), else None: a user's optax
+        """The object's own JSON-able ``config()`` if it declares one (`inference.ivon.IVON`), else None: a user's optax
         object has no configuration this library can name."""
         own = getattr(self.tx, "config", None)
         return own() if callable(own) else None

@@ -334,7 +334,7 @@ def unconstrain(site_priors: dict, values: dict) -> dict:
 def constrain(supports: dict, values: dict) -> dict:
     """{name: value} mapped from the unconstrained space to each name's support (same shapes): the one map of the
     package (guide parameters, site draws, site priors). supports: {name: a NumPyro constraint, None (real), or
-    anything with a ``support`` (a distribution, an `inference.Site`)}; a real support, None, and names without
+    anything with a ``support`` (a distribution, an `inference.sites.Site`)}; a real support, None, and names without
     an entry pass through unchanged; any other support goes through ``biject_to(support)``."""
     out = {}
     for name, value in values.items():

@@ -79,7 +79,7 @@ def _default_optimizer(steps):
 
 
 def _adam(learning_rate):
-    """`inference.adam`: optax.adam's updates, the rate data (a fit with another rate compiles nothing)."""
+    """`inference.optimizers.adam`: optax.adam's updates, the rate data (a fit with another rate compiles nothing)."""
     from inference.optimizers import adam
 
     return adam(learning_rate=learning_rate)
