@@ -44,7 +44,7 @@ __all__ = [
     # guides: the default one, and every other by name through the registry (`base.registry.GUIDES`)
     "mean_field", "GUIDES", "make_guide", "register_guide", "register_family",
     # training, sampling, after-training posteriors
-    "fit", "svi", "nuts", "laplace", "ivon", "ensemble",
+    "fit", "svi", "optimizers", "estimators", "nuts", "laplace", "ivon", "ensemble",
     # results: one Posterior type for SVI and MCMC, saved and loaded, converted to ArviZ, scored on held-out data
     "Posterior", "SVIPosterior", "MCMCPosterior", "save", "load", "to_arviz", "predictive_density_table",
     # what a run may warn or raise (every bad input raises an InputError, a ZooError: base.errors)

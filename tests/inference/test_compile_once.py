@@ -7,7 +7,6 @@ import pytest
 from jax import monitoring
 
 import inference
-from inference.fit import default_optimizer
 import zoo
 
 COMPILES = []  # the compiled functions' names
