@@ -294,6 +294,9 @@ def build_parser() -> _Parser:
     rp.add_argument("--learning-rates", type=_positive_floats, default=None,
                     help="variance-networks: candidate Adam rates, each arm's chosen on the validation split, e.g. "
                          "1e-3,1e-2 (default: the setting's)")
+    rp.add_argument("--resume", action="store_true",
+                    help="liberty-or-depth, k-tied, variance-networks: go on with the run in --out, keeping the runs "
+                         "it finished (a run cut short resumes where it stopped; default: a new run)")
     rp.add_argument("--workers", type=_positive_int, default=None,
                     help="rank1: processes for the job's independent parts (default: BNN_ZOO_WORKERS, else the CPU "
                          "cores; 1: one after the other, the same results)")
@@ -791,13 +794,13 @@ def cmd_score(args):
 # Each job is ``function(out_dir, setting, log=print, **overrides)`` with setting "quick" or "full".
 REPRODUCE = {
     "liberty-or-depth": ("zoo.experiments.reproduce.liberty_or_depth", "reproduce_liberty_or_depth",
-                         ("seeds", "depths")),
-    "k-tied": ("zoo.experiments.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir", "data_path")),
+                         ("seeds", "depths", "resume")),
+    "k-tied": ("zoo.experiments.reproduce.k_tied", "reproduce_k_tied", ("seeds", "data_dir", "data_path", "resume")),
     "variance-networks": ("zoo.experiments.reproduce.variance_networks", "reproduce_variance_networks",
-                          ("seeds", "data_dir", "data_path", "epochs", "learning_rates")),
+                          ("seeds", "data_dir", "data_path", "epochs", "learning_rates", "resume")),
     "rank1": ("zoo.experiments.reproduce.rank1", "reproduce_rank1", ("seeds", "data_dir", "workers")),
 }
-_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "data_path", "workers", "epochs", "learning_rates")
+_REPRODUCE_OPTIONS = ("seeds", "depths", "data_dir", "data_path", "workers", "epochs", "learning_rates", "resume")
 
 
 def _option_name(key: str) -> str:
@@ -809,7 +812,7 @@ def cmd_reproduce(args):
     import importlib
 
     module, function, accepted = REPRODUCE[args.paper]
-    given = {k: getattr(args, k) for k in _REPRODUCE_OPTIONS if getattr(args, k) is not None}
+    given = {k: getattr(args, k) for k in _REPRODUCE_OPTIONS if getattr(args, k) not in (None, False)}
     refused = [k for k in given if k not in accepted]
     if refused:
         option = _option_name(refused[0])

@@ -37,7 +37,7 @@ def test_cli_reproduce_refuses_an_option_the_paper_does_not_take(capsys):
 
     assert main(["reproduce", "liberty-or-depth", "--data-dir", "/nowhere", "--out", "/tmp/unused"]) == 2
     err = capsys.readouterr().err
-    assert "--data-dir" in err and "/nowhere" in err and "--seeds, --depths" in err
+    assert "--data-dir" in err and "/nowhere" in err and "--seeds, --depths, --resume" in err
 
 
 def test_floor_table_and_findings_on_constructed_runs(tmp_path):

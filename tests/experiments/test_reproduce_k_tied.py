@@ -95,6 +95,9 @@ def test_cli_runs_the_k_tied_job_with_its_options(monkeypatch, tmp_path):
     assert main(["reproduce", "k-tied", "--out", str(tmp_path), "--seeds", "0,1", "--data-dir", "/data",
                  "--data", "u.npz"]) == 0
     assert calls == [((str(tmp_path), "quick"), {"seeds": (0, 1), "data_dir": "/data", "data_path": "u.npz"})]
+    assert main(["reproduce", "k-tied", "--full", "--out", str(tmp_path), "--resume"]) == 0  # a cut run goes on
+    assert calls[-1] == ((str(tmp_path), "full"), {"resume": True})
+    assert main(["reproduce", "rank1", "--out", str(tmp_path / "r"), "--resume"]) == 2  # rank1 does not resume
 
 
 def _trace(values):
