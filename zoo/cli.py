@@ -179,6 +179,31 @@ def _positive_floats(text):
 _positive_floats.__name__ = "comma-separated numbers > 0"
 
 
+def _user_file_args(parser):
+    """--target and --task: how `zoo.data.user_file.load_user_data` reads a --data file."""
+    parser.add_argument("--target", default=None, metavar="COLUMN",
+                        help="with --data FILE.csv: the column of labels / targets (every other column is a feature)")
+    parser.add_argument("--task", choices=("classification", "regression"), default=None,
+                        help="with --data FILE: how to read the labels (default: integer labels mean classification, "
+                             "float targets regression)")
+
+
+def _user_data(args):
+    """The `zoo.data.user_file.UserData` of ``--data FILE`` (its split printed), or None for a data set name;
+    --target / --task without a file are refused."""
+    from zoo.data.user_file import is_data_file, load_user_data
+
+    if args.data is None or not is_data_file(args.data):
+        for option, value in (("--target", args.target), ("--task", args.task)):
+            if value is not None:
+                raise InputError(option, value, "no " + option + " unless --data names an .npz or .csv file",
+                                 f"--data is {args.data!r}")
+        return None
+    user = load_user_data(args.data, args.target, task=args.task)
+    print(f"data: {args.data}: {user.split}")
+    return user
+
+
 def _corruption_grid_arguments(parser):
     from evals.corruption_grid import DESCRIPTION, add_arguments
 
@@ -208,7 +233,10 @@ def build_parser() -> _Parser:
     def entry_args(sp):
         sp.add_argument("entry", help="catalogue entry, e.g. mlp (zoo list shows them)")
         sp.add_argument("--data", default=None,
-                        help="data set name (digits, two_moons, regression_1d, ...; default: the entry's own)")
+                        help="data set name (digits, two_moons, regression_1d, ...), or your own file: an .npz of "
+                             "x / y (or x_train / y_train / x_test / y_test) or a .csv with --target (default: the "
+                             "entry's own data set)")
+        _user_file_args(sp)
         sp.add_argument("--hidden", type=_ints, default=None, help="hidden widths, e.g. 64,64 (default: the entry's)")
         sp.add_argument("--depth", type=_positive_int, default=None, help="depth (deep_linear; default: the entry's)")
         sp.add_argument("--prior", default=None, help="kind of the weight prior: normal, fan_in, he_normal or "
@@ -268,6 +296,10 @@ def build_parser() -> _Parser:
 
     s = sub.add_parser("score", help="score a saved posterior on its entry's test set")
     s.add_argument("path", help="folder of a saved posterior (zoo fit / zoo nuts --out)")
+    s.add_argument("--data", default=None, metavar="PATH",
+                   help="the .npz / .csv file the posterior was fitted on (zoo fit --data PATH); needed for such a "
+                        "posterior, which does not store the file (default: the entry's data set, rebuilt)")
+    _user_file_args(s)
     s.add_argument("--samples", type=_positive_int, default=100, help="posterior draws in total")
 
     sub.add_parser("corruptions", help="draw every corruption type x severity for one image (a PNG grid)",
@@ -439,7 +471,24 @@ def _entry(args):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     data_kwargs = {"n": args.n} if args.n is not None else None
-    return zoo.get(args.entry, data=args.data, data_kwargs=data_kwargs, **kwargs)
+    user = _user_data(args)
+    if user is None:
+        from zoo.data import DATASETS
+
+        if args.data is not None and args.data not in DATASETS:
+            raise InputError("--data", args.data, f"one of {list(DATASETS)} or a path to an .npz or .csv file",
+                             "no data set of that name, and no file (a file's name ends in .npz or .csv)")
+        return zoo.get(args.entry, data=args.data, data_kwargs=data_kwargs, **kwargs)
+    if args.n is not None:
+        raise InputError("--n", args.n, "no --n with --data FILE (every row of the file is used)")
+    return zoo.get(args.entry, data=user.arrays(), data_kwargs=user.data_kwargs(), **kwargs)
+
+
+def _is_file(data) -> bool:
+    """Whether a --data value names the user's file (`zoo.data.user_file.is_data_file`)."""
+    from zoo.data.user_file import is_data_file
+
+    return data is not None and is_data_file(data)
 
 
 def cmd_list(args):
@@ -705,7 +754,7 @@ def cmd_nuts(args):
 
         check_posterior_folder(args.init, "--init")
     entry = _entry(args)
-    init = _init_posterior(args.init, entry) if args.init else None
+    init = _init_posterior(args.init, entry, args) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
                           draws_per_chain=args.draws_per_chain, seed=args.seed, progress=not args.quiet,
                           config={"entry": entry.config})
@@ -736,11 +785,15 @@ def _rhat_verdict(post, x) -> str:
     return f"{value:.4f}"
 
 
-def _init_posterior(path, entry):
-    """The SVI posterior saved at `path` (``zoo.load``), refused unless its sites are those of `entry`'s model."""
+def _init_posterior(path, entry, args):
+    """The SVI posterior saved at `path` (``zoo.load``; with ``--data FILE`` its arrays, which such a posterior was
+    fitted on), refused unless its sites are those of `entry`'s model."""
     import zoo
+    from zoo.checkpoints import entry_spec
 
-    init = zoo.load(path)
+    own = "data" not in entry_spec(path)  # fitted on a file's arrays: zoo.load needs them (those of --data FILE)
+    arrays = (entry.train.x, entry.train.y, entry.test.x, entry.test.y)
+    init = zoo.load(path, data=arrays if own and _is_file(args.data) else None)
     feature_shape = entry.train.feature_shape
     if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
         raise InputError.worded("--init",
@@ -761,10 +814,22 @@ def cmd_corruptions(args):
 
 def cmd_score(args):
     import evals
-    from zoo.checkpoints import check_posterior_folder, load_entry
+    from zoo.checkpoints import check_posterior_folder, entry_spec, load_entry
 
     check_posterior_folder(args.path, "path")  # the positional argument, as argparse names it
-    entry, post = load_entry(args.path)  # zoo.load, keeping the rebuilt entry for its test set
+    if args.data is not None and not _is_file(args.data):
+        raise InputError("--data", args.data, "a path to an .npz or .csv file (a posterior of a named data set is "
+                                              "scored on it without --data)")
+    own = "data" not in entry_spec(args.path)  # fitted on the user's arrays, which the checkpoint does not store
+    if _is_file(args.data) != own:
+        if own:
+            raise InputError("--data", args.data, "the .npz / .csv file the posterior was fitted on",
+                             "the posterior at " + repr(args.path) + " was fitted on the user's own arrays, which "
+                             "it does not store: give the same file (and --target) as to zoo fit")
+        raise InputError("--data", args.data, "no --data: the posterior is of the data set "
+                         f"{entry_spec(args.path)['data']!r}, which zoo score rebuilds itself")
+    user = _user_data(args)
+    entry, post = load_entry(args.path, data=None if user is None else user.arrays())  # keeps the rebuilt entry
     evals.score(post, entry.test, num_samples=args.samples)
     return 0
 
