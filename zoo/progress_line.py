@@ -80,6 +80,7 @@ class ProgressLine:
         self.clock = clock
         self.start = clock()
         self.done, self.now, self.shown = 0, "", ""
+        self._logged_done = -1  # the `done` of the last plain line written
         self._finished_at = self.start  # when the last part finished (the running part's start)
 
     def _weight(self, first: int, last: int) -> float:
@@ -99,7 +100,8 @@ class ProgressLine:
 
     def update(self, done: int, now: str) -> str:
         """`done` parts have finished, `now` runs (a few words: "mean_field on yacht split 4"); show the line and
-        return it. A plain line is written only when its text changed."""
+        return it. On a terminal every update rewrites the line; elsewhere a plain line is written only for a new
+        part (a change of `now` within a part waits for the next part's line)."""
         if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done <= self.total:
             raise InputError("done", done, f"a number of finished parts in [0, {self.total}]")
         if done != self.done:
@@ -118,18 +120,21 @@ class ProgressLine:
         self.stream.flush()
 
     def close(self, done: int | None = None) -> None:
-        """Mark `done` parts finished (default: all), show the last line and end it with a newline."""
+        """Mark `done` parts finished (default: all); on a terminal show the last line ("[n/n] done in 6 min 20 s")
+        and end it with a newline (plain lines add none: the job says itself that it is done)."""
+        if not self.rewrites:
+            return
         self.update(self.total if done is None else done, self.now)
-        if self.rewrites:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.stream.write("\n")
+        self.stream.flush()
 
     def _show(self, line: str) -> None:
         if self.rewrites:
             self.stream.write("\r\x1b[K" + self._fitted(line))
             self.stream.flush()
-        elif line.split(SEPARATOR)[0] != self.shown.split(SEPARATOR)[0]:  # a new part or a new "now"
+        elif self.done != self._logged_done:  # plain lines: one per part (what runs within it shows on a terminal)
             self._log(line)
+            self._logged_done = self.done
         self.shown = line
 
     def _fitted(self, line: str) -> str:

@@ -53,8 +53,7 @@ def test_plain_lines_where_there_is_no_terminal():
     assert lines == ["[1/3] map on yacht split 0 · time left: estimated after the first part",
                      "[2/3] mean_field on yacht split 0 · about 2 min left",  # 40 s a unit x 3 units left
                      "  yacht split 0 mean_field test LL -1.2",
-                     "[3/3] nuts on yacht split 0 · about 80 s left",
-                     "[3/3] done in 80 s"]
+                     "[3/3] nuts on yacht split 0 · about 80 s left"]  # no line at the end: the job says it
     assert not line.rewrites
     with pytest.raises(InputError, match="done: expected a number of finished parts in \\[0, 3\\], got 4"):
         line.update(4, "x")
@@ -78,3 +77,17 @@ def test_one_line_rewritten_on_a_terminal():
     line.close()
     assert term.getvalue().endswith("\r\x1b[K[2/2] done in 3 min 20 s\n")
     assert ProgressLine(2, stream=Terminal(), log=print).rewrites is False  # a caller's log gets plain lines
+
+
+def test_run_parallel_moves_the_line_task_by_task():
+    from zoo.experiments.parallel import Task, run_parallel
+
+    lines: list = []
+    line = ProgressLine(3, log=lines.append, clock=Clock())
+    tasks = [Task(name, dict, {"name": name}) for name in ("two moons", "digits a", "digits b")]
+    assert run_parallel(tasks, workers=1, log=line.log, progress=line) == [{"name": t.name} for t in tasks]
+    assert [text.split(" · ")[0] for text in lines if "/3] " in text] == [
+        "[1/3] two moons", "[2/3] digits a", "[3/3] digits b"]
+    assert lines[1] == "[parallel] two moons: 0 s"  # the task's own line, through the progress line
+    with pytest.raises(InputError, match="progress: expected one of 2 parts"):
+        run_parallel(tasks[:2], workers=1, progress=line)

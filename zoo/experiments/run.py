@@ -322,6 +322,7 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     ``workers=1``, which runs every part in this process with progress bars.
     """
     from zoo.experiments.parallel import Task, default_workers, run_parallel
+    from zoo.progress_line import ProgressLine
 
     size = ("quick" if quick else "main") if size is None else size
     if size not in SIZES:
@@ -333,13 +334,17 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     _say(f"digits: {len(DIGITS_GUIDES)} posteriors (MLP 64-64 and the covariance ladder on MLP 16-16) and "
          f"digits-C (19 corruption types x 5 severities); two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from "
          f"it; {len(DIGITS_GROUPS) + 1} parts on {min(workers, len(DIGITS_GROUPS) + 1)} worker(s)", progress)
-    bars = progress and workers == 1  # progress bars from parallel workers would interleave; lines do not
-    tasks = [Task("two moons", moons_part, {"sizes": sizes, "out": out, "seed": seed, "progress": progress,
+    # one progress line (zoo.progress_line): on a terminal it rewrites itself, and the parts keep quiet under it
+    line = ProgressLine(len(DIGITS_GROUPS) + 1) if progress else None
+    lines = progress and not (line is not None and line.rewrites)  # the parts' own lines
+    bars = lines and workers == 1  # progress bars from parallel workers would interleave; lines do not
+    tasks = [Task("two moons", moons_part, {"sizes": sizes, "out": out, "seed": seed, "progress": lines,
                                             "bars": bars})]
     tasks += [Task("digits " + ", ".join(group), digits_part,
-                   {"labels": group, "sizes": sizes, "out": out, "seed": seed, "progress": progress, "bars": bars})
+                   {"labels": group, "sizes": sizes, "out": out, "seed": seed, "progress": lines, "bars": bars})
               for group in DIGITS_GROUPS]
-    moons, *parts = run_parallel(tasks, workers, log=(lambda line: _say(line, True)) if progress else None)
+    moons, *parts = run_parallel(tasks, workers, log=(lambda text: line.log(f"[zoo run] {text}")) if line else None,
+                                 progress=line)
     digits = _merge_digits(parts)
     _write_digits_summary(digits, out)
     ood_summary = _write_digits_c(digits.ood, out)

@@ -22,6 +22,7 @@ import optax
 import pandas as pd
 
 from evals.comparison import chain_draws, flat_draws
+from zoo.progress_line import ProgressLine
 from zoo.experiments.analysis.depth_sweep import (RHAT_MIXED, gaussian_metrics, kl_floor, mixed_summary, plot_depth_sweep,
                                simulated_kl_floor, summarise)
 from evals.gaussians import JITTER
@@ -153,10 +154,16 @@ def run_one(config: DepthSweepConfig, depth: int, activation: str, seed: int, pr
 def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print) -> pd.DataFrame:
     """Every (activation, depth, seed) run of ``config``: a DataFrame with one row per run
     (columns of ``run_one``); ``df.attrs["config"]`` holds the config as a dict."""
-    rows = []
+    rows: list = []
+    # one progress line (zoo.progress_line), a part per run (each of about the same number of weights)
+    runs = len(config.activations) * len(config.depths) * len(config.seeds)
+    line = ProgressLine(runs, log=None if log is print else log) if log is not None else None
+    log = line.log if line is not None else None
     for activation in config.activations:
         for depth in config.depths:
             for seed in config.seeds:
+                if line is not None:
+                    line.update(len(rows), f"{activation} depth {depth} seed {seed}: MFVI, then NUTS from it")
                 rows.append(run_one(config, depth, activation, seed))
                 if log is not None:
                     row = rows[-1]
@@ -166,6 +173,8 @@ def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print) -> pd.DataFrame
                         f"ESS min {row['ess_bulk_min']:.0f}, R-hat max {row['rhat_max']:.3f}, "
                         f"acc {row['nuts_accuracy']:.3f}, {row['divergences']} divergences, "
                         f"{row['svi_s'] + row['nuts_s']:.0f} s")
+    if line is not None:
+        line.close()
     table = pd.DataFrame(rows)
     table.attrs["config"] = asdict(config)
     return table
