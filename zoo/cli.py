@@ -182,7 +182,8 @@ _positive_floats.__name__ = "comma-separated numbers > 0"
 def _user_file_args(parser):
     """--target and --task: how `zoo.data.user_file.load_user_data` reads a --data file."""
     parser.add_argument("--target", default=None, metavar="COLUMN",
-                        help="with --data FILE.csv: the column of labels / targets (every other column is a feature)")
+                        help="with --data FILE.csv: the column of labels / targets, every other column a feature "
+                             "(default: none; a CSV needs it)")
     parser.add_argument("--task", choices=("classification", "regression"), default=None,
                         help="with --data FILE: how to read the labels (default: integer labels mean classification, "
                              "float targets regression)")

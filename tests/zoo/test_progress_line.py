@@ -78,16 +78,3 @@ def test_one_line_rewritten_on_a_terminal():
     assert term.getvalue().endswith("\r\x1b[K[2/2] done in 3 min 20 s\n")
     assert ProgressLine(2, stream=Terminal(), log=print).rewrites is False  # a caller's log gets plain lines
 
-
-def test_run_parallel_moves_the_line_task_by_task():
-    from zoo.experiments.parallel import Task, run_parallel
-
-    lines: list = []
-    line = ProgressLine(3, log=lines.append, clock=Clock())
-    tasks = [Task(name, dict, {"name": name}) for name in ("two moons", "digits a", "digits b")]
-    assert run_parallel(tasks, workers=1, log=line.log, progress=line) == [{"name": t.name} for t in tasks]
-    assert [text.split(" · ")[0] for text in lines if "/3] " in text] == [
-        "[1/3] two moons", "[2/3] digits a", "[3/3] digits b"]
-    assert lines[1] == "[parallel] two moons: 0 s"  # the task's own line, through the progress line
-    with pytest.raises(InputError, match="progress: expected one of 2 parts"):
-        run_parallel(tasks[:2], workers=1, progress=line)
