@@ -169,32 +169,43 @@ TUNED_DIGITS_GUIDES = (
 
 
 # issue 47: no row that looks broken without a word. A digits row whose test accuracy is more than WORKS_WITHIN below
-# the point estimate's gets a note in the table (`row_notes`): the reason in a few words where it is known, and
-# where to read more. The settings of the rows known to fall short were searched on a validation split
-# (benchmarks/tune_zoo_run_rows.py; docs/zoo-run.md has its numbers).
+# the point estimate's, or whose NLL is more than NLL_WITHIN times the point estimate's, gets a note in the table
+# (`row_notes`): the reason in a few words where it is known, and where to read more. The settings of the rows known
+# to fall short were searched on a validation split (benchmarks/tune_zoo_run_rows.py; docs/zoo-run.md).
 WORKS_WITHIN = 0.02
+NLL_WITHIN = 2.0
 ROW_NOTES = {
     "zero_mean": "zero-mean weights learn slowly (only their variances train); deterministic acc. is chance by "
                  "design; see docs/variance-networks.md",
-    "rank1_cauchy": "heavy-tailed Cauchy factors draw far-off networks (over-confident errors), as in `zoo reproduce "
-                    "rank1`; see docs/rank1.md",
+    "rank1_cauchy": "heavy-tailed Cauchy factors flatten the draws' predictions (under-confident), as in `zoo "
+                    "reproduce rank1`; see docs/rank1.md",
 }
+"""{row label: why it falls short, in a few words, and where to read more}."""
+_GAUSSIAN = ("a Gaussian posterior under the unit Normal prior on 1,347 training digits is under-confident; see "
+             "docs/zoo-run.md")
+GUIDE_NOTES = {guide: _GAUSSIAN for guide in ("mean_field", "k_tied", "by_site", "low_rank", "block_diagonal",
+                                              "full_covariance")}
+"""{guide name: the reason of a row of that guide with no `ROW_NOTES` entry}."""
 
 
 def row_notes(table: pd.DataFrame, reference: str = "point_estimate") -> pd.Series:
-    """A note per row of `table` (indexed by (data, posterior), with an ``accuracy`` column): for a digits row whose
-    accuracy is more than `WORKS_WITHIN` below the `reference` row's, "N points below point_estimate: " and the
-    row's reason from `ROW_NOTES` (else "not diagnosed; see docs/zoo-run.md"); "" for every other row (and for all
-    when the reference row is absent)."""
+    """A note per row of `table` (indexed by (data, posterior), with ``accuracy`` and ``nll`` columns): for a digits
+    row more than `WORKS_WITHIN` of accuracy below the `reference` row, or with an NLL more than `NLL_WITHIN` times
+    its, what (e.g. "3.1 points below point_estimate, NLL 3.3 x its: ") and why: the row's `ROW_NOTES`, else its
+    guide's `GUIDE_NOTES`, else "not diagnosed; see docs/zoo-run.md". "" for every other row (and for all when the
+    reference row is absent)."""
     notes = pd.Series("", index=table.index, dtype=object)
     if ("digits", reference) not in table.index:
         return notes
-    best = float(table.loc[("digits", reference), "accuracy"])
-    for (data, label), accuracy in table["accuracy"].items():
-        gap = best - float(accuracy)
-        if data == "digits" and gap > WORKS_WITHIN:
-            why = ROW_NOTES.get(label, "not diagnosed; see docs/zoo-run.md")
-            notes[(data, label)] = f"{100 * gap:.1f} points below {reference}: {why}"
+    best, best_nll = (float(table.loc[("digits", reference), k]) for k in ("accuracy", "nll"))
+    guides = {spec.label: spec.guide for spec in DIGITS_GUIDES}
+    for (data, label), row in table.iterrows():
+        gap, ratio = best - float(row["accuracy"]), float(row["nll"]) / best_nll
+        what = ([f"{100 * gap:.1f} points below {reference}"] if gap > WORKS_WITHIN else []) + \
+            ([f"NLL {ratio:.1f} x {reference}'s"] if ratio > NLL_WITHIN else [])
+        if data == "digits" and what:
+            why = ROW_NOTES.get(label) or GUIDE_NOTES.get(guides.get(label, ""), "not diagnosed; see docs/zoo-run.md")
+            notes[(data, label)] = f"{', '.join(what)}: {why}"
     return notes
 
 
@@ -351,6 +362,11 @@ def _digits_groups() -> tuple:
 
 
 DIGITS_GROUPS = _LiveRows(_digits_groups)
+# The parts' relative costs, for the progress line's estimate of the time left (seconds in a worker at zoo run's main
+# size, one run on 2 loaded cores, / 20: two moons 164, the covariance ladder 189, rank1_normal with its NUTS 142,
+# zero_mean 65 (a draw per example), every other row 13-30); a row not named costs 1.
+PART_COSTS = {"two moons": 8, "rank1_normal": 7, "zero_mean": 3, "low_rank_16-16": 2, "block_diagonal_16-16": 3,
+              "full_covariance_16-16": 3}
 
 
 def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, progress: bool = True,
@@ -378,7 +394,8 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
          f"digits-C (19 corruption types x 5 severities); two-moons MLP 2-16-16-2: mean-field SVI, then NUTS from "
          f"it; {len(DIGITS_GROUPS) + 1} parts on {min(workers, len(DIGITS_GROUPS) + 1)} worker(s)", progress)
     # one progress line (zoo.progress_line): on a terminal it rewrites itself, and the parts keep quiet under it
-    line = ProgressLine(len(DIGITS_GROUPS) + 1) if progress else None
+    weights = [PART_COSTS["two moons"]] + [sum(PART_COSTS.get(label, 1) for label in g) for g in DIGITS_GROUPS]
+    line = ProgressLine(len(weights), weights=weights) if progress else None
     lines = progress and not (line is not None and line.rewrites)  # the parts' own lines
     bars = lines and workers == 1  # progress bars from parallel workers would interleave; lines do not
     tasks = [Task("two moons", moons_part, {"sizes": sizes, "out": out, "seed": seed, "progress": lines,

@@ -114,7 +114,8 @@ def results_markdown(table: pd.DataFrame, ood_table: pd.DataFrame, ood_summary: 
                 f"How accurate and how well calibrated is each posterior on the {n_clean} clean digits test images? "
                 f"Scores of the predictive mean over {draws} draws; `deterministic acc.` is the network at the "
                 "posterior mean (variance paper Table 1), which a NUTS posterior does not have (blank). A row more "
-                "than 2 accuracy points below the point estimate says why in its `note`.",
+                "than 2 accuracy points below the point estimate, or with more than twice its NLL, says why in its "
+                "`note`.",
                 digits if "note" in digits else digits.assign(note=""), _DIGITS_CLEAN),
         section("Digits: the SVI fits",
                 "What did each SVI fit run, and how many parameters has its guide? `guide params` counts the free "
