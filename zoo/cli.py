@@ -755,7 +755,7 @@ def cmd_nuts(args):
 
         check_posterior_folder(args.init, "--init")
     entry = _entry(args)
-    init = _init_posterior(args.init, entry, args) if args.init else None
+    init = _init_posterior(args.init, entry, args.data) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
                           draws_per_chain=args.draws_per_chain, seed=args.seed, progress=not args.quiet,
                           config={"entry": entry.config})
@@ -786,15 +786,16 @@ def _rhat_verdict(post, x) -> str:
     return f"{value:.4f}"
 
 
-def _init_posterior(path, entry, args):
-    """The SVI posterior saved at `path` (``zoo.load``; with ``--data FILE`` its arrays, which such a posterior was
-    fitted on), refused unless its sites are those of `entry`'s model."""
+def _init_posterior(path, entry, data: str | None = None):
+    """The SVI posterior saved at `path` (``zoo.load``; when `data`, the ``--data`` value, names a file: `entry`'s
+    arrays, those of the file, which such a posterior was fitted on), refused unless its sites are those of
+    `entry`'s model."""
     import zoo
     from zoo.checkpoints import entry_spec
 
     own = "data" not in entry_spec(path)  # fitted on a file's arrays: zoo.load needs them (those of --data FILE)
     arrays = (entry.train.x, entry.train.y, entry.test.x, entry.test.y)
-    init = zoo.load(path, data=arrays if own and _is_file(args.data) else None)
+    init = zoo.load(path, data=arrays if own and _is_file(data) else None)
     feature_shape = entry.train.feature_shape
     if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
         raise InputError.worded("--init",
