@@ -8,6 +8,7 @@ beside the point estimate under `zoo run`'s own settings, at the main size's len
 estimate's.
 
     PYTHONPATH=$PWD python benchmarks/tune_zoo_run_rows.py [--size main|full] [--rows zero_mean,rank1_cauchy]
+        [--candidates 0,3]
 
 Prints one table (row, setting, steps, validation accuracy, NLL, gap to the point estimate in points, seconds).
 """
@@ -57,6 +58,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=("main", "full"), default="main")
     parser.add_argument("--rows", default="zero_mean,rank1_cauchy")
+    parser.add_argument("--candidates", default=None, metavar="0,3",
+                        help="indices into each row's CANDIDATES to run (default: all)")
     args = parser.parse_args()
     specs = {s.label: s for s in DIGITS_GUIDES}
     digits = zoo.get("mlp", data="digits", hidden=(64, 64))
@@ -68,7 +71,9 @@ def main():
              "gap_points": 0.0, "seconds": s0}]
     print(rows[-1], flush=True)
     for label in args.rows.split(","):
-        for name, extra_guide, extra_fit, lr in CANDIDATES[label]:
+        chosen = None if args.candidates is None else {int(i) for i in args.candidates.split(",")}
+        for name, extra_guide, extra_fit, lr in [c for i, c in enumerate(CANDIDATES[label])
+                                                 if chosen is None or i in chosen]:
             acc, nll, seconds, steps = fit_and_score(specs[label], args.size, extra_guide, extra_fit, lr, fit_part,
                                                      val_part)
             rows.append({"row": label, "setting": name, "steps": steps, "val_acc": acc, "val_nll": nll,
