@@ -5,6 +5,7 @@ none (no training here)."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from zoo.experiments.run import GUIDE_NOTES, ROW_NOTES, row_notes
 from zoo.experiments.run_report import _DIGITS_CLEAN, markdown_table
@@ -29,3 +30,22 @@ def test_rows_more_than_two_points_below_the_point_estimate_say_why():
     text = markdown_table(shown.reset_index(), _DIGITS_CLEAN)
     assert text.splitlines()[0].endswith("| note |")
     assert "| NLL 2.5 x point_estimate's: heavy-tailed Cauchy" in text
+
+
+def test_a_shortened_run_takes_the_settings_chosen_for_its_length():
+    """zero_mean: a weight draw per example at Adam 1e-2 below --full's 3,000 steps (validation 0.874 vs 0.600 at
+    600 steps), the variance networks' settings at 3,000 (0.926 vs 0.881); benchmarks/tune_zoo_run_rows.py."""
+    import jax.numpy as jnp
+
+    from zoo.experiments.run import DIGITS_GUIDES, SIZES, VARIANCE_FIT
+
+    settings = {row.label: row.settings for row in DIGITS_GUIDES}["zero_mean"]
+    chosen = {size: settings.for_steps(SIZES[size].steps_of(settings)) for size in ("quick", "main", "full")}
+    assert chosen["full"] is settings and settings.estimator == VARIANCE_FIT.estimator == "standard"
+    assert chosen["main"] is chosen["quick"] is settings.shortened and chosen["main"].estimator == "per_example"
+    assert SIZES["main"].steps_of(settings) == 600
+    params, grads = {"w": jnp.ones(())}, {"w": jnp.ones(())}
+    for fit, rate in ((chosen["main"], 1e-2), (chosen["full"], 3e-3)):  # Adam's first step: -rate * g / |g|
+        opt = fit.optimizer(600)
+        update, _ = opt.update(grads, opt.init(params), params)
+        assert float(update["w"]) == pytest.approx(-rate, rel=1e-4)
