@@ -26,6 +26,9 @@ def test_rows_more_than_two_points_below_the_point_estimate_say_why():
     assert [k[1] for k, v in notes.items() if v] == ["zero_mean", "rank1_cauchy", "my_guide", "low_rank"]
     assert "docs/variance-networks.md" in ROW_NOTES["zero_mean"] and "docs/rank1.md" in ROW_NOTES["rank1_cauchy"]
     assert not row_notes(table.drop(index=("digits", "point_estimate"))).any()  # nothing to compare with
+    networks = table.assign(network=["MLP 16-16" if label == "low_rank" else "MLP 64-64" for _, label in table.index])
+    assert row_notes(networks)[("digits", "low_rank")] == ("NLL 2.1 x point_estimate's: another network (MLP 16-16) "
+                                                           "than point_estimate's (MLP 64-64)")
     shown = table.assign(note=notes, network="MLP 64-64", deterministic_acc=0.5, ece=0.01, brier=0.02)
     text = markdown_table(shown.reset_index(), _DIGITS_CLEAN)
     assert text.splitlines()[0].endswith("| note |")

@@ -199,9 +199,9 @@ GUIDE_NOTES = {guide: _GAUSSIAN for guide in ("mean_field", "k_tied", "by_site",
 def row_notes(table: pd.DataFrame, reference: str = "point_estimate") -> pd.Series:
     """A note per row of `table` (indexed by (data, posterior), with ``accuracy`` and ``nll`` columns): for a digits
     row more than `WORKS_WITHIN` of accuracy below the `reference` row, or with an NLL more than `NLL_WITHIN` times
-    its, what (e.g. "3.1 points below point_estimate, NLL 3.3 x its: ") and why: the row's `ROW_NOTES`, else its
-    guide's `GUIDE_NOTES`, else "not diagnosed; see docs/zoo-run.md". "" for every other row (and for all when the
-    reference row is absent)."""
+    its, what (e.g. "3.1 points below point_estimate, NLL 3.3 x its: ") and why: the row's `ROW_NOTES`, else, for a
+    row of another ``network`` than the reference's, that network, else its guide's `GUIDE_NOTES`, else "not
+    diagnosed; see docs/zoo-run.md". "" for every other row (and for all when the reference row is absent)."""
     notes = pd.Series("", index=table.index, dtype=object)
     if ("digits", reference) not in table.index:
         return notes
@@ -212,7 +212,11 @@ def row_notes(table: pd.DataFrame, reference: str = "point_estimate") -> pd.Seri
         what = ([f"{100 * gap:.1f} points below {reference}"] if gap > WORKS_WITHIN else []) + \
             ([f"NLL {ratio:.1f} x {reference}'s"] if ratio > NLL_WITHIN else [])
         if data == "digits" and what:
-            why = ROW_NOTES.get(label) or GUIDE_NOTES.get(guides.get(label, ""), "not diagnosed; see docs/zoo-run.md")
+            network, own = (table.loc[key, "network"] if "network" in table else None
+                            for key in (("digits", reference), (data, label)))
+            other = f"another network ({own}) than {reference}'s ({network})" if own != network else None
+            why = ROW_NOTES.get(label) or other or GUIDE_NOTES.get(guides.get(label, ""),
+                                                                    "not diagnosed; see docs/zoo-run.md")
             notes[(data, label)] = f"{', '.join(what)}: {why}"
     return notes
 
