@@ -220,50 +220,44 @@ def _weight_variables(draws: dict, weights: list) -> dict:
 
 def plot_weights(a, b, weights=None, *, kind: str = "forest", num: int = 6, labels=("a", "b"),
                  num_samples: int = 1000, seed: int = 0, ax=None):
-    """ArviZ plots of chosen weights of two posteriors (ArviZ 0.x's plots: MissingDependencyError under 1.x).
+    """ArviZ plots of chosen weights of two posteriors, under ArviZ 0.x and 1.x (`evals.arviz_plots`).
 
     Args:
       a, b: Posterior or InferenceData.
       weights: [(site, flat index), ...]; default: the ``num`` entries whose means differ most.
-      kind: "forest" (``az.plot_forest`` of both, side by side per weight) or "pair"
-        (``az.plot_pair`` scatter of a, b overlaid on the same axes; at most 4 weights).
+      kind: "forest" (ArviZ's forest plot of both, side by side per weight) or "pair" (ArviZ's pair plot,
+        scatter of a and b overlaid; at most 4 weights).
       labels: legend names of a and b.
+      ax: matplotlib axes to draw on (ArviZ 0.x only; 1.x lays out its own figure).
     Returns:
-      the matplotlib axes (array) ArviZ returns.
+      a NumPy array of the matplotlib Axes drawn on.
     """
-    import arviz as az
+    from evals import arviz_plots
 
-    from inference.arviz_compat import require_plots_api
-
-    require_plots_api("evals.comparison.plot_weights")
+    if kind not in ("forest", "pair"):
+        raise InputError.worded("kind", f"kind: expected 'forest' or 'pair', got {kind!r}")
     draws_a = chain_draws(a, num_samples, seed)
     draws_b = chain_draws(b, num_samples, seed + 1)
     weights = list(weights) if weights is not None else _pick_weights(draws_a, draws_b, num)
     idata = [to_inference_data(_weight_variables(d, weights)) for d in (draws_a, draws_b)]
-    if kind == "forest":
-        return az.plot_forest(idata, model_names=list(labels), combined=True, ess=False, ax=ax)
-    if kind == "pair":
-        axes = az.plot_pair(idata[0], scatter_kwargs={"alpha": 0.3, "label": labels[0]}, ax=ax)
-        return az.plot_pair(idata[1], scatter_kwargs={"alpha": 0.3, "color": "C1", "label": labels[1]}, ax=axes)
-    raise InputError.worded("kind", f"kind: expected 'forest' or 'pair', got {kind!r}")
+    plot = arviz_plots.forest if kind == "forest" else arviz_plots.pair
+    return plot(idata, list(labels), ax=ax, feature="evals.comparison.plot_weights")
 
 
 def plot_predictions(a, b, data, *, num_points: int = 8, labels=("a", "b"), model=None,
                      num_samples: int = 200, seed: int = 0, ax=None):
-    """Forest plot of the predicted probability of the class a predicts, at the first inputs (ArviZ 0.x's
-    ``az.plot_forest``: MissingDependencyError under 1.x).
+    """Forest plot of the predicted probability of the class a predicts, at the first inputs (ArviZ's forest plot
+    under 0.x and 1.x, `evals.arviz_plots.forest`).
 
     Args:
       a, b: Posterior or InferenceData (then ``model`` or a Posterior on the other side is needed).
       data: `Dataset` or (x, y); num_points: how many inputs (from the start of data) to show.
+      ax: matplotlib axes to draw on (ArviZ 0.x only).
     Returns:
-      the matplotlib axes of ``az.plot_forest``.
+      a NumPy array of the matplotlib Axes drawn on.
     """
-    import arviz as az
+    from evals import arviz_plots
 
-    from inference.arviz_compat import require_plots_api
-
-    require_plots_api("evals.comparison.plot_predictions")
     x = data[0] if isinstance(data, tuple) else data.x
     subset = (np.asarray(x)[:num_points], None)
     probs_a = _predictive(a, b, subset, model, num_samples, seed)[0]
@@ -274,5 +268,4 @@ def plot_predictions(a, b, data, *, num_points: int = 8, labels=("a", "b"), mode
         {f"p(y={c}|x{n})": p[None, :, n, c] for n, c in zip(rows, predicted)} for p in (probs_a, probs_b)
     ]
     idata = [to_inference_data(v) for v in variables]
-    return az.plot_forest(idata, model_names=list(labels), combined=True, ax=ax)
-
+    return arviz_plots.forest(idata, list(labels), ax=ax, feature="evals.comparison.plot_predictions")

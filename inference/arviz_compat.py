@@ -12,8 +12,8 @@ and ``az.from_netcdf(path)``. What differs, and is adapted here:
   ``p`` / ``elpd_i``).
 - the comparison table: `compare` returns ArviZ 0.x's columns on both (1.x names ``elpd`` / ``p``, signs
   ``elpd_diff`` the other way, rounds by default and flags Pareto k in a string ``diag_elpd``).
-- plots: ArviZ 1.x's (arviz-plots) return a PlotCollection, not matplotlib axes; the package's plots built on
-  0.x's ``az.plot_forest`` / ``az.plot_pair`` refuse under 1.x with `require_plots_api`.
+- plots: ArviZ 1.x's (arviz-plots) take other arguments and return a PlotCollection, not matplotlib axes; the
+  package's forest and pair plots adapt in `evals.arviz_plots` (plots are analyses: evals, not inference).
 - the summary table: `summary` gives the 94 % HDI under 0.x's column names on both (1.x's default is an 89 %
   equal-tailed interval).
 """
@@ -25,8 +25,6 @@ from typing import Any, NamedTuple
 import arviz as az
 import numpy as np
 import pandas as pd
-
-from base.errors import MissingDependencyError
 
 arviz: Any = az
 """The ArviZ module, untyped here: its functions take other arguments in 0.x and 1.x, and a type checker sees one."""
@@ -114,13 +112,3 @@ def summary(data, var_names=None, round_to: int | str = "none") -> pd.DataFrame:
     else:
         table = arviz.summary(dataset, hdi_prob=HDI_PROB, round_to=round_to)
     return table[columns]
-
-
-def require_plots_api(feature: str) -> None:
-    """Raise MissingDependencyError naming `feature` under ArviZ 1.x: its plots (arviz-plots) take other
-    arguments and return a PlotCollection where `feature` draws with ArviZ 0.x's matplotlib plots (Python 3.11,
-    ``pip install 'arviz<1'``)."""
-    if ARVIZ_1:
-        raise MissingDependencyError(f"{feature} draws with ArviZ 0.x's matplotlib plots (az.plot_forest / "
-                                     f"az.plot_pair); ArviZ {az.__version__} is installed: on Python 3.11, "
-                                     "pip install 'arviz<1'")

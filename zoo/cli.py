@@ -366,6 +366,18 @@ def build_parser() -> _Parser:
     b.add_argument("--networks", type=_names, default=None, metavar="mlp,lenet5",
                    help="images: networks among mlp, lenet5 (default: both)")
     b.add_argument("--seeds", type=_seeds, default=None, metavar="0,1,2", help="images: seeds (default: 0,1,2)")
+    rep = sub.add_parser("report", help="one self-contained HTML page (images inlined, no server) of a saved "
+                                        "posterior, a zoo run or a zoo benchmark folder")
+    rep.add_argument("path", help="a saved posterior folder (zoo fit / zoo nuts --out), or a zoo run / zoo benchmark "
+                                  "results folder")
+    rep.add_argument("--out", default=None, metavar="FILE.html",
+                     help="the page to write (default: PATH/report.html for a results folder, PATH.report.html beside "
+                          "a saved posterior)")
+    rep.add_argument("--samples", type=_positive_int, default=100,
+                     help="posterior draws for the scores and the OOD detection (a posterior's page)")
+    rep.add_argument("--corruption-draws", type=_positive_int, default=10,
+                     help="posterior draws on each corrupted test set (a posterior's page)")
+    rep.add_argument("--seed", type=_seed, default=0, help="seed of the draws")
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -906,7 +918,13 @@ def cmd_benchmark(args):
     return 0
 
 
-COMMANDS = {"list": cmd_list, "benchmark": cmd_benchmark, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "corruptions": cmd_corruptions,
+def cmd_report(args):
+    from zoo.report.cli import run
+
+    return run(args)
+
+
+COMMANDS = {"list": cmd_list, "report": cmd_report, "benchmark": cmd_benchmark, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "corruptions": cmd_corruptions,
             "run": cmd_run, "reproduce": cmd_reproduce}
 
 if __name__ == "__main__":

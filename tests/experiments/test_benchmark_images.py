@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.metrics import roc_auc_score
 
 import evals
 import inference
@@ -52,6 +53,17 @@ def test_csv_columns_and_numbers_against_direct_calls(finished, data):
     dropout = csv.set_index("method").loc["mc_dropout"]
     assert dropout.cpu_vs_map == pytest.approx(dropout.cpu_s / row.cpu_s) and row.cpu_vs_map == 1.0
     assert dropout.draws == SETTINGS.num_samples and 0.5 < dropout.accuracy <= 1
+    # OOD detection: every method x out set x score; map's AUROC of the entropy against the rotated test images is
+    # scikit-learn's of the entropies of the direct fit's predictions
+    detection = pd.read_csv(out / images.DETECTION_CSV)
+    assert tuple(detection.columns[:5]) == images.DETECTION_KEYS and len(detection) == len(METHODS) * 4 * 3
+    entropy = [(lambda p: -np.sum(p * np.log(np.clip(p, 1e-30, 1.0)), -1))(
+        direct.predict(data.inputs(x, "mlp"), num_samples=1)[0]) for x in (data.x_test, np.rot90(data.x_test, axes=(1, 2)))]
+    auroc = roc_auc_score(np.r_[np.zeros(len(entropy[0])), np.ones(len(entropy[1]))], np.r_[entropy[0], entropy[1]])
+    got = detection.set_index(["method", "out_set", "score"]).loc[("map", "rotated_90", "entropy"), "auroc"]
+    assert got == pytest.approx(auroc, abs=1e-3)
+    assert "## Out-of-distribution detection" in (out / "summary.md").read_text()
+    assert (out / "ood_detection.png").is_file() and (out / "report.html").is_file()
 
 
 def test_killed_run_resumes_keeping_finished_rows(finished, data, tmp_path):
@@ -68,6 +80,7 @@ def test_killed_run_resumes_keeping_finished_rows(finished, data, tmp_path):
     resumed = images.run(out, data, SETTINGS, networks=("mlp",), seeds=(0,), methods=METHODS, resume=True,
                          log=lambda _: None)
     assert list(resumed.method) == list(METHODS)
+    assert list(dict.fromkeys(pd.read_csv(out / images.DETECTION_CSV).method)) == list(METHODS)  # kept, then added
     pd.testing.assert_frame_equal(resumed.iloc[:1].reset_index(drop=True).astype(first.dtypes), first)
     # the resumed rows are the uninterrupted run's (the same seeds, the map posterior reloaded from the folder)
     whole = finished[1].set_index("method")

@@ -250,3 +250,25 @@ def test_the_severity_figure_is_a_grid_with_a_style_per_line(one_part, tmp_path)
     assert len({s["color"] for s in styles}) == 20
     more = line_styles(45)
     assert len({(s["color"], s["marker"], s["linestyle"]) for s in more}) == 45
+
+
+def test_ood_detection_of_every_posterior_against_every_shift(one_part, tmp_path):
+    """`zoo run`'s OOD detection: every posterior x out set x score, out sets as large as the test set, the same
+    AUROC as `evals.detection.detection_metrics` of the posterior's own scores, and results.md's section (a question
+    and one table, a row per posterior) with ood_detection.csv / .png beside it."""
+    from zoo.experiments.detection_tables import write_detection
+
+    one, _ = one_part
+    table = one.detection
+    assert list(table.index.names) == ["posterior", "out_set", "score"]
+    assert list(dict.fromkeys(table.index.get_level_values("posterior"))) == list(LABELS)
+    assert list(dict.fromkeys(table.index.get_level_values("out_set"))) == [
+        "rotated_90", "pixels_shuffled", "uniform_noise", "corrupted_severity_5"]
+    assert (table["n_in"] == len(one.test.y)).all() and (table["n_out"] == len(one.test.y)).all()
+    assert table[["auroc", "aupr_in", "aupr_out", "fpr_at_95_tpr"]].stack().between(0, 1).all()
+    text = write_detection(table, str(tmp_path))
+    intro, rows = _sections("\n" + text)["Out-of-distribution detection"]
+    assert len(intro) == 1 and "?" in intro[0] and [r[0] for r in rows[2:]] == list(LABELS)
+    assert rows[0][1:3] == ["rotated_90 AUROC", "FPR@95"]
+    assert rows[2][1] == f"{table.loc[('point_estimate', 'rotated_90', 'entropy'), 'auroc']:.3f}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ood_detection.csv", "ood_detection.png"]

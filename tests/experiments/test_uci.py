@@ -101,6 +101,8 @@ def test_one_method_end_to_end_on_one_split(tmp_path):
     assert table.test_ll[0] > baseline + 1.0 and table.rmse[0] < 0.5
     assert (tmp_path / "out" / "summary.md").read_text().count("| tiny | mean_field | 1 |") == 1
     assert (tmp_path / "out" / "uci.png").stat().st_size > 10_000
+    page = (tmp_path / "out" / "report.html").read_text()  # zoo report's page of the folder, written at the end
+    assert "<h3>uci.csv</h3>" in page and page.count('<img src="data:image/png;base64,') >= 1
 
 
 @pytest.mark.parametrize("args, says", [

@@ -12,7 +12,10 @@
    the training-data log-likelihood) and next to it the test-set log predictive density of each posterior.
 3. Digits-C: every digits posterior on the 19 corruption types x 5 severities (mCE relative to the
    point estimate), the rank-1 paper's Table 2 layout, severity curves.
-Writes results.{csv,json,md}, ood_*.{csv,json,png}, plots and the posteriors under the output folder.
+4. OOD detection: every digits posterior's uncertainty on the clean test digits against the digits rotated by 90
+   degrees, with shuffled pixels, uniform noise and digits-C at severity 5 (`zoo.experiments.detection_tables`).
+Writes results.{csv,json,md}, ood_*.{csv,json,png}, ood_detection.{csv,png}, plots and the posteriors under the
+output folder, and last report.html (`zoo.report`: one page of all of it), whose path it prints.
 The parts (`DIGITS_GROUPS` of digits rows, each with its share of digits-C, and the two-moons experiment) run
 side by side in worker processes (`zoo.experiments.parallel`, one per CPU core by default) with the same results as one
 after the other (``--workers 1``).
@@ -36,6 +39,7 @@ from base.errors import ArgumentTypeError, InputError
 from base.run_folder import claim_run_folder
 from inference.posterior import SVIPosterior
 from inference.registry import GUIDES, example_options
+from zoo.experiments.detection_tables import write_detection
 from zoo.guide_options import missing_required_options
 
 if TYPE_CHECKING:
@@ -425,9 +429,13 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
     table["note"] = row_notes(table)
     seconds = time.perf_counter() - t_start
     report = _report(table, digits.ood, ood_summary, moons, sizes, f"zoo run: {size} size, seed {seed}, {seconds:.0f} s")
+    report += "\n" + write_detection(digits.detection, out, "digits: test images against shifted ones")
     _write_results(table, report, out, sizes, seconds)
     print("\n" + report)
-    print(f"wrote {out}/ in {time.perf_counter() - t_start:.0f} s")
+    from zoo.report import write_report
+
+    page = write_report(out)
+    print(f"wrote {out}/ in {time.perf_counter() - t_start:.0f} s; the report to read: {page}")
     return table
 
 
@@ -435,12 +443,14 @@ def main_job(out: str = "zoo-results", *, quick: bool = False, seed: int = 0, pr
 class DigitsPart:
     """What one `digits_part` made, sent back from its worker: ``rows`` {label: results row dict}; ``means``
     {label: (N, C) mean predictive probabilities on the test set}; ``ood``: `evals.ood.OODResults` of its
-    posteriors on digits-C; ``test``: the digits test set."""
+    posteriors on digits-C; ``test``: the digits test set; ``detection``: its posteriors' out-of-distribution
+    detection (`zoo.experiments.detection_tables.detection_rows`)."""
 
     rows: dict
     means: dict
     ood: object
     test: Dataset
+    detection: pd.DataFrame | None = None
 
     @property
     def table(self) -> pd.DataFrame:
@@ -462,7 +472,18 @@ def digits_part(labels, sizes: RunSizes, *, out: str | None = None, seed: int = 
     ood, _ = digits_c(digits.posteriors, None, num_samples=sizes.ood_draws, seed=seed, verbose=False, summary=False)
     rows = {label: row for label, row in zip(digits.table.index.get_level_values("posterior"),
                                               digits.table.reset_index().to_dict(orient="records"))}
-    return DigitsPart(rows, means, ood, digits.test)
+    return DigitsPart(rows, means, ood, digits.test, digits_detection(digits.posteriors, sizes.draws, seed))
+
+
+def digits_detection(posteriors: dict, draws: int, seed: int) -> pd.DataFrame:
+    """Out-of-distribution detection of digits posteriors {label: Posterior}: the raw test digits against their
+    shifts and digits-C at severity 5 (`zoo.experiments.detection_tables.detection_rows`, `draws` draws)."""
+    from zoo.experiments.detection_tables import detection_rows
+
+    raw_test, sets, preprocess = _digits_c_sets(None, (1, 2, 3, 4, 5))
+    images = np.asarray(raw_test.x).reshape(-1, 8, 8)
+    return detection_rows(posteriors, images, sets, lambda x: preprocess(np.reshape(x, (len(x), -1))),
+                          num_samples=draws, seed=seed)
 
 
 def moons_part(sizes: RunSizes, *, out: str | None = None, seed: int = 0, progress: bool = False,
@@ -487,7 +508,10 @@ def _merge_digits(parts) -> DigitsPart:
     scores.table = scores.table.sort_values("method", key=lambda m: m.map(order.index), kind="stable",
                                             ignore_index=True)
     scores.probs = {k: scores.probs[k] for k in order}
-    return DigitsPart({k: rows[k] for k in order}, {k: means[k] for k in order}, scores, parts[0].test)
+    detection = pd.concat([p.detection for p in parts if p.detection is not None])
+    position = {k: i for i, k in enumerate(order)}
+    detection = detection.iloc[sorted(range(len(detection)), key=lambda i: position[detection.index[i][0]])]
+    return DigitsPart({k: rows[k] for k in order}, {k: means[k] for k in order}, scores, parts[0].test, detection)
 
 
 def digits_experiment(sizes: RunSizes, *, seed: int = 0, progress: bool = False, bars: bool | None = None,

@@ -37,7 +37,11 @@ cleared before every fit, so a row's cost does not depend on the rows before it;
 the map fit's plus their own step), wall_s its wall time, cpu_vs_map = cpu_s / cpu_s of map (same network and
 seed).
 
-Resumable: ``images.csv`` is rewritten after every row, the map posterior of each (network, seed) is saved under
+OOD detection per (network, seed, method) in ``ood_detection.csv`` (`score_detection`): AUROC, AUPR-in, AUPR-out and
+FPR at 95 % TPR of the maximum probability, predictive entropy and mutual information, the test images against
+them rotated by 90 degrees, with shuffled pixels, uniform noise, and corrupted at the highest severity.
+
+Resumable: ``images.csv`` (and ``ood_detection.csv``) is rewritten after every row, the map posterior of each (network, seed) is saved under
 ``posteriors/`` (`inference.save`), and a run with ``resume=True`` keeps every finished row (its settings must
 equal the folder's ``run.json``), fitting only the missing ones. The folder is claimed with
 `base.run_folder.claim_run_folder` (the rule of `zoo run`): a folder of the user's or of another job is refused.
@@ -67,6 +71,8 @@ NEEDS_MAP = ("map_temperature", "laplace_last_layer", "laplace_kfac", "laplace_l
 COLUMNS = ("network", "seed", "method", "accuracy", "nll", "ece", "cal_nll", "cal_ece", "temperature", "cnll",
            "cacc", "cece", "cpu_s", "wall_s", "cpu_vs_map", "draws")
 CSV = "images.csv"
+DETECTION_CSV = "ood_detection.csv"
+DETECTION_KEYS = ("network", "seed", "method", "out_set", "score")
 
 
 @dataclass(frozen=True)
@@ -311,6 +317,23 @@ def score_corrupted(name: str, fitted: Fitted, network: str, images: Images, set
     return {"cnll": float(agg["cnll"]), "cacc": float(agg["caccuracy"]), "cece": float(agg["cece"])}
 
 
+def score_detection(name: str, fitted: Fitted, network: str, images: Images, sets: list, settings: Settings,
+                    seed: int) -> pd.DataFrame:
+    """Out-of-distribution detection of `fitted` (`zoo.experiments.detection_tables.detection_rows`): every test
+    image against the test images rotated by 90 degrees, with shuffled pixels, uniform noise, and the corrupted
+    `sets` at their highest severity (as many images each), `Settings.corrupt_draws` draws at most. One row per
+    (out_set, score), the keys `DETECTION_KEYS` first."""
+    from zoo.experiments.detection_tables import detection_rows
+
+    table = detection_rows({name: fitted.predictor}, images.x_test, sets, lambda x: images.inputs(x, network),
+                           num_samples=min(fitted.draws, settings.corrupt_draws), seed=seed)
+    rows = table.reset_index().drop(columns="posterior")
+    rows.insert(0, "method", name)
+    rows.insert(0, "seed", seed)
+    rows.insert(0, "network", network)
+    return rows
+
+
 def check_request(networks, seeds, methods) -> tuple:
     """(networks, seeds, methods) checked before any work (InputError naming the option): known names, no
     repeats, seeds non-negative integers; "map" is added first (every cost is relative to it)."""
@@ -376,6 +399,7 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
     (out / "run.json").write_text(json.dumps(info, indent=1))
     done = {(r.network, int(r.seed), r.method) for r in table.itertuples()}
     rows = table.to_dict("records")
+    detection = [read_detection(out, done)] if resume else []
     sets = None
     jax.block_until_ready(jax.numpy.zeros(()) + 1)  # the backend's start, a process's once, is no fit's cost
     todo_all = [(n, s, m) for n in networks for s in seeds for m in methods if (n, s, m) not in done]
@@ -405,8 +429,10 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
                        **score_corrupted(method, fitted, network, images, sets, settings, seed),
                        "cpu_s": fitted.cpu_s, "wall_s": fitted.wall_s, "cpu_vs_map": fitted.cpu_s / map_cpu,
                        "draws": fitted.draws}
+                detection.append(score_detection(method, fitted, network, images, sets, settings, seed))
                 rows.append(row)
                 done.add((network, seed, method))
+                pd.concat(detection, ignore_index=True).to_csv(out / DETECTION_CSV, index=False)
                 with_relative_cost(pd.DataFrame(rows, columns=list(COLUMNS))).to_csv(out / CSV, index=False)
                 log(f"  {network} seed {seed} {method:<18} acc {row['accuracy']:.3f}  NLL {row['nll']:.3f}  "
                     f"ECE {row['ece']:.3f}  cNLL {row['cnll']:.3f}  CPU {row['cpu_s']:6.1f} s "
@@ -416,8 +442,22 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
     info["load_at_end"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     (out / "run.json").write_text(json.dumps(info, indent=1))
     write_report(out, table, info)
-    log(f"wrote {out / CSV}, {out / 'summary.md'}, {out / 'images.png'}")
+    from zoo.report import write_report as write_page
+
+    page = write_page(out)
+    log(f"wrote {out / CSV}, {out / DETECTION_CSV}, {out / 'summary.md'}, {out / 'images.png'}; the report to read: "
+        f"{page}")
     return table
+
+
+def read_detection(out: Path, done: set) -> pd.DataFrame:
+    """The OOD detection rows of an earlier (resumed) run in `out` whose (network, seed, method) row is kept."""
+    path = out / DETECTION_CSV
+    if not path.is_file():
+        return pd.DataFrame(columns=list(DETECTION_KEYS))
+    table = pd.read_csv(path)
+    keep = [(r.network, int(r.seed), r.method) in done for r in table.itertuples()]
+    return table[keep]
 
 
 def map_path(out: Path, network: str, seed: int) -> Path:

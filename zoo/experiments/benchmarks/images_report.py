@@ -227,7 +227,22 @@ def write_report(out, table: pd.DataFrame, info: dict) -> None:
              "Mean +- SE over seeds.", "", "## Results", "", results_table(table),
              f"## Distance from the {REFERENCE} (same seed; negative: better than the {REFERENCE})", "",
              ensemble_distance(table), "## Issue 43's goal, row by row", "", goal_text(table)]
+    if (out / "ood_detection.csv").is_file():
+        parts += ["", detection_summary(out)]
     (out / "summary.md").write_text("\n".join(parts))
+
+
+def detection_summary(out) -> str:
+    """ood_detection.png and the summary's OOD detection section from the folder's ``ood_detection.csv``: each
+    (network, method)'s numbers averaged over its seeds (`zoo.experiments.detection_tables`)."""
+    from zoo.experiments.detection_tables import write_detection
+
+    rows = pd.read_csv(out / "ood_detection.csv")
+    rows["posterior"] = rows["network"] + " " + rows["method"]
+    numbers = [c for c in rows.columns if c not in ("network", "seed", "method", "posterior", "out_set", "score")]
+    mean = rows.groupby(["posterior", "out_set", "score"], sort=False)[numbers].mean()
+    text = write_detection(mean, str(out), "test images against shifted ones (mean over seeds)", table_file=False)
+    return text + f"\n(Mean over seeds; per seed: ood_detection.csv, {int(rows['seed'].nunique())} seed(s).)\n"
 
 
 def rewrite(out) -> None:

@@ -389,7 +389,11 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
     table = pd.DataFrame(rows)
     (out / "run.json").write_text(json.dumps(marker(settings_d, methods, seconds, pieces)))
     write_report(out, table, pd.DataFrame(weights), pd.DataFrame(agreement), settings_d, seconds)
-    log(f"done in {seconds:.0f} s: {out / 'uci.csv'}, {out / 'summary.md'}, {out / 'uci.png'}")
+    from zoo.report import write_report as write_page
+
+    page = write_page(out)
+    log(f"done in {seconds:.0f} s: {out / 'uci.csv'}, {out / 'summary.md'}, {out / 'uci.png'}; the report to read: "
+        f"{page}")
     return table
 
 

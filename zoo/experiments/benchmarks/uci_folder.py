@@ -24,7 +24,7 @@ from base.errors import FolderNotOwnedError, InputError
 
 KIND = "zoo benchmark uci"
 WRITER = "bnn-zoo"
-OUTPUTS = ("uci.csv", "weights.csv", "chains.csv", "summary.md", "uci.png", "run.json")
+OUTPUTS = ("uci.csv", "weights.csv", "chains.csv", "summary.md", "uci.png", "run.json", "report.html")
 """Every file the benchmark writes into its run folder."""
 KEY = ["hidden_layers", "dataset", "split"]
 """The columns naming one unit of work (one split of one set at one depth: every method fitted on it)."""
