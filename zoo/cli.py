@@ -378,6 +378,10 @@ def build_parser() -> _Parser:
     rep.add_argument("--corruption-draws", type=_positive_int, default=10,
                      help="posterior draws on each corrupted test set (a posterior's page)")
     rep.add_argument("--seed", type=_seed, default=0, help="seed of the draws")
+    rep.add_argument("--data", default=None, metavar="PATH",
+                     help="the .npz / .csv file a saved posterior was fitted on (zoo fit --data PATH); needed for such "
+                          "a posterior, which does not store the file (default: the entry's data set, rebuilt)")
+    _user_file_args(rep)
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -495,6 +499,25 @@ def _entry(args):
     if args.n is not None:
         raise InputError("--n", args.n, "no --n with --data FILE (every row of the file is used)")
     return zoo.get(args.entry, data=user.arrays(), data_kwargs=user.data_kwargs(), **kwargs)
+
+
+def check_data_file(path: str, data: str | None, command: str) -> None:
+    """Refuse a ``--data`` that does not fit the saved posterior at `path` (`command` reads it): a value that names
+    no .npz / .csv file, no file for a posterior fitted on the user's arrays (which it does not store), or a file
+    for one of a named data set (rebuilt from its name). InputError naming --data, exit status 2."""
+    from zoo.checkpoints import check_posterior_folder, entry_spec
+
+    if data is not None and not _is_file(data):
+        raise InputError("--data", data, "a path to an .npz or .csv file (the one the posterior was fitted on)")
+    check_posterior_folder(path, "path")
+    spec = entry_spec(path)
+    if _is_file(data) and "data" in spec:
+        raise InputError("--data", data, f"no --data: the posterior is of the data set {spec['data']!r}, which "
+                                         f"{command} rebuilds itself")
+    if data is None and "data" not in spec:
+        raise InputError("--data", data, "the .npz / .csv file the posterior was fitted on",
+                         f"the posterior at {path!r} was fitted on the user's own arrays, which it does not store: "
+                         "give the same file (and --target) as to zoo fit")
 
 
 def _is_file(data) -> bool:
@@ -828,20 +851,10 @@ def cmd_corruptions(args):
 
 def cmd_score(args):
     import evals
-    from zoo.checkpoints import check_posterior_folder, entry_spec, load_entry
+    from zoo.checkpoints import check_posterior_folder, load_entry
 
     check_posterior_folder(args.path, "path")  # the positional argument, as argparse names it
-    if args.data is not None and not _is_file(args.data):
-        raise InputError("--data", args.data, "a path to an .npz or .csv file (a posterior of a named data set is "
-                                              "scored on it without --data)")
-    own = "data" not in entry_spec(args.path)  # fitted on the user's arrays, which the checkpoint does not store
-    if _is_file(args.data) != own:
-        if own:
-            raise InputError("--data", args.data, "the .npz / .csv file the posterior was fitted on",
-                             "the posterior at " + repr(args.path) + " was fitted on the user's own arrays, which "
-                             "it does not store: give the same file (and --target) as to zoo fit")
-        raise InputError("--data", args.data, "no --data: the posterior is of the data set "
-                         f"{entry_spec(args.path)['data']!r}, which zoo score rebuilds itself")
+    check_data_file(args.path, args.data, "zoo score")
     user = _user_data(args)
     entry, post = load_entry(args.path, data=None if user is None else user.arrays())  # keeps the rebuilt entry
     evals.score(post, entry.test, num_samples=args.samples)
@@ -919,9 +932,13 @@ def cmd_benchmark(args):
 
 
 def cmd_report(args):
+    from base.atomic_dir import folder_kind
     from zoo.report.cli import run
 
-    return run(args)
+    if folder_kind(args.path) == "posterior" or args.data is not None:
+        check_data_file(args.path, args.data, "zoo report")
+    user = _user_data(args)  # its split printed; --target / --task without a file refused
+    return run(args, data=None if user is None else user.arrays())
 
 
 COMMANDS = {"list": cmd_list, "report": cmd_report, "benchmark": cmd_benchmark, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "corruptions": cmd_corruptions,

@@ -141,7 +141,9 @@ def test_cli_builds_on_a_csv_and_scores_its_posterior(tmp_path, capsys):
     header = next(line.split() for line in scored.splitlines() if "nll" in line)
     row = next(line.split() for line in scored.splitlines() if line.startswith("nuts "))
     assert abs(float(row[header.index("nll") + 1]) - np.log(2)) < 1e-4, scored  # +1: the row's name first
-    assert main(["score", out, "--samples", "4"]) == EXIT_USAGE
-    assert "fitted on the user's own arrays" in capsys.readouterr().err
+    for command in (["score", out, "--samples", "4"], ["report", out]):  # the file is asked for before any work
+        assert main(command) == EXIT_USAGE
+        assert f"zoo {command[0]}: error: --data: expected the .npz / .csv file the posterior was fitted on" in \
+            capsys.readouterr().err
     assert main(["fit", "mlp", "--data", "my_data", "--out", str(tmp_path / "o2"), "--quiet"]) == EXIT_USAGE
     assert "or a path to an .npz or .csv file, got 'my_data'" in capsys.readouterr().err
