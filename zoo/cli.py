@@ -180,6 +180,32 @@ def _positive_floats(text):
 _positive_floats.__name__ = "comma-separated numbers > 0"
 
 
+def _user_file_args(parser):
+    """--target and --task: how `zoo.data.user_file.load_user_data` reads a --data file."""
+    parser.add_argument("--target", default=None, metavar="COLUMN",
+                        help="with --data FILE.csv: the column of labels / targets, every other column a feature "
+                             "(default: none; a CSV needs it)")
+    parser.add_argument("--task", choices=("classification", "regression"), default=None,
+                        help="with --data FILE: how to read the labels (default: integer labels mean classification, "
+                             "float targets regression)")
+
+
+def _user_data(args):
+    """The `zoo.data.user_file.UserData` of ``--data FILE`` (its split printed), or None for a data set name;
+    --target / --task without a file are refused."""
+    from zoo.data.user_file import is_data_file, load_user_data
+
+    if args.data is None or not is_data_file(args.data):
+        for option, value in (("--target", args.target), ("--task", args.task)):
+            if value is not None:
+                raise InputError(option, value, "no " + option + " unless --data names an .npz or .csv file",
+                                 f"--data is {args.data!r}")
+        return None
+    user = load_user_data(args.data, args.target, task=args.task)
+    print(f"data: {args.data}: {user.split}")
+    return user
+
+
 def _corruption_grid_arguments(parser):
     from evals.corruption_grid import DESCRIPTION, add_arguments
 
@@ -209,7 +235,10 @@ def build_parser() -> _Parser:
     def entry_args(sp):
         sp.add_argument("entry", help="catalogue entry, e.g. mlp (zoo list shows them)")
         sp.add_argument("--data", default=None,
-                        help="data set name (digits, two_moons, regression_1d, ...; default: the entry's own)")
+                        help="data set name (digits, two_moons, regression_1d, ...), or your own file: an .npz of "
+                             "x / y (or x_train / y_train / x_test / y_test) or a .csv with --target (default: the "
+                             "entry's own data set)")
+        _user_file_args(sp)
         sp.add_argument("--hidden", type=_ints, default=None, help="hidden widths, e.g. 64,64 (default: the entry's)")
         sp.add_argument("--depth", type=_positive_int, default=None, help="depth (deep_linear; default: the entry's)")
         sp.add_argument("--prior", default=None, help="kind of the weight prior: normal, fan_in, he_normal or "
@@ -270,6 +299,10 @@ def build_parser() -> _Parser:
 
     s = sub.add_parser("score", help="score a saved posterior on its entry's test set")
     s.add_argument("path", help="folder of a saved posterior (zoo fit / zoo nuts --out)")
+    s.add_argument("--data", default=None, metavar="PATH",
+                   help="the .npz / .csv file the posterior was fitted on (zoo fit --data PATH); needed for such a "
+                        "posterior, which does not store the file (default: the entry's data set, rebuilt)")
+    _user_file_args(s)
     s.add_argument("--samples", type=_positive_int, default=100, help="posterior draws in total")
 
     sub.add_parser("corruptions", help="draw every corruption type x severity for one image (a PNG grid)",
@@ -350,6 +383,10 @@ def build_parser() -> _Parser:
     rep.add_argument("--corruption-draws", type=_positive_int, default=10,
                      help="posterior draws on each corrupted test set (a posterior's page)")
     rep.add_argument("--seed", type=_seed, default=0, help="seed of the draws")
+    rep.add_argument("--data", default=None, metavar="PATH",
+                     help="the .npz / .csv file a saved posterior was fitted on (zoo fit --data PATH); needed for such "
+                          "a posterior, which does not store the file (default: the entry's data set, rebuilt)")
+    _user_file_args(rep)
     for command in sub.choices.values():  # --debug is accepted after the command too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.commands = sub.choices  # {name: the command's parser}
@@ -458,7 +495,43 @@ def _entry(args):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     data_kwargs = {"n": args.n} if args.n is not None else None
-    return zoo.get(args.entry, data=args.data, data_kwargs=data_kwargs, **kwargs)
+    user = _user_data(args)
+    if user is None:
+        from zoo.data import DATASETS
+
+        if args.data is not None and args.data not in DATASETS:
+            raise InputError("--data", args.data, f"one of {list(DATASETS)} or a path to an .npz or .csv file",
+                             "no data set of that name, and no file (a file's name ends in .npz or .csv)")
+        return zoo.get(args.entry, data=args.data, data_kwargs=data_kwargs, **kwargs)
+    if args.n is not None:
+        raise InputError("--n", args.n, "no --n with --data FILE (every row of the file is used)")
+    return zoo.get(args.entry, data=user.arrays(), data_kwargs=user.data_kwargs(), **kwargs)
+
+
+def check_data_file(path: str, data: str | None, command: str) -> None:
+    """Refuse a ``--data`` that does not fit the saved posterior at `path` (`command` reads it): a value that names
+    no .npz / .csv file, no file for a posterior fitted on the user's arrays (which it does not store), or a file
+    for one of a named data set (rebuilt from its name). InputError naming --data, exit status 2."""
+    from zoo.checkpoints import check_posterior_folder, entry_spec
+
+    if data is not None and not _is_file(data):
+        raise InputError("--data", data, "a path to an .npz or .csv file (the one the posterior was fitted on)")
+    check_posterior_folder(path, "path")
+    spec = entry_spec(path)
+    if _is_file(data) and "data" in spec:
+        raise InputError("--data", data, f"no --data: the posterior is of the data set {spec['data']!r}, which "
+                                         f"{command} rebuilds itself")
+    if data is None and "data" not in spec:
+        raise InputError("--data", data, "the .npz / .csv file the posterior was fitted on",
+                         f"the posterior at {path!r} was fitted on the user's own arrays, which it does not store: "
+                         "give the same file (and --target) as to zoo fit")
+
+
+def _is_file(data) -> bool:
+    """Whether a --data value names the user's file (`zoo.data.user_file.is_data_file`)."""
+    from zoo.data.user_file import is_data_file
+
+    return data is not None and is_data_file(data)
 
 
 def cmd_list(args):
@@ -726,7 +799,7 @@ def cmd_nuts(args):
 
         check_posterior_folder(args.init, "--init")
     entry = _entry(args)
-    init = _init_posterior(args.init, entry) if args.init else None
+    init = _init_posterior(args.init, entry, args.data) if args.init else None
     post = inference.nuts(entry.model, entry.train, init=init, num_chains=args.chains, num_warmup=args.warmup,
                           draws_per_chain=args.draws_per_chain, seed=args.seed, progress=not args.quiet,
                           config={"entry": entry.config})
@@ -757,11 +830,16 @@ def _rhat_verdict(post, x) -> str:
     return f"{value:.4f}"
 
 
-def _init_posterior(path, entry):
-    """The SVI posterior saved at `path` (``zoo.load``), refused unless its sites are those of `entry`'s model."""
+def _init_posterior(path, entry, data: str | None = None):
+    """The SVI posterior saved at `path` (``zoo.load``; when `data`, the ``--data`` value, names a file: `entry`'s
+    arrays, those of the file, which such a posterior was fitted on), refused unless its sites are those of
+    `entry`'s model."""
     import zoo
+    from zoo.checkpoints import entry_spec
 
-    init = zoo.load(path)
+    own = "data" not in entry_spec(path)  # fitted on a file's arrays: zoo.load needs them (those of --data FILE)
+    arrays = (entry.train.x, entry.train.y, entry.test.x, entry.test.y)
+    init = zoo.load(path, data=arrays if own and _is_file(data) else None)
     feature_shape = entry.train.feature_shape
     if dict(init.model.site_shapes(feature_shape)) != dict(entry.model.site_shapes(feature_shape)):
         raise InputError.worded("--init",
@@ -785,7 +863,9 @@ def cmd_score(args):
     from zoo.checkpoints import check_posterior_folder, load_entry
 
     check_posterior_folder(args.path, "path")  # the positional argument, as argparse names it
-    entry, post = load_entry(args.path)  # zoo.load, keeping the rebuilt entry for its test set
+    check_data_file(args.path, args.data, "zoo score")
+    user = _user_data(args)
+    entry, post = load_entry(args.path, data=None if user is None else user.arrays())  # keeps the rebuilt entry
     evals.score(post, entry.test, num_samples=args.samples)
     return 0
 
@@ -861,9 +941,13 @@ def cmd_benchmark(args):
 
 
 def cmd_report(args):
+    from base.atomic_dir import folder_kind
     from zoo.report.cli import run
 
-    return run(args)
+    if folder_kind(args.path) == "posterior" or args.data is not None:
+        check_data_file(args.path, args.data, "zoo report")
+    user = _user_data(args)  # its split printed; --target / --task without a file refused
+    return run(args, data=None if user is None else user.arrays())
 
 
 COMMANDS = {"list": cmd_list, "report": cmd_report, "benchmark": cmd_benchmark, "fit": cmd_fit, "nuts": cmd_nuts, "score": cmd_score, "corruptions": cmd_corruptions,

@@ -55,3 +55,18 @@ def test_workers_from_the_environment(monkeypatch):
     monkeypatch.setenv("BNN_ZOO_WORKERS", "two")
     with pytest.raises(ValueError, match="BNN_ZOO_WORKERS: expected a positive integer, got 'two'"):
         default_workers()
+
+
+def test_run_parallel_moves_the_line_task_by_task():
+    from base.errors import InputError
+    from zoo.progress_line import ProgressLine
+
+    lines: list = []
+    line = ProgressLine(3, log=lines.append, clock=lambda: 0.0)
+    tasks = [Task(name, dict, {"name": name}) for name in ("two moons", "digits a", "digits b")]
+    assert run_parallel(tasks, workers=1, log=line.log, progress=line) == [{"name": t.name} for t in tasks]
+    assert [text.split(" · ")[0] for text in lines if "/3] " in text] == [
+        "[1/3] two moons", "[2/3] digits a", "[3/3] digits b"]
+    assert lines[1] == "[parallel] two moons: 0 s"  # the task's own line, through the progress line
+    with pytest.raises(InputError, match="progress: expected one of 2 parts"):
+        run_parallel(tasks[:2], workers=1, progress=line)

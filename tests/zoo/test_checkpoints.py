@@ -142,7 +142,8 @@ def test_a_checkpoint_of_user_arrays_is_never_rebuilt_on_a_shipped_data_set(own_
         zoo.load(path)
     capsys.readouterr()
     assert main(["score", str(path)]) == 2
-    assert "zoo score: error: data: expected the training arrays" in capsys.readouterr().err
+    assert "zoo score: error: --data: expected the .npz / .csv file the posterior was fitted on" in \
+        capsys.readouterr().err
 
 
 def test_zoo_load_takes_the_user_arrays_and_checks_their_fingerprint(own_checkpoint, own_arrays, tiny, tmp_path):

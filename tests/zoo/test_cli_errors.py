@@ -80,7 +80,7 @@ def test_other_usage_errors(argv, prefix, says, tmp_path, capsys):
 @pytest.mark.parametrize("argv, says", [
     (["fit", "nope"], "zoo fit: error: name: expected one of"),
     (["fit", "mlp", "--data", "two_moons", "--n", "5"], "zoo fit: error: n: expected an integer number of points >= 10, got 5"),
-    (["fit", "mlp", "--data", "mnist2"], "zoo fit: error: data: expected one of"),
+    (["fit", "mlp", "--data", "mnist2"], "zoo fit: error: --data: expected one of"),
     (["fit", "mlp", "--guide", "magic"], "zoo fit: error: guide: unknown name 'magic'"),
 ])
 def test_bad_input_found_by_the_package_is_one_line_with_status_2(argv, says, tmp_path, capsys):

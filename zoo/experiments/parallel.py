@@ -21,7 +21,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+
 from base.errors import ArgumentTypeError, InputError
+from zoo.progress_line import ProgressLine
 
 __all__ = ["Task", "TaskError", "run_parallel", "default_workers", "WORKERS_ENV"]
 
@@ -92,13 +94,17 @@ def _run_in_worker(task: Task):
     return result, time.perf_counter() - start
 
 
-def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callable[[str], None] | None = print) -> list:
+def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callable[[str], None] | None = print,
+                 progress: ProgressLine | None = None) -> list:
     """Run `tasks` in up to `workers` processes and return their results in task order.
 
     Args:
       tasks: the `Task`s; put the longest first (a free worker takes the next task in order).
       workers: processes to use (default `default_workers()`); 1 runs every task here, in order.
       log: gets one line per finished task (its name and seconds); None: silent.
+      progress: a `zoo.progress_line.ProgressLine` of len(tasks) parts, updated as tasks start and finish (the
+        tasks running now, the time left) and closed at the end (on a terminal, give a `log` that prints through
+        its ``log``, so that the lines print above it).
     Returns:
       [task.fn(**task.kwargs) for task in tasks], computed in parallel.
     Raises:
@@ -113,13 +119,23 @@ def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callabl
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InputError.worded("workers", f"workers: expected a positive integer, got {workers!r}")
     say = log or (lambda line: None)
+    if progress is not None:
+        if progress.total != len(tasks):
+            raise InputError("progress", f"<a ProgressLine of {progress.total} parts>", f"one of {len(tasks)} parts, "
+                             "one per task")
     workers = min(workers, len(tasks))
     if workers <= 1:
-        results = []
-        for t in tasks:
-            start = time.perf_counter()
-            results.append(t.fn(**t.kwargs))
-            say(f"[parallel] {t.name}: {time.perf_counter() - start:.0f} s")
+        results: list = []
+        try:
+            for i, t in enumerate(tasks):
+                if progress is not None:
+                    progress.update(i, t.name)
+                start = time.perf_counter()
+                results.append(t.fn(**t.kwargs))
+                say(f"[parallel] {t.name}: {time.perf_counter() - start:.0f} s")
+        finally:  # the line ends (a failure's message starts a line of its own)
+            if progress is not None:
+                progress.close(len(results))
         return results
 
     import multiprocessing
@@ -133,13 +149,25 @@ def run_parallel(tasks: Sequence[Task], workers: int | None = None, log: Callabl
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_init, initargs=(cache_dir, os.environ.get("XLA_FLAGS"))) as pool:
         futures = {pool.submit(_run_in_worker, t): i for i, t in enumerate(tasks)}
+        finished: set = set()
+
+        def show():  # a free worker takes the next task in order: the first `workers` unfinished ones run
+            if progress is not None and len(finished) < len(tasks):
+                running = [t.name for j, t in enumerate(tasks) if j not in finished][:workers]
+                progress.update(len(finished), "; ".join(running))
+
+        show()
         for future in as_completed(futures):
             i = futures[future]
+            finished.add(i)
+            show()
             try:
                 results[i], seconds = future.result()
                 say(f"[parallel] {tasks[i].name}: {seconds:.0f} s in a worker")
             except Exception as err:  # TaskError, or a worker that died (BrokenProcessPool)
                 errors[i] = err
+    if progress is not None:
+        progress.close(len(finished))
     if errors:
         i = min(errors)
         failure = errors[i]

@@ -51,7 +51,8 @@ def section(heading: str, question: str, rows: pd.DataFrame, columns: list) -> s
 
 _DIGITS_CLEAN = [Column("posterior", "posterior"), Column("network", "network"),
                  Column("accuracy", "accuracy", ".4f"), Column("deterministic_acc", "deterministic acc.", ".4f"),
-                 Column("nll", "NLL", ".4f"), Column("ece", "ECE", ".4f"), Column("brier", "Brier", ".4f")]
+                 Column("nll", "NLL", ".4f"), Column("ece", "ECE", ".4f"), Column("brier", "Brier", ".4f"),
+                 Column("note", "note")]
 _DIGITS_FITS = [Column("posterior", "posterior"), Column("network", "network"), Column("weights", "weights", ",.0f"),
                 Column("steps", "steps", ",.0f"), Column("guide_params", "guide params", ",.0f"),
                 Column("formula_params", "paper formula", ",.0f"), Column("final_loss", "final loss", ",.0f"),
@@ -112,8 +113,10 @@ def results_markdown(table: pd.DataFrame, ood_table: pd.DataFrame, ood_summary: 
         section("Digits: clean test set",
                 f"How accurate and how well calibrated is each posterior on the {n_clean} clean digits test images? "
                 f"Scores of the predictive mean over {draws} draws; `deterministic acc.` is the network at the "
-                "posterior mean (variance paper Table 1), which a NUTS posterior does not have (blank).",
-                digits, _DIGITS_CLEAN),
+                "posterior mean (variance paper Table 1), which a NUTS posterior does not have (blank). A row more "
+                "than 2 accuracy points below the point estimate, or with more than twice its NLL, says why in its "
+                "`note`.",
+                digits if "note" in digits else digits.assign(note=""), _DIGITS_CLEAN),
         section("Digits: the SVI fits",
                 "What did each SVI fit run, and how many parameters has its guide? `guide params` counts the free "
                 "variational parameters of the fitted guide (a Cholesky factor n(n+1)/2), `paper formula` the "

@@ -391,6 +391,7 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
 
     import inference
     from base.run_folder import claim_run_folder
+    from zoo.progress_line import ProgressLine
 
     networks, seeds, methods = check_request(networks, seeds, methods)
     out = Path(claim_run_folder(out_dir, JOB, "--out"))
@@ -402,6 +403,10 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
     detection = [read_detection(out, done)] if resume else []
     sets = None
     jax.block_until_ready(jax.numpy.zeros(()) + 1)  # the backend's start, a process's once, is no fit's cost
+    todo_all = [(n, s, m) for n in networks for s in seeds for m in methods if (n, s, m) not in done]
+    # one progress line, a part per row (zoo.progress_line): rewritten on a terminal, plain lines elsewhere
+    line = ProgressLine(max(1, len(todo_all)), log=None if log is print else log)
+    log = line.log
     for network in networks:
         todo = [(s, m) for s in seeds for m in methods if (network, s, m) not in done]
         if not todo:
@@ -410,6 +415,7 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
         for seed in seeds:
             map_fit = None
             for method in [m for m in methods if (network, seed, m) not in done]:
+                line.update(todo_all.index((network, seed, method)), f"{method} on {network} seed {seed}")
                 if method in NEEDS_MAP and map_fit is None:
                     map_fit = load_map(out, entry, network, seed, table)
                 fitted = fit_method(method, entry, images, settings, seed, map_fit)
@@ -432,6 +438,7 @@ def run(out_dir, images: Images, settings: Settings, *, networks=NETWORKS, seeds
                 log(f"  {network} seed {seed} {method:<18} acc {row['accuracy']:.3f}  NLL {row['nll']:.3f}  "
                     f"ECE {row['ece']:.3f}  cNLL {row['cnll']:.3f}  CPU {row['cpu_s']:6.1f} s "
                     f"({row['cpu_vs_map']:.2f} x map)")
+    line.close()
     table = with_relative_cost(pd.DataFrame(rows, columns=list(COLUMNS)))
     info["load_at_end"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     (out / "run.json").write_text(json.dumps(info, indent=1))

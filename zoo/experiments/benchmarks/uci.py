@@ -275,8 +275,9 @@ def weight_space(mf, fc, nuts) -> list:
     return rows
 
 
-def run_split(name: str, split: int, root, settings: Settings, methods, log=print):
-    """(rows, weight rows, agreement rows) of every method in `methods` on one split; `log` gets a line per fit."""
+def run_split(name: str, split: int, root, settings: Settings, methods, log=print, starting=None):
+    """(rows, weight rows, agreement rows) of every method in `methods` on one split; `log` gets a line per fit,
+    ``starting(method)`` (if given) is called before each fit (the progress line's "now")."""
     entry = entry_for(name, split, root, settings)
     y_sd = entry.train.y_sd
     fitted: dict[str, Fitted] = {}
@@ -288,6 +289,8 @@ def run_split(name: str, split: int, root, settings: Settings, methods, log=prin
     for method in METHODS:
         if method not in need:
             continue
+        if starting is not None:
+            starting(method)
         if method == "ensemble":
             fitted[method] = fit_ensemble(entry, settings, fitted["map"])
         elif method == "nuts":
@@ -344,6 +347,7 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
     from zoo.experiments.benchmarks.uci_folder import check_out, finished_rows, marker
     from zoo.experiments.benchmarks.uci_report import write_report
     from zoo.data.uci import available, num_splits
+    from zoo.progress_line import ProgressLine
 
     out = Path(out_dir)
     found = check_out(out)
@@ -366,9 +370,13 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
     todo = [item for item in plan if item not in done]
     if done:
         log(f"resuming {out}: {len(plan) - len(todo)} of {len(plan)} splits already finished")
+    # one progress line, a part per split (zoo.progress_line): rewritten on a terminal, plain lines elsewhere
+    line = ProgressLine(max(1, len(todo)), log=None if log is print else log)
     for i, (depth, name, k) in enumerate(todo):
-        log(f"[{i + 1}/{len(todo)}] {name} split {k}, {depth} hidden layer(s) ({time.perf_counter() - t0:.0f} s)")
-        r, w, a = run_split(name, k, root, replace(settings, hidden_layers=depth), methods, log)
+        where = f"{name} split {k}, {depth} hidden layer(s)"
+        line.update(i, where)
+        r, w, a = run_split(name, k, root, replace(settings, hidden_layers=depth), methods, line.log,
+                            starting=lambda method, i=i, where=where: line.update(i, f"{method} on {where}"))
         rows += r
         weights += w
         agreement += a
@@ -377,6 +385,8 @@ def run(out_dir, settings: Settings, datasets=None, methods=METHODS, root=None, 
         pd.DataFrame(agreement).to_csv(out / "chains.csv", index=False)
         (out / "run.json").write_text(json.dumps(marker(settings_d, methods, earlier_s + time.perf_counter() - t0,
                                                         pieces)))  # the seconds of the finished splits
+    if todo:
+        line.close()
     seconds = earlier_s + time.perf_counter() - t0
     table = pd.DataFrame(rows)
     (out / "run.json").write_text(json.dumps(marker(settings_d, methods, seconds, pieces)))

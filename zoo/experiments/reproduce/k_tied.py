@@ -42,6 +42,7 @@ from zoo.experiments.reproduce.k_tied_recipe import POINT, Recipe, epoch_steps, 
 from zoo.experiments.reproduce.k_tied_runs import SIGMA_INIT, make_guide, model_data, step_time_rounds, train_with_trace
 from zoo.experiments.reproduce.report import Report
 from zoo.experiments.reproduce.stages import stage
+from zoo.progress_line import ProgressLine
 from zoo.registry import TFDS_DATA
 
 __all__ = ["KTiedConfig", "QUICK", "FULL", "reproduce_k_tied"]
@@ -226,7 +227,10 @@ def reproduce_k_tied(out_dir, setting: str = "quick", log=print, seeds=None, dat
                                          "images, resized to 28 x 28; the last 20 % of the training part is the "
                                          "validation set) for the MLP trace and the accuracy runs.",))
     claim_run_folder(out_dir, "zoo reproduce k-tied", "out_dir")  # nothing of the user's is written into
-    report = Report(out_dir, TITLE, setting, log=log)
+    stages = ("accuracy runs (the paper's recipe)", "MLP trace", "Fig. 3 and Table 2", "Table 4 step time")
+    # one progress line, a part per stage (zoo.progress_line): the job's lines print above it on a terminal
+    line = ProgressLine(len(stages), log=None if log is print else (log or (lambda text: None)))
+    report = Report(out_dir, TITLE, setting, log=line.log)
     for note in cfg.notes:
         report.note(note)
     report.note("Guides: mean field and k-tied as the paper's families, without the library's default sigma cap "
@@ -236,17 +240,22 @@ def reproduce_k_tied(out_dir, setting: str = "quick", log=print, seeds=None, dat
     out: dict = {}
     mf_posts: dict = {}
     data_of: dict = {}
-    with stage("accuracy runs (the paper's recipe)", report.log, "k-tied"):
+    line.update(0, stages[0])
+    with stage(stages[0], report.log, "k-tied"):
         _accuracy_part(cfg, data_dir, report, out, resume)
     report.write()
-    with stage("MLP trace", report.log, "k-tied"):
+    line.update(1, stages[1])
+    with stage(stages[1], report.log, "k-tied"):
         _trace_part(cfg, data_dir, report, out, mf_posts, data_of)
     report.write()
-    with stage("Fig. 3 and Table 2", report.log, "k-tied"):
+    line.update(2, stages[2])
+    with stage(stages[2], report.log, "k-tied"):
         _spectra_part(cfg, data_dir, skip_tfds, report, out, mf_posts, data_of)
     report.write()
-    with stage("Table 4 step time", report.log, "k-tied"):
+    line.update(3, stages[3])
+    with stage(stages[3], report.log, "k-tied"):
         _speed_part(cfg, data_dir, skip_tfds, report, out)
+    line.close()
     out["report"] = report.write()
     return out
 

@@ -22,6 +22,7 @@ import optax
 import pandas as pd
 
 from evals.comparison import chain_draws, flat_draws
+from zoo.progress_line import ProgressLine
 from zoo.experiments.analysis.depth_sweep import (RHAT_MIXED, gaussian_metrics, kl_floor, mixed_summary, plot_depth_sweep,
                                simulated_kl_floor, summarise)
 from evals.gaussians import JITTER
@@ -187,13 +188,19 @@ def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print, runs_dir=None, 
     (with ``resume``) a run whose row is already there from the same config is read back instead of run again, so a
     sweep cut short (a GPU lent in ~10-minute pieces) resumes at the first run it had not finished. One run is the unit: at the paper's
     size (``FULL``, ~1,000 parameters, 2 chains of 500 draws after 100 warm-up steps) a few minutes on one GPU."""
-    rows = []
+    rows: list = []
+    # one progress line (zoo.progress_line), a part per run (each of about the same number of weights)
+    runs = len(config.activations) * len(config.depths) * len(config.seeds)
+    line = ProgressLine(runs, log=None if log is print else log) if log is not None else None
+    log = line.log if line is not None else None
     if runs_dir is not None:
         runs_dir = Path(runs_dir)
         runs_dir.mkdir(parents=True, exist_ok=True)
     for activation in config.activations:
         for depth in config.depths:
             for seed in config.seeds:
+                if line is not None:
+                    line.update(len(rows), f"{activation} depth {depth} seed {seed}: MFVI, then NUTS from it")
                 path = None if runs_dir is None else _run_file(runs_dir, activation, depth, seed)
                 saved = None if path is None or not resume else _saved_run(path, config)
                 if path is not None and saved is not None:
@@ -212,6 +219,8 @@ def run_depth_sweep(config: DepthSweepConfig = QUICK, log=print, runs_dir=None, 
                         f"ESS min {row['ess_bulk_min']:.0f}, R-hat max {row['rhat_max']:.3f}, "
                         f"acc {row['nuts_accuracy']:.3f}, {row['divergences']} divergences, "
                         f"{row['svi_s'] + row['nuts_s']:.0f} s")
+    if line is not None:
+        line.close()
     table = pd.DataFrame(rows)
     table.attrs["config"] = asdict(config)
     return table

@@ -24,6 +24,7 @@ from base.run_folder import claim_run_folder
 from zoo.experiments.analysis.diversity import plot_diversity
 from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.parallel import run_parallel
+from zoo.progress_line import ProgressLine
 from zoo.experiments.reproduce.rank1_cifar import CIFAR_FULL, CifarJob, cifar_part
 from zoo.experiments.reproduce.rank1_setup import QUICK_RECIPE, Rank1Settings, task_split
 from zoo.experiments.reproduce.rank1_tasks import METRICS, rank1_tasks, stage, table2
@@ -200,7 +201,8 @@ def reproduce_rank1(out_dir, setting: str = "quick", log=print, seeds=None, data
     log(f"[rank1] Table 2: {len(job.methods)} methods x {len(job.seeds)} seeds"
         + (f"; WRN: {len(job.wrn.methods)} methods" if job.wrn is not None else ""))
     tasks = rank1_tasks(job, echo)
-    results = dict(zip([t.name for t in tasks], run_parallel(tasks, workers, log)))
+    line = ProgressLine(len(tasks), log=None if log is print else log)  # the parts running, the time left
+    results = dict(zip([t.name for t in tasks], run_parallel(tasks, workers, line.log, progress=line)))
     mlp = results["mlp table 2"]
     if mlp["rate"] is not None:
         report.table("mc_dropout_rate", pd.DataFrame(mlp["chosen"]), f"MC dropout's rate by validation NLL (seed "

@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from zoo.experiments.analysis.curvature import log10_kappa
+from zoo.progress_line import ProgressLine
 from zoo.experiments.analysis.fgsm import draws_predictor, iterative_fgsm, mixture_predictor
 from zoo.experiments.analysis.seed_summary import mean_se
 from zoo.experiments.analysis.sparse_ensemble import sparse_ensemble_curve
@@ -254,6 +255,10 @@ def resumed_row(fits: pd.DataFrame, tuning: pd.DataFrame, label: str, seed: int,
     return kept.iloc[0].to_dict(), mine.to_dict("records"), choice.drop(columns="settings_key", errors="ignore")
 
 
+STAGES = ("first-seed core trainings", "per-epoch run and sparse ensembles", "attacks", "Table 1-2 trainings")
+"""The stages of `reproduce_variance_networks`, in order (the progress line's parts)."""
+
+
 def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seeds=None, data_dir=None,
                                 settings: VarianceNetworksSettings | None = None, data_path=None, epochs=None,
                                 learning_rates=None, resume: bool = False) -> dict:
@@ -302,7 +307,10 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
         if not rates or not all(isinstance(r, (int, float)) and math.isfinite(r) and r > 0 for r in rates):
             raise InputError("learning_rates", learning_rates, "one or more positive finite learning rates")
         settings = replace(settings, learning_rates=rates)
-    log = log or (lambda line: None)
+    # one progress line, a part per stage of `STAGES` (zoo.progress_line); with print it rewrites itself on a
+    # terminal, and the job's lines (`log`) print above it
+    line = ProgressLine(len(STAGES), log=None if log is print else (log or (lambda text: None)))
+    log = line.log
     claim_run_folder(out_dir, "zoo reproduce variance-networks", "out_dir")  # nothing of the user's is written into
     report = Report(out_dir, "Variance Networks (Neklyudov et al., 2018)", setting, log=log)
     report.note(f"Settings: {settings}.")
@@ -317,10 +325,10 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
                    f"{settings.kappa_activation} (the kappa criterion needs a smooth network, section 5) at the "
                    "layer-wise row's chosen rate." if settings.kappa_activation != settings.activation else
                    "the per-epoch kappa run is Table 2's layer-wise network of the first seed, refitted with curves."))
-    stages = {name: StageTimes(name, "variance-networks") for name in
-              ("first-seed core trainings", "per-epoch run and sparse ensembles", "attacks", "Table 1-2 trainings")}
+    stages = {name: StageTimes(name, "variance-networks") for name in STAGES}
 
-    def timed(name):  # seconds and compiles of a stage
+    def timed(name):  # seconds and compiles of a stage, and the progress line moved to it
+        line.update(STAGES.index(name), name)
         return stage(name, log, "variance-networks", into=stages[name])
 
     fits, rows_by_fit, all_rows, chosen, tuning = {}, {}, [], {}, []
@@ -458,6 +466,7 @@ def reproduce_variance_networks(out_dir, setting: str = "quick", log=print, seed
     earlier = len(report.findings)
     _training_findings(report, settings, t1, t2, chance, n_test)
     report.findings[:] = report.findings[earlier:] + report.findings[:earlier]  # Tables 1-2 first, as the paper
+    line.close()
     path = report.write()
     return {"table1": t1_sum, "table2": t2_sum, "tuning": tuning, "transition": transition, "sparse": sparse,
             "attack": attack, "report": path}
