@@ -286,7 +286,8 @@ def test_counts_whose_arrays_cannot_fit_in_memory_are_refused(moons_tiny, moons_
 # ----- one convention: every refusal a ZooError, exit statuses by type ---------------------------------------
 NOT_ZOO_ERRORS = {"TaskError",  # a worker's failure as text
                   "KeyboardInterrupt",  # SIGTERM in `zoo fit`, raised as Ctrl-C is (not an error)
-                  "KeyError"}  # a Mapping's __getitem__ of a missing name (the protocol `get` and `in` rely on)
+                  "KeyError",  # a Mapping's __getitem__ of a missing name (the protocol `get` and `in` rely on)
+                  "AttributeError"}  # setting a field of a frozen value (a guide), as dataclasses' FrozenInstanceError
 PACKAGES = ("base", "models", "inference", "evals", "zoo")
 
 
