@@ -9,7 +9,7 @@ from zoo.experiments.reproduce.rank1_cifar import CIFAR_CLAIM, CIFAR_FULL, Cifar
 from zoo.experiments.reproduce.rank1_verdicts import table2_finding
 from zoo.experiments.reproduce.report import Report
 
-TINY = CifarJob(depth=10, width=1, steps=2, batch_size=4, chunk_size=2, max_train=8,
+TINY = CifarJob(depth=10, width=1, num_components=2, steps=2, batch_size=4, chunk_size=2, max_train=8,
                 methods=("deterministic", "rank1_normal"), types=("gaussian_noise",), severities=(1,))
 
 

@@ -55,3 +55,6 @@ def test_architecture_under_its_papers_guide(name):
     probs = post.predict(entry.test.x, num_samples=2)
     assert probs.shape == (2, 4, entry.train.num_classes)  # rank-1: K components averaged per draw
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-4)
+    if entry.model.is_stateful(entry.train.feature_shape):  # resnet18, wide_resnet
+        assert post.state is not None  # batch-norm statistics travel as state, not as random variables
+        assert not any("mean_ema" in site or "var_ema" in site for site in entry.model.site_shapes(entry.train.x[:1]))
