@@ -10,7 +10,7 @@ their papers' guides in test_architectures.py."""
 
 import numpy as np
 import pytest
-from test_architectures import TINY, tiny_entry
+from test_architectures import tiny_entry
 
 import inference
 
